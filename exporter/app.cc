@@ -1,0 +1,106 @@
+#include "exporter/app.h"
+
+#include <spdlog/spdlog.h>
+
+namespace pglock {
+
+#ifndef PGLOCK_VERSION
+#define PGLOCK_VERSION "dev"
+#endif
+#ifndef PGLOCK_REVISION
+#define PGLOCK_REVISION "unknown"
+#endif
+
+BuildInfo CurrentBuildInfo() { return {PGLOCK_VERSION, PGLOCK_REVISION}; }
+
+App::~App() { Stop(); }
+
+bool App::Start(const Config& config, std::string* error) {
+  config_ = config;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const TargetConfig& t : config.targets) {
+      pollers_.push_back(std::make_unique<Poller>(t, config.poll));
+      pollers_.back()->Start();
+    }
+  }
+  http_ = HttpServer::Start(
+      config.web, [this] { return Snapshots(); }, CurrentBuildInfo(), error);
+  return http_ != nullptr;
+}
+
+bool App::Reload(const Config& config, std::string* error) {
+  std::vector<std::unique_ptr<Poller>> retired;
+  {
+    std::vector<std::unique_ptr<Poller>> next;
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const TargetConfig& t : config.targets) {
+      std::unique_ptr<Poller> kept;
+      for (auto& p : pollers_) {
+        if (p && p->target() == t && p->poll() == config.poll) {
+          kept = std::move(p);
+          break;
+        }
+      }
+      if (!kept) {
+        spdlog::info("target {}: (re)configured", t.name);
+        kept = std::make_unique<Poller>(t, config.poll);
+        kept->Start();
+      }
+      next.push_back(std::move(kept));
+    }
+    for (auto& p : pollers_) {
+      if (p) {
+        spdlog::info("target {}: removed", p->target().name);
+        retired.push_back(std::move(p));
+      }
+    }
+    pollers_ = std::move(next);
+  }
+  retired.clear();  // joins outside the lock: scrapes keep being served meanwhile
+
+  bool ok = true;
+  if (!(config.web == config_.web)) {
+    http_.reset();
+    http_ = HttpServer::Start(
+        config.web, [this] { return Snapshots(); }, CurrentBuildInfo(), error);
+    if (!http_) {
+      ok = false;
+      spdlog::error("reload: {}; keeping the previous [web] settings", *error);
+      std::string again;
+      http_ = HttpServer::Start(
+          config_.web, [this] { return Snapshots(); }, CurrentBuildInfo(), &again);
+      Config kept = config;
+      kept.web = config_.web;
+      config_ = kept;
+      return ok;
+    }
+  }
+  config_ = config;
+  return ok;
+}
+
+void App::Stop() {
+  http_.reset();
+  std::vector<std::unique_ptr<Poller>> pollers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pollers = std::move(pollers_);
+    pollers_.clear();
+  }
+  for (auto& p : pollers) p->Stop();
+}
+
+std::vector<std::shared_ptr<const TargetSnapshot>> App::Snapshots() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<const TargetSnapshot>> out;
+  out.reserve(pollers_.size());
+  for (const auto& p : pollers_) out.push_back(p->Latest());
+  return out;
+}
+
+std::vector<int> App::ListeningPorts() const {
+  return http_ ? http_->ListeningPorts() : std::vector<int>{};
+}
+
+}  // namespace pglock

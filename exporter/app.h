@@ -1,0 +1,42 @@
+// Wiring: the pollers of the configured targets and the HTTP server, and config reload (SIGHUP):
+// targets whose config is unchanged keep their poller and its counters; added ones start, removed
+// ones stop; a changed [web] restarts the listener. Thread-safe.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "exporter/config/config.h"
+#include "exporter/http/server.h"
+#include "exporter/poll/poller.h"
+
+namespace pglock {
+
+BuildInfo CurrentBuildInfo();
+
+class App {
+ public:
+  App() = default;
+  ~App();
+  App(const App&) = delete;
+  App& operator=(const App&) = delete;
+
+  // Starts pollers and the HTTP server. False and *error if the listener cannot start.
+  bool Start(const Config& config, std::string* error);
+  // Applies a validated config. On a listener failure the old listener is kept (and false).
+  bool Reload(const Config& config, std::string* error);
+  void Stop();
+
+  std::vector<std::shared_ptr<const TargetSnapshot>> Snapshots() const;
+  std::vector<int> ListeningPorts() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::unique_ptr<Poller>> pollers_;  // GUARDED_BY(mu_)
+  Config config_;                                 // only touched by Start/Reload/Stop
+  std::unique_ptr<HttpServer> http_;
+};
+
+}  // namespace pglock

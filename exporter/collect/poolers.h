@@ -1,0 +1,18 @@
+// Reads a PgBouncer admin console (SHOW POOLS, SHOW SERVERS) to find the server connections of
+// pools in transaction or statement mode: a session advisory lock held by one of them outlives the
+// client that took it (seed 002). Opens a short-lived connection per poll. Thread-compatible.
+#pragma once
+
+#include "exporter/config/config.h"
+#include "exporter/pg/connection.h"
+#include "exporter/snapshot/poll_data.h"
+
+namespace pglock {
+
+PoolerData CollectPooler(const PoolerConfig& pooler, SteadyClock::time_point deadline);
+
+// Parses SHOW POOLS + SHOW SERVERS results (exposed for tests).
+bool ParsePgbouncer(const PgResult& pools, const PgResult& servers, PoolerData* data,
+                    std::string* error);
+
+}  // namespace pglock

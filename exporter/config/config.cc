@@ -1,0 +1,585 @@
+#include "exporter/config/config.h"
+
+#include <regex.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <toml.hpp>
+
+#include "exporter/pg/conninfo.h"
+
+namespace pglock {
+namespace {
+
+constexpr int kMaxTopN = 10'000;
+
+// Walks one TOML table, remembering which keys were read so the rest can be reported as unknown.
+// All errors go to the shared list with the file, line and dotted key.
+class TableReader {
+ public:
+  TableReader(const toml::value& table, std::string prefix, const std::string& file,
+              std::vector<ConfigError>* errors)
+      : table_(table), prefix_(std::move(prefix)), file_(file), errors_(errors) {}
+
+  ~TableReader() = default;
+  TableReader(const TableReader&) = delete;
+  TableReader& operator=(const TableReader&) = delete;
+
+  bool Has(const std::string& key) const { return table_.as_table().count(key) != 0; }
+
+  const toml::value* Get(const std::string& key) {
+    seen_.insert(key);
+    const auto& t = table_.as_table();
+    const auto it = t.find(key);
+    return it == t.end() ? nullptr : &it->second;
+  }
+
+  void String(const std::string& key, std::string* out) {
+    const toml::value* v = Get(key);
+    if (v == nullptr) return;
+    if (!v->is_string()) {
+      Error(*v, key, "must be a string");
+      return;
+    }
+    *out = v->as_string().str;
+  }
+
+  void Integer(const std::string& key, int64_t min, int64_t max, int64_t* out) {
+    const toml::value* v = Get(key);
+    if (v == nullptr) return;
+    if (!v->is_integer()) {
+      Error(*v, key, "must be an integer");
+      return;
+    }
+    const int64_t n = v->as_integer();
+    if (n < min || n > max) {
+      Error(*v, key,
+            "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " +
+                std::to_string(n));
+      return;
+    }
+    *out = n;
+  }
+
+  void Int(const std::string& key, int min, int max, int* out) {
+    int64_t n = *out;
+    Integer(key, min, max, &n);
+    *out = static_cast<int>(n);
+  }
+
+  // Returns true when the key was present (and valid or not); *explicitly_set reports validity.
+  bool DurationValue(const std::string& key, Duration* out) {
+    const toml::value* v = Get(key);
+    if (v == nullptr) return false;
+    if (!v->is_string()) {
+      Error(*v, key, "must be a duration string such as \"5s\"");
+      return true;
+    }
+    std::string why;
+    const auto d = ParseDuration(v->as_string().str, &why);
+    if (!d) {
+      Error(*v, key, why);
+      return true;
+    }
+    *out = *d;
+    return true;
+  }
+
+  void StringArray(const std::string& key, std::vector<std::string>* out) {
+    const toml::value* v = Get(key);
+    if (v == nullptr) return;
+    if (!v->is_array()) {
+      Error(*v, key, "must be an array of strings");
+      return;
+    }
+    for (const auto& item : v->as_array()) {
+      if (!item.is_string()) {
+        Error(item, key, "must be an array of strings");
+        return;
+      }
+      out->push_back(item.as_string().str);
+    }
+  }
+
+  // Array of tables ([[x]]); returns the element values, or empty after an error.
+  std::vector<const toml::value*> Tables(const std::string& key) {
+    std::vector<const toml::value*> out;
+    const toml::value* v = Get(key);
+    if (v == nullptr) return out;
+    if (!v->is_array()) {
+      Error(*v, key, "must be an array of tables ([[" + Dotted(key) + "]])");
+      return out;
+    }
+    for (const auto& item : v->as_array()) {
+      if (!item.is_table()) {
+        Error(item, key, "must be an array of tables ([[" + Dotted(key) + "]])");
+        return {};
+      }
+      out.push_back(&item);
+    }
+    return out;
+  }
+
+  // A sub-table ([x]); nullptr when absent or after an error.
+  const toml::value* Table(const std::string& key) {
+    const toml::value* v = Get(key);
+    if (v == nullptr) return nullptr;
+    if (!v->is_table()) {
+      Error(*v, key, "must be a table ([" + Dotted(key) + "])");
+      return nullptr;
+    }
+    return v;
+  }
+
+  // Reports every key of this table that no accessor asked for.
+  void RejectUnknown() {
+    for (const auto& [key, value] : table_.as_table()) {
+      if (seen_.count(key) == 0) Error(value, key, "unknown key");
+    }
+  }
+
+  void Error(const toml::value& at, const std::string& key, const std::string& message) {
+    errors_->push_back({file_, static_cast<int>(at.location().line()), Dotted(key), message});
+  }
+
+  // An error about the table itself (a missing key, a conflict between keys).
+  void TableError(const std::string& key, const std::string& message) {
+    errors_->push_back({file_, static_cast<int>(table_.location().line()), Dotted(key), message});
+  }
+
+  std::string Dotted(const std::string& key) const {
+    return prefix_.empty() ? key : prefix_ + "." + key;
+  }
+
+  int Line() const { return static_cast<int>(table_.location().line()); }
+
+ private:
+  const toml::value& table_;
+  const std::string prefix_;
+  const std::string& file_;
+  std::vector<ConfigError>* errors_;
+  std::set<std::string> seen_;
+};
+
+bool IsValidLabelName(const std::string& name) {
+  if (name.empty() || name.size() > 128) return false;
+  if (name.rfind("__", 0) == 0) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+bool IsBcryptHash(const std::string& h) {
+  return h.size() == 60 &&
+         (h.rfind("$2a$", 0) == 0 || h.rfind("$2b$", 0) == 0 || h.rfind("$2y$", 0) == 0);
+}
+
+bool ReadSecretFile(const std::string& path, std::string* out, std::string* why) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *why = "cannot read " + path;
+    return false;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  *out = std::move(s);
+  return true;
+}
+
+bool WorldReadable(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && (st.st_mode & S_IROTH) != 0;
+}
+
+void ParseLock(TableReader& r, LockNameConfig* lock) {
+  r.String("name", &lock->name);
+  if (lock->name.empty()) r.TableError("name", "every [[targets.locks]] needs a non-empty name");
+  const bool has_key = r.Has("key"), has_text = r.Has("key_text"), has_key1 = r.Has("key1");
+  const int forms = int{has_key} + int{has_text} + int{has_key1};
+  if (forms != 1) {
+    r.TableError("key", "lock \"" + lock->name +
+                            "\" needs exactly one of key, key_text, or key1 with key2/key2_text");
+  }
+  if (has_key) {
+    lock->kind = LockNameConfig::Kind::kBigint;
+    r.Integer("key", INT64_MIN, INT64_MAX, &lock->key);
+  }
+  if (has_text) {
+    lock->kind = LockNameConfig::Kind::kBigintText;
+    r.String("key_text", &lock->key_text);
+  }
+  if (has_key1) {
+    int64_t k1 = 0;
+    r.Integer("key1", INT32_MIN, INT32_MAX, &k1);
+    lock->key1 = static_cast<int32_t>(k1);
+    const bool has_key2 = r.Has("key2"), has_key2_text = r.Has("key2_text");
+    if (int{has_key2} + int{has_key2_text} != 1) {
+      r.TableError("key2",
+                   "lock \"" + lock->name + "\" with key1 needs exactly one of key2 or key2_text");
+    }
+    if (has_key2) {
+      int64_t k2 = 0;
+      r.Integer("key2", INT32_MIN, INT32_MAX, &k2);
+      lock->key2 = static_cast<int32_t>(k2);
+      lock->kind = LockNameConfig::Kind::kPair;
+    } else {
+      r.String("key2_text", &lock->key2_text);
+      lock->kind = LockNameConfig::Kind::kPairText;
+    }
+  } else {
+    for (const char* k : {"key2", "key2_text"}) {
+      if (r.Has(k)) {
+        r.Get(k);
+        r.TableError(k, std::string(k) + " needs key1");
+      }
+    }
+  }
+  r.RejectUnknown();
+}
+
+void ParseLease(TableReader& r, LeaseTableConfig* lease) {
+  r.String("table", &lease->table);
+  r.String("name_column", &lease->name_column);
+  r.String("holder_column", &lease->holder_column);
+  r.String("taken_at_column", &lease->taken_at_column);
+  r.String("expires_at_column", &lease->expires_at_column);
+  r.String("holder_pattern", &lease->holder_pattern);
+  r.StringArray("holder_labels", &lease->holder_labels);
+  if (lease->table.empty()) {
+    r.TableError("table", "every [[targets.leases]] needs a table (\"schema.table\" or \"table\")");
+  } else {
+    const auto dot = lease->table.find('.');
+    if (dot == std::string::npos) {
+      lease->relation = lease->table;
+    } else {
+      lease->schema = lease->table.substr(0, dot);
+      lease->relation = lease->table.substr(dot + 1);
+      if (lease->schema.empty() || lease->relation.empty() ||
+          lease->relation.find('.') != std::string::npos) {
+        r.TableError("table", "\"" + lease->table + "\" must be \"schema.table\" or \"table\"");
+      }
+    }
+  }
+  for (const std::string* col : {&lease->name_column, &lease->holder_column,
+                                 &lease->taken_at_column, &lease->expires_at_column}) {
+    if (col->empty()) r.TableError("table", "column names must not be empty");
+  }
+  if (!lease->holder_pattern.empty()) {
+    regex_t re;
+    const int rc = regcomp(&re, lease->holder_pattern.c_str(), REG_EXTENDED);
+    if (rc != 0) {
+      char buf[256];
+      regerror(rc, &re, buf, sizeof buf);
+      r.TableError("holder_pattern", "invalid POSIX extended regular expression \"" +
+                                         lease->holder_pattern + "\": " + buf);
+    } else {
+      const size_t groups = re.re_nsub;
+      regfree(&re);
+      if (lease->holder_labels.size() != groups) {
+        r.TableError("holder_labels", "holder_pattern has " + std::to_string(groups) +
+                                          " capture group(s) but holder_labels names " +
+                                          std::to_string(lease->holder_labels.size()));
+      }
+    }
+  } else if (!lease->holder_labels.empty()) {
+    r.TableError("holder_labels", "holder_labels needs holder_pattern");
+  }
+  std::set<std::string> names;
+  for (const auto& label : lease->holder_labels) {
+    if (!IsValidLabelName(label) || label == "target" || label == "table" || label == "lease") {
+      r.TableError("holder_labels", "\"" + label +
+                                        "\" is not a usable label name (letters, digits, _; not "
+                                        "target, table or lease)");
+    } else if (!names.insert(label).second) {
+      r.TableError("holder_labels", "duplicate label \"" + label + "\"");
+    }
+  }
+  r.RejectUnknown();
+}
+
+void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigError>* errors,
+                 TargetConfig* target, bool* secret) {
+  r.String("name", &target->name);
+  if (target->name.empty()) r.TableError("name", "every [[targets]] needs a non-empty name");
+  std::string dsn_file;
+  r.String("dsn", &target->dsn);
+  r.String("dsn_file", &dsn_file);
+  if (r.Has("dsn") && !dsn_file.empty()) {
+    r.TableError("dsn_file", "set either dsn or dsn_file, not both");
+  } else if (!dsn_file.empty()) {
+    std::string why;
+    if (!ReadSecretFile(dsn_file, &target->dsn, &why)) r.TableError("dsn_file", why);
+    if (WorldReadable(dsn_file) && ConninfoHasPassword(target->dsn)) *secret = true;
+  } else if (ConninfoHasPassword(target->dsn)) {
+    *secret = true;
+  }
+  if (!target->dsn.empty()) {
+    std::string why;
+    if (!ValidateConninfo(target->dsn, &why)) {
+      r.TableError(dsn_file.empty() ? "dsn" : "dsn_file", why);
+    }
+  }
+  std::set<std::string> lock_names;
+  for (const toml::value* t : r.Tables("locks")) {
+    TableReader lr(*t, r.Dotted("locks"), file, errors);
+    LockNameConfig lock;
+    ParseLock(lr, &lock);
+    if (!lock.name.empty() && !lock_names.insert(lock.name).second) {
+      lr.TableError("name",
+                    "duplicate lock name \"" + lock.name + "\" in target \"" + target->name + "\"");
+    }
+    target->locks.push_back(std::move(lock));
+  }
+  std::set<std::string> tables;
+  for (const toml::value* t : r.Tables("leases")) {
+    TableReader lr(*t, r.Dotted("leases"), file, errors);
+    LeaseTableConfig lease;
+    ParseLease(lr, &lease);
+    if (!lease.table.empty() && !tables.insert(lease.table).second) {
+      lr.TableError("table", "lease table \"" + lease.table + "\" listed twice");
+    }
+    target->leases.push_back(std::move(lease));
+  }
+  std::set<std::string> poolers;
+  for (const toml::value* t : r.Tables("poolers")) {
+    TableReader pr(*t, r.Dotted("poolers"), file, errors);
+    PoolerConfig pooler;
+    std::string admin_dsn_file;
+    pr.String("name", &pooler.name);
+    pr.String("admin_dsn", &pooler.admin_dsn);
+    pr.String("admin_dsn_file", &admin_dsn_file);
+    if (pooler.name.empty()) pr.TableError("name", "every [[targets.poolers]] needs a name");
+    if (!pooler.name.empty() && !poolers.insert(pooler.name).second) {
+      pr.TableError("name", "duplicate pooler name \"" + pooler.name + "\"");
+    }
+    if (!admin_dsn_file.empty()) {
+      std::string why;
+      if (pr.Has("admin_dsn")) {
+        pr.TableError("admin_dsn_file", "set either admin_dsn or admin_dsn_file, not both");
+      } else if (!ReadSecretFile(admin_dsn_file, &pooler.admin_dsn, &why)) {
+        pr.TableError("admin_dsn_file", why);
+      }
+    } else if (pooler.admin_dsn.empty()) {
+      pr.TableError("admin_dsn", "pooler \"" + pooler.name + "\" needs admin_dsn");
+    } else if (ConninfoHasPassword(pooler.admin_dsn)) {
+      *secret = true;
+    }
+    if (!pooler.admin_dsn.empty()) {
+      std::string why;
+      if (!ValidateConninfo(pooler.admin_dsn, &why)) pr.TableError("admin_dsn", why);
+    }
+    pr.RejectUnknown();
+    target->poolers.push_back(std::move(pooler));
+  }
+  r.RejectUnknown();
+}
+
+bool ValidListenAddress(const std::string& addr) {
+  const auto colon = addr.rfind(':');
+  if (colon == std::string::npos || colon + 1 >= addr.size()) return false;
+  const std::string port = addr.substr(colon + 1);
+  if (!std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return false;
+  }
+  return port.size() <= 5 && std::stoi(port) <= 65535;
+}
+
+// Parses the document into *config; errors accumulate. Defaults stay for absent keys.
+void ParseDocument(const toml::value& doc, const std::string& file, Config* config,
+                   std::vector<ConfigError>* errors, bool* timeout_set) {
+  TableReader root(doc, "", file, errors);
+  if (const toml::value* web = root.Table("web")) {
+    TableReader r(*web, "web", file, errors);
+    r.String("listen_address", &config->web.listen_address);
+    r.String("telemetry_path", &config->web.telemetry_path);
+    r.String("tls_cert_file", &config->web.tls_cert_file);
+    r.String("tls_key_file", &config->web.tls_key_file);
+    r.Int("max_connections", 1, 1024, &config->web.max_connections);
+    r.DurationValue("request_timeout", &config->web.request_timeout);
+    if (const toml::value* users = r.Table("basic_auth_users")) {
+      TableReader ur(*users, "web.basic_auth_users", file, errors);
+      for (const auto& [user, hash] : users->as_table()) {
+        ur.Get(user);
+        if (!hash.is_string() || !IsBcryptHash(hash.as_string().str)) {
+          ur.Error(hash, user, "must be a bcrypt hash ($2a$, $2b$ or $2y$, 60 characters)");
+          continue;
+        }
+        config->web.basic_auth_users[user] = hash.as_string().str;
+      }
+    }
+    if (config->web.tls_cert_file.empty() != config->web.tls_key_file.empty()) {
+      r.TableError("tls_cert_file", "set both tls_cert_file and tls_key_file, or neither");
+    }
+    for (const std::string* f : {&config->web.tls_cert_file, &config->web.tls_key_file}) {
+      if (!f->empty() && access(f->c_str(), R_OK) != 0) {
+        r.TableError(f == &config->web.tls_cert_file ? "tls_cert_file" : "tls_key_file",
+                     "cannot read " + *f);
+      }
+    }
+    r.RejectUnknown();
+  }
+  if (const toml::value* poll = root.Table("poll")) {
+    TableReader r(*poll, "poll", file, errors);
+    r.DurationValue("interval", &config->poll.interval);
+    *timeout_set = r.DurationValue("timeout", &config->poll.timeout);
+    r.DurationValue("inventory_interval", &config->poll.inventory_interval);
+    r.Int("top_n", 1, kMaxTopN, &config->poll.top_n);
+    r.Int("max_leases", 1, 1'000'000, &config->poll.max_leases);
+    r.RejectUnknown();
+  }
+  if (const toml::value* log = root.Table("log")) {
+    TableReader r(*log, "log", file, errors);
+    r.String("level", &config->log.level);
+    r.String("format", &config->log.format);
+    r.RejectUnknown();
+  }
+  std::set<std::string> names;
+  for (const toml::value* t : root.Tables("targets")) {
+    TableReader r(*t, "targets", file, errors);
+    TargetConfig target;
+    ParseTarget(r, file, errors, &target, &config->world_readable_secret);
+    if (!target.name.empty() && !names.insert(target.name).second) {
+      r.TableError("name", "duplicate target name \"" + target.name + "\"");
+    }
+    config->targets.push_back(std::move(target));
+  }
+  root.RejectUnknown();
+}
+
+void ValidateMerged(Config* config, bool timeout_set, std::vector<ConfigError>* errors) {
+  const std::string& f = config->file;
+  auto err = [&](const std::string& key, const std::string& msg) {
+    errors->push_back({f, 0, key, msg});
+  };
+  if (!ValidListenAddress(config->web.listen_address)) {
+    err("web.listen_address", "\"" + config->web.listen_address + "\" is not HOST:PORT or :PORT");
+  }
+  if (config->web.telemetry_path.empty() || config->web.telemetry_path[0] != '/' ||
+      config->web.telemetry_path == "/" || config->web.telemetry_path.rfind("/-/", 0) == 0) {
+    err("web.telemetry_path",
+        "\"" + config->web.telemetry_path + "\" must start with / and must not be / or under /-/");
+  }
+  if (config->poll.interval < Duration(100)) err("poll.interval", "must be at least 100ms");
+  if (!timeout_set) config->poll.timeout = std::min(config->poll.timeout, config->poll.interval);
+  if (config->poll.timeout < Duration(50)) err("poll.timeout", "must be at least 50ms");
+  if (config->poll.timeout > config->poll.interval) {
+    err("poll.timeout", "(" + FormatDuration(config->poll.timeout) +
+                            ") must not exceed poll.interval (" +
+                            FormatDuration(config->poll.interval) + ")");
+  }
+  if (config->poll.inventory_interval != Duration(0) &&
+      config->poll.inventory_interval < config->poll.interval) {
+    err("poll.inventory_interval", "must be 0s (every poll) or at least poll.interval");
+  }
+  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error", "off"};
+  if (kLevels.count(config->log.level) == 0) {
+    err("log.level",
+        "\"" + config->log.level + "\" is not one of trace, debug, info, warn, error, off");
+  }
+  if (config->log.format != "text" && config->log.format != "json") {
+    err("log.format", "\"" + config->log.format + "\" is not text or json");
+  }
+}
+
+void ParseText(const std::string& text, const std::string& file, Config* config,
+               std::vector<ConfigError>* errors, bool* timeout_set) {
+  try {
+    std::istringstream in(text);
+    const toml::value doc = toml::parse(in, file);
+    ParseDocument(doc, file, config, errors, timeout_set);
+  } catch (const toml::exception& e) {
+    std::string msg = e.what();
+    // toml11 formats a multi-line message with the source excerpt; keep its first line.
+    const auto nl = msg.find('\n');
+    if (nl != std::string::npos) msg.resize(nl);
+    const std::string prefix = "[error] ";
+    if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
+    errors->push_back({file, static_cast<int>(e.location().line()), "", "TOML syntax: " + msg});
+  } catch (const std::exception& e) {
+    errors->push_back({file, 0, "", std::string("cannot parse: ") + e.what()});
+  }
+}
+
+}  // namespace
+
+bool ParseConfigText(const std::string& text, const std::string& file, Config* config,
+                     std::vector<ConfigError>* errors) {
+  const size_t before = errors->size();
+  bool timeout_set = false;
+  config->file = file;
+  ParseText(text, file, config, errors, &timeout_set);
+  ValidateMerged(config, timeout_set, errors);
+  return errors->size() == before;
+}
+
+bool LoadConfig(const Flags& flags, const std::optional<std::string>& env_dsn, Config* config,
+                std::vector<ConfigError>* errors) {
+  *config = Config{};
+  const size_t before = errors->size();
+  bool timeout_set = false;
+  if (flags.config_file) {
+    config->file = *flags.config_file;
+    std::ifstream in(*flags.config_file, std::ios::binary);
+    if (!in) {
+      errors->push_back({*flags.config_file, 0, "", "cannot open the config file"});
+      return false;
+    }
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    ParseText(ss.str(), *flags.config_file, config, errors, &timeout_set);
+    if (config->world_readable_secret && !WorldReadable(*flags.config_file)) {
+      config->world_readable_secret = false;
+    }
+  }
+  if (flags.listen_address) config->web.listen_address = *flags.listen_address;
+  if (flags.telemetry_path) config->web.telemetry_path = *flags.telemetry_path;
+  if (flags.poll_interval) config->poll.interval = *flags.poll_interval;
+  if (flags.log_level) config->log.level = *flags.log_level;
+  if (flags.log_format) config->log.format = *flags.log_format;
+  if (config->targets.empty()) {
+    TargetConfig target;
+    target.name = "default";
+    if (flags.dsn) {
+      target.dsn = *flags.dsn;
+    } else if (env_dsn) {
+      target.dsn = *env_dsn;
+    }
+    std::string why;
+    if (!target.dsn.empty() && !ValidateConninfo(target.dsn, &why)) {
+      errors->push_back({"", 0, flags.dsn ? "--postgres.dsn" : "PGLOCK_EXPORTER_DSN", why});
+    }
+    config->targets.push_back(std::move(target));
+  } else if (flags.dsn) {
+    if (config->targets.size() > 1) {
+      errors->push_back({config->file, 0, "--postgres.dsn",
+                         "cannot override the DSN of a config with several targets"});
+    } else {
+      config->targets[0].dsn = *flags.dsn;
+    }
+  }
+  ValidateMerged(config, timeout_set, errors);
+  return errors->size() == before;
+}
+
+std::string ConfigError::ToString() const {
+  std::string out;
+  if (!file.empty()) {
+    out += file;
+    if (line > 0) out += ":" + std::to_string(line);
+    out += ": ";
+  }
+  if (!key.empty()) out += key + ": ";
+  out += message;
+  return out;
+}
+
+}  // namespace pglock

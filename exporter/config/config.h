@@ -1,0 +1,142 @@
+// The validated configuration of pglock_exporter: TOML file (toml11) merged with command-line
+// flags. Loading never throws and never exits: every problem becomes a ConfigError naming the file,
+// line and key, so --check-config can print them all. Plain data; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exporter/config/duration.h"
+
+namespace pglock {
+
+// One problem with the configuration. line is 0 when not tied to a line (flags, environment).
+struct ConfigError {
+  std::string file;
+  int line = 0;
+  std::string key;
+  std::string message;
+
+  // "file:line: key: message", or without the parts that are empty.
+  std::string ToString() const;
+};
+
+// A human name for an advisory lock key, resolved by the server's own hash functions.
+struct LockNameConfig {
+  enum class Kind { kBigint, kBigintText, kPair, kPairText };
+  std::string name;
+  Kind kind = Kind::kBigint;
+  int64_t key = 0;        // kBigint
+  std::string key_text;   // kBigintText: key = hashtextextended(key_text, 0)
+  int32_t key1 = 0;       // kPair, kPairText
+  int32_t key2 = 0;       // kPair
+  std::string key2_text;  // kPairText: key2 = hashtext(key2_text)
+
+  bool operator==(const LockNameConfig&) const = default;
+};
+
+struct LeaseTableConfig {
+  std::string table;   // as configured, "schema.table" or "table"
+  std::string schema;  // empty: resolved through search_path
+  std::string relation;
+  std::string name_column = "name";
+  std::string holder_column = "holder";
+  std::string taken_at_column = "taken_at";
+  std::string expires_at_column = "expires_at";
+  std::string holder_pattern;  // POSIX extended regex; empty keeps the holder text whole
+  std::vector<std::string> holder_labels;
+
+  bool operator==(const LeaseTableConfig&) const = default;
+};
+
+struct PoolerConfig {
+  std::string name;
+  std::string admin_dsn;
+
+  bool operator==(const PoolerConfig&) const = default;
+};
+
+struct TargetConfig {
+  std::string name;
+  std::string dsn;  // libpq conninfo or URI; empty means libpq defaults (PGHOST, ...)
+  std::vector<LockNameConfig> locks;
+  std::vector<LeaseTableConfig> leases;
+  std::vector<PoolerConfig> poolers;
+
+  bool operator==(const TargetConfig&) const = default;
+};
+
+struct WebConfig {
+  std::string listen_address = ":9716";
+  std::string telemetry_path = "/metrics";
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::map<std::string, std::string> basic_auth_users;  // user -> bcrypt hash
+  int max_connections = 16;                             // CivetWeb worker threads
+  Duration request_timeout = Duration(10'000);
+
+  bool operator==(const WebConfig&) const = default;
+};
+
+struct PollConfig {
+  Duration interval = Duration(5'000);
+  Duration timeout = Duration(3'000);
+  // How often the full pg_locks inventory (holders, losses, takeovers) is read; 0 = every poll.
+  Duration inventory_interval = Duration(0);
+  int top_n = 20;
+  int max_leases = 1000;
+
+  bool operator==(const PollConfig&) const = default;
+};
+
+struct LogConfig {
+  std::string level = "info";
+  std::string format = "text";
+
+  bool operator==(const LogConfig&) const = default;
+};
+
+struct Config {
+  std::string file;  // empty when running without a config file
+  WebConfig web;
+  PollConfig poll;
+  LogConfig log;
+  std::vector<TargetConfig> targets;
+  // True when a secret (a password in a DSN) sits in a file others can read.
+  bool world_readable_secret = false;
+};
+
+// Command-line flags; unset optionals leave the file's (or the default) value.
+struct Flags {
+  std::optional<std::string> config_file;
+  std::optional<std::string> listen_address;
+  std::optional<std::string> telemetry_path;
+  std::optional<std::string> dsn;
+  std::optional<Duration> poll_interval;
+  std::optional<std::string> log_level;
+  std::optional<std::string> log_format;
+  bool check_config = false;
+  bool version = false;
+  bool help = false;
+};
+
+// Parses argv (both "--flag=value" and "--flag value"). Errors name the flag.
+bool ParseFlags(const std::vector<std::string>& args, Flags* flags,
+                std::vector<ConfigError>* errors);
+
+std::string FlagsUsage();
+
+// Loads flags.config_file if set, applies the flags on top, validates. env_dsn is the value of
+// PGLOCK_EXPORTER_DSN (nullopt when unset). Returns false and fills *errors (all of them) on any
+// problem; *config is then unspecified.
+bool LoadConfig(const Flags& flags, const std::optional<std::string>& env_dsn, Config* config,
+                std::vector<ConfigError>* errors);
+
+// Parses TOML text as if read from `file` (for tests and fuzzing). Flags are not applied.
+bool ParseConfigText(const std::string& text, const std::string& file, Config* config,
+                     std::vector<ConfigError>* errors);
+
+}  // namespace pglock

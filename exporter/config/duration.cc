@@ -1,0 +1,166 @@
+#include "exporter/config/duration.h"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace pglock {
+namespace {
+
+constexpr int64_t kMaxMillis = int64_t{1} << 52;  // ~142,000 years: far beyond any sane value.
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+void SetError(std::string* error, std::string message) {
+  if (error != nullptr) *error = std::move(message);
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+std::optional<Duration> ParseDuration(std::string_view text, std::string* error) {
+  if (text.empty()) {
+    SetError(error, "empty duration");
+    return std::nullopt;
+  }
+  int64_t total = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (!IsDigit(text[i])) {
+      SetError(error, "invalid duration \"" + std::string(text) +
+                          "\": expected a number followed by a unit (ms, s, m, h, d), e.g. \"5s\"");
+      return std::nullopt;
+    }
+    int64_t number = 0;
+    const auto [end, ec] = std::from_chars(text.data() + i, text.data() + text.size(), number);
+    if (ec != std::errc() || number > kMaxMillis) {
+      SetError(error, "duration \"" + std::string(text) + "\" is out of range");
+      return std::nullopt;
+    }
+    i = static_cast<size_t>(end - text.data());
+    size_t unit_start = i;
+    while (i < text.size() && !IsDigit(text[i])) ++i;
+    const std::string_view unit = text.substr(unit_start, i - unit_start);
+    int64_t factor = 0;
+    if (unit == "ms") {
+      factor = 1;
+    } else if (unit == "s") {
+      factor = 1000;
+    } else if (unit == "m") {
+      factor = 60'000;
+    } else if (unit == "h") {
+      factor = 3'600'000;
+    } else if (unit == "d") {
+      factor = 86'400'000;
+    } else {
+      SetError(error, "invalid duration \"" + std::string(text) + "\": " +
+                          (unit.empty() ? std::string("missing unit")
+                                        : "unknown unit \"" + std::string(unit) + "\"") +
+                          " (use ms, s, m, h or d, e.g. \"5s\")");
+      return std::nullopt;
+    }
+    if (number > (kMaxMillis - total) / factor) {
+      SetError(error, "duration \"" + std::string(text) + "\" is out of range");
+      return std::nullopt;
+    }
+    total += number * factor;
+  }
+  return Duration(total);
+}
+
+std::string FormatDuration(Duration d) {
+  int64_t ms = d.count();
+  if (ms == 0) return "0s";
+  std::string out;
+  if (ms < 0) {
+    out = "-";
+    ms = -ms;
+  }
+  const struct {
+    int64_t factor;
+    const char* unit;
+  } parts[] = {{86'400'000, "d"}, {3'600'000, "h"}, {60'000, "m"}, {1000, "s"}, {1, "ms"}};
+  for (const auto& p : parts) {
+    if (ms >= p.factor) {
+      out += std::to_string(ms / p.factor) + p.unit;
+      ms %= p.factor;
+    }
+  }
+  return out;
+}
+
+std::optional<double> ParsePgTimeSetting(std::string_view text, PgBaseUnit base_unit) {
+  text = Trim(text);
+  if (text.empty()) return std::nullopt;
+  // Split the numeric prefix (sign, digits, one decimal point, optional exponent) from the unit.
+  size_t i = 0;
+  if (text[i] == '-' || text[i] == '+') ++i;
+  const size_t digits_start = i;
+  bool seen_dot = false;
+  while (i < text.size() && (IsDigit(text[i]) || (text[i] == '.' && !seen_dot))) {
+    seen_dot = seen_dot || text[i] == '.';
+    ++i;
+  }
+  if (i == digits_start || (i == digits_start + 1 && seen_dot)) return std::nullopt;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    size_t j = i + 1;
+    if (j < text.size() && (text[j] == '-' || text[j] == '+')) ++j;
+    if (j < text.size() && IsDigit(text[j])) {
+      while (j < text.size() && IsDigit(text[j])) ++j;
+      i = j;
+    }
+  }
+  double value = 0;
+  const std::string number(text.substr(0, i));
+  // std::from_chars for double is fine on GCC 12; the leading '+' it rejects is stripped here.
+  const char* begin = number.c_str() + (number[0] == '+' ? 1 : 0);
+  const auto [end, ec] = std::from_chars(begin, number.c_str() + number.size(), value);
+  if (ec != std::errc() || end != number.c_str() + number.size() || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  const std::string_view unit = Trim(text.substr(i));
+  double seconds_per_unit = 0;
+  if (unit.empty()) {
+    switch (base_unit) {
+      case PgBaseUnit::kMilliseconds:
+        seconds_per_unit = 0.001;
+        break;
+      case PgBaseUnit::kSeconds:
+        seconds_per_unit = 1;
+        break;
+      case PgBaseUnit::kMinutes:
+        seconds_per_unit = 60;
+        break;
+    }
+  } else if (unit == "us") {
+    seconds_per_unit = 1e-6;
+  } else if (unit == "ms") {
+    seconds_per_unit = 0.001;
+  } else if (unit == "s") {
+    seconds_per_unit = 1;
+  } else if (unit == "min") {
+    seconds_per_unit = 60;
+  } else if (unit == "h") {
+    seconds_per_unit = 3600;
+  } else if (unit == "d") {
+    seconds_per_unit = 86400;
+  } else {
+    return std::nullopt;
+  }
+  return value * seconds_per_unit;
+}
+
+PgBaseUnit PgBaseUnitFromUnitColumn(std::string_view unit) {
+  if (unit == "s") return PgBaseUnit::kSeconds;
+  if (unit == "min") return PgBaseUnit::kMinutes;
+  return PgBaseUnit::kMilliseconds;
+}
+
+}  // namespace pglock

@@ -1,0 +1,110 @@
+#include <map>
+#include <string_view>
+
+#include "exporter/config/config.h"
+
+namespace pglock {
+namespace {
+
+enum class FlagKind { kValue, kSwitch };
+
+const std::map<std::string, FlagKind, std::less<>>& KnownFlags() {
+  static const std::map<std::string, FlagKind, std::less<>> kFlags = {
+      {"config.file", FlagKind::kValue},        {"web.listen-address", FlagKind::kValue},
+      {"web.telemetry-path", FlagKind::kValue}, {"postgres.dsn", FlagKind::kValue},
+      {"poll.interval", FlagKind::kValue},      {"log.level", FlagKind::kValue},
+      {"log.format", FlagKind::kValue},         {"check-config", FlagKind::kSwitch},
+      {"version", FlagKind::kSwitch},           {"help", FlagKind::kSwitch},
+  };
+  return kFlags;
+}
+
+}  // namespace
+
+bool ParseFlags(const std::vector<std::string>& args, Flags* flags,
+                std::vector<ConfigError>* errors) {
+  const size_t before = errors->size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    if (arg == "-h") arg = "--help";
+    if (arg.rfind("--", 0) != 0) {
+      errors->push_back({"", 0, std::string(arg), "unexpected argument (flags start with --)"});
+      continue;
+    }
+    arg.remove_prefix(2);
+    std::string name(arg);
+    std::optional<std::string> value;
+    if (const auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    }
+    const auto it = KnownFlags().find(name);
+    if (it == KnownFlags().end()) {
+      errors->push_back({"", 0, "--" + name, "unknown flag (see --help)"});
+      continue;
+    }
+    if (it->second == FlagKind::kSwitch) {
+      if (value && *value != "true") {
+        errors->push_back({"", 0, "--" + name, "takes no value"});
+        continue;
+      }
+      if (name == "check-config") flags->check_config = true;
+      if (name == "version") flags->version = true;
+      if (name == "help") flags->help = true;
+      continue;
+    }
+    if (!value) {
+      if (i + 1 >= args.size()) {
+        errors->push_back({"", 0, "--" + name, "needs a value"});
+        continue;
+      }
+      value = args[++i];
+    }
+    if (name == "config.file") {
+      flags->config_file = *value;
+    } else if (name == "web.listen-address") {
+      flags->listen_address = *value;
+    } else if (name == "web.telemetry-path") {
+      flags->telemetry_path = *value;
+    } else if (name == "postgres.dsn") {
+      flags->dsn = *value;
+    } else if (name == "poll.interval") {
+      std::string why;
+      if (const auto d = ParseDuration(*value, &why)) {
+        flags->poll_interval = *d;
+      } else {
+        errors->push_back({"", 0, "--poll.interval", why});
+      }
+    } else if (name == "log.level") {
+      flags->log_level = *value;
+    } else if (name == "log.format") {
+      flags->log_format = *value;
+    }
+  }
+  return errors->size() == before;
+}
+
+std::string FlagsUsage() {
+  return R"(Usage: pglock_exporter [flags]
+
+Prometheus exporter for PostgreSQL advisory locks, idle-in-transaction lock holders,
+timeouts that drop locks, and application lease tables.
+
+Flags (they override the config file):
+  --config.file=PATH            TOML config file (targets, locks, leases, poolers)
+  --web.listen-address=ADDR     address to listen on (default ":9716")
+  --web.telemetry-path=PATH     path of the metrics endpoint (default "/metrics")
+  --postgres.dsn=CONNINFO       libpq DSN of the single target (else $PGLOCK_EXPORTER_DSN,
+                                else libpq defaults: PGHOST, PGPORT, PGUSER, PGPASSFILE, ...)
+  --poll.interval=DURATION      time between polls (default 5s)
+  --log.level=LEVEL             trace, debug, info, warn, error, off (default info)
+  --log.format=FORMAT           text or json (default text)
+  --check-config                validate the config and exit (0 valid, 2 invalid)
+  --version                     print the version and exit
+  --help                        print this help and exit
+
+Signals: SIGTERM/SIGINT stop, SIGHUP reloads the config file (the old one stays on error).
+)";
+}
+
+}  // namespace pglock

@@ -1,0 +1,208 @@
+#include "exporter/http/server.h"
+
+#include <CivetServer.h>
+#include <civetweb.h>
+#include <prometheus/exposer.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace pglock {
+namespace {
+
+// The one live server; CivetWeb's callbacks find it here. Set before the Exposer starts and
+// cleared after it stopped, so a callback never sees a dangling pointer.
+std::atomic<HttpServer*> g_server{nullptr};
+
+void Reply(mg_connection* conn, int status, const char* reason, const char* content_type,
+           const std::string& body, const char* extra_headers = "") {
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+            "Cache-Control: no-store\r\n%sConnection: close\r\n\r\n",
+            status, reason, content_type, body.size(), extra_headers);
+  mg_write(conn, body.data(), body.size());
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+}  // namespace
+
+std::string HtmlEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string CivetListeningPorts(const std::string& listen_address, bool tls) {
+  std::string addr = listen_address;
+  if (!addr.empty() && addr[0] == ':') addr = addr.substr(1);  // ":9716" -> all interfaces
+  if (addr.rfind("0.0.0.0:", 0) == 0) addr = addr.substr(8);
+  return addr + (tls ? "s" : "");
+}
+
+HttpServer::HttpServer(const WebConfig& web, SnapshotCollectable::Source source, BuildInfo build)
+    : web_(web),
+      source_(std::move(source)),
+      build_(std::move(build)),
+      auth_(web.basic_auth_users) {}
+
+std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
+                                              SnapshotCollectable::Source source, BuildInfo build,
+                                              std::string* error) {
+  if (g_server.load() != nullptr) {
+    *error = "an HTTP server is already running in this process";
+    return nullptr;
+  }
+  std::unique_ptr<HttpServer> server(new HttpServer(web, source, build));
+  const bool tls = !web.tls_cert_file.empty();
+  std::vector<std::string> options = {
+      "listening_ports",    CivetListeningPorts(web.listen_address, tls),
+      "num_threads",        std::to_string(web.max_connections),
+      "request_timeout_ms", std::to_string(web.request_timeout.count()),
+      "enable_keep_alive",  "no",
+  };
+  if (tls) {
+    // CivetWeb wants the key and the certificate in one PEM file.
+    std::string key, cert;
+    if (!ReadFile(web.tls_key_file, &key) || !ReadFile(web.tls_cert_file, &cert)) {
+      *error = "cannot read tls_cert_file or tls_key_file";
+      return nullptr;
+    }
+    char path[] = "/tmp/pglock_exporter_tls_XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0) {
+      *error = "cannot create a private file for the TLS key";
+      return nullptr;
+    }
+    fchmod(fd, 0600);
+    const std::string pem = key + "\n" + cert + "\n";
+    const bool written = write(fd, pem.data(), pem.size()) == static_cast<ssize_t>(pem.size());
+    close(fd);
+    server->tls_pem_path_ = path;
+    if (!written) {
+      *error = "cannot write the private TLS file";
+      return nullptr;
+    }
+    options.insert(options.end(), {"ssl_certificate", server->tls_pem_path_, "ssl_protocol_version",
+                                   "4"});  // TLS 1.2+
+  }
+  static CivetCallbacks callbacks;
+  callbacks.begin_request = &HttpServer::BeginRequest;
+  callbacks.log_message = [](const mg_connection*, const char* message) {
+    spdlog::debug("http: {}", message);
+    return 1;
+  };
+  g_server.store(server.get());
+  try {
+    server->exposer_ = std::make_unique<prometheus::Exposer>(options, &callbacks);
+  } catch (const std::exception& e) {
+    g_server.store(nullptr);
+    *error = "cannot listen on " + web.listen_address + ": " + e.what();
+    return nullptr;
+  }
+  server->collectable_ = std::make_shared<SnapshotCollectable>(source, build);
+  server->exposer_->RegisterCollectable(server->collectable_, web.telemetry_path);
+  return server;
+}
+
+HttpServer::~HttpServer() {
+  exposer_.reset();  // stops CivetWeb's threads: no callback runs after this
+  if (g_server.load() == this) g_server.store(nullptr);
+  if (!tls_pem_path_.empty()) unlink(tls_pem_path_.c_str());
+}
+
+std::vector<int> HttpServer::ListeningPorts() const {
+  return exposer_ ? exposer_->GetListeningPorts() : std::vector<int>{};
+}
+
+int HttpServer::BeginRequest(mg_connection* conn) {
+  HttpServer* server = g_server.load();
+  if (server == nullptr) return 0;
+  try {
+    return server->Handle(conn);
+  } catch (...) {
+    return 0;  // never let an exception cross into C
+  }
+}
+
+int HttpServer::Handle(mg_connection* conn) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  const std::string uri = info->local_uri != nullptr ? info->local_uri : "";
+  if (uri == "/-/healthy") {
+    Reply(conn, 200, "OK", "text/plain; charset=utf-8", "Healthy\n");
+    return 200;
+  }
+  if (auth_.enabled() && !auth_.Check(mg_get_header(conn, "Authorization"))) {
+    Reply(conn, 401, "Unauthorized", "text/plain; charset=utf-8", "Unauthorized\n",
+          "WWW-Authenticate: Basic realm=\"pglock_exporter\", charset=\"UTF-8\"\r\n");
+    return 401;
+  }
+  if (uri == "/-/ready") {
+    // Config loaded and HTTP serving: never depends on the database.
+    Reply(conn, 200, "OK", "text/plain; charset=utf-8", "Ready\n");
+    return 200;
+  }
+  if (uri == "/") {
+    Reply(conn, 200, "OK", "text/html; charset=utf-8", LandingPage());
+    return 200;
+  }
+  if (uri == web_.telemetry_path) return 0;  // prometheus-cpp's handler serves it
+  Reply(conn, 404, "Not Found", "text/plain; charset=utf-8", "Not Found\n");
+  return 404;
+}
+
+std::string HttpServer::LandingPage() const {
+  std::ostringstream o;
+  o << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pglock_exporter</title>"
+       "<style>body{font-family:sans-serif;margin:2em}td,th{padding:.2em 1em;text-align:left}"
+       ".up{color:#070}.down{color:#b00}</style></head><body>\n"
+    << "<h1>pglock_exporter</h1>\n<p>PostgreSQL advisory locks, idle-in-transaction holders, "
+       "timeouts and leases. Version "
+    << HtmlEscape(build_.version) << " (" << HtmlEscape(build_.revision) << ").</p>\n"
+    << "<ul><li><a href=\"" << HtmlEscape(web_.telemetry_path) << "\">Metrics</a></li>"
+    << "<li><a href=\"/-/healthy\">Health</a></li><li><a href=\"/-/ready\">Readiness</a></li>"
+       "</ul>\n<h2>Targets</h2>\n<table><tr><th>target</th><th>state</th><th>server</th>"
+       "<th>last poll</th><th>last error</th></tr>\n";
+  for (const auto& t : source_()) {
+    if (!t) continue;
+    o << "<tr><td>" << HtmlEscape(t->target) << "</td><td class=\"" << (t->up ? "up" : "down")
+      << "\">" << HtmlEscape(t->state) << "</td><td>" << HtmlEscape(t->server_version)
+      << "</td><td>" << t->poll_duration * 1000 << " ms</td><td>"
+      << HtmlEscape(t->up ? "" : t->last_error) << "</td></tr>\n";
+  }
+  o << "</table>\n</body></html>\n";
+  return o.str();
+}
+
+}  // namespace pglock

@@ -1,0 +1,56 @@
+// The HTTP side: prometheus-cpp's Exposer (CivetWeb) serving the SnapshotCollectable on the
+// telemetry path, plus the landing page, /-/healthy, /-/ready, basic auth and TLS. Scrapes only
+// read snapshots; they never touch the database. One HttpServer per process (CivetWeb's
+// begin_request callback has no user pointer through Exposer). Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exporter/config/config.h"
+#include "exporter/http/auth.h"
+#include "exporter/metrics/exposition.h"
+
+namespace prometheus {
+class Exposer;
+}
+struct mg_connection;
+
+namespace pglock {
+
+class HttpServer {
+ public:
+  // Binds and starts serving. nullptr and *error when the address cannot be bound or TLS files
+  // cannot be used.
+  static std::unique_ptr<HttpServer> Start(const WebConfig& web, SnapshotCollectable::Source source,
+                                           BuildInfo build, std::string* error);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  std::vector<int> ListeningPorts() const;
+
+ private:
+  HttpServer(const WebConfig& web, SnapshotCollectable::Source source, BuildInfo build);
+  static int BeginRequest(mg_connection* conn);
+  int Handle(mg_connection* conn);
+  std::string LandingPage() const;
+
+  const WebConfig web_;
+  const SnapshotCollectable::Source source_;
+  const BuildInfo build_;
+  BasicAuth auth_;
+  std::string tls_pem_path_;  // key + certificate joined for CivetWeb; removed on destruction
+  std::shared_ptr<SnapshotCollectable> collectable_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
+
+// "HOST:PORT" / ":PORT" / "[v6]:PORT" -> CivetWeb listening_ports syntax, with "s" for TLS.
+std::string CivetListeningPorts(const std::string& listen_address, bool tls);
+
+// Escapes text for HTML.
+std::string HtmlEscape(const std::string& s);
+
+}  // namespace pglock

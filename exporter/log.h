@@ -1,0 +1,16 @@
+// spdlog set-up: text or JSON lines on stderr, level by name. JSON messages are escaped so any
+// bytes in a message (an error quoting server text) stay one valid JSON object per line.
+#pragma once
+
+#include <string>
+
+namespace pglock {
+
+// Installs the default logger. level/format were validated by the config.
+void SetupLogging(const std::string& level, const std::string& format);
+
+// Escapes a string for inclusion in a JSON string literal (control characters as \uXXXX;
+// invalid UTF-8 replaced with U+FFFD).
+std::string JsonEscape(const std::string& s);
+
+}  // namespace pglock

@@ -1,0 +1,110 @@
+// pglock_exporter: flags, config, signals. Everything else lives in the pglock library.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "exporter/app.h"
+#include "exporter/config/config.h"
+#include "exporter/log.h"
+
+namespace {
+
+constexpr int kExitConfig = 2;
+
+std::optional<std::string> EnvDsn() {
+  const char* v = std::getenv("PGLOCK_EXPORTER_DSN");
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+bool Load(const pglock::Flags& flags, pglock::Config* config,
+          std::vector<pglock::ConfigError>* errors) {
+  return pglock::LoadConfig(flags, EnvDsn(), config, errors);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  pglock::Flags flags;
+  std::vector<pglock::ConfigError> errors;
+  if (!pglock::ParseFlags(args, &flags, &errors)) {
+    for (const auto& e : errors) std::cerr << "pglock_exporter: " << e.ToString() << "\n";
+    std::cerr << "Run pglock_exporter --help for usage.\n";
+    return kExitConfig;
+  }
+  if (flags.help) {
+    std::cout << pglock::FlagsUsage();
+    return 0;
+  }
+  const pglock::BuildInfo build = pglock::CurrentBuildInfo();
+  if (flags.version) {
+    std::cout << "pglock_exporter " << build.version << " (revision " << build.revision << ")\n";
+    return 0;
+  }
+  pglock::Config config;
+  if (!Load(flags, &config, &errors)) {
+    for (const auto& e : errors) std::cerr << "pglock_exporter: " << e.ToString() << "\n";
+    std::cerr << "pglock_exporter: " << errors.size() << " configuration error(s)\n";
+    return kExitConfig;
+  }
+  if (flags.check_config) {
+    std::cout << "pglock_exporter: configuration OK (" << config.targets.size() << " target(s))\n";
+    return 0;
+  }
+
+  pglock::SetupLogging(config.log.level, config.log.format);
+  if (config.world_readable_secret) {
+    spdlog::warn(
+        "config file {} holds a password and is readable by other users; use dsn_file "
+        "with mode 0600, or chmod o-r the file",
+        config.file);
+  }
+
+  // Signals are handled synchronously by this thread; every thread started later inherits the
+  // mask, so no poller or HTTP thread is interrupted.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  pglock::App app;
+  std::string error;
+  if (!app.Start(config, &error)) {
+    spdlog::critical("{}", error);
+    app.Stop();
+    return 1;
+  }
+  spdlog::info("pglock_exporter {} listening on {} ({} target(s)), metrics at {}", build.version,
+               config.web.listen_address, config.targets.size(), config.web.telemetry_path);
+
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      if (!flags.config_file) {
+        spdlog::info("SIGHUP: no config file to reload");
+        continue;
+      }
+      pglock::Config next;
+      std::vector<pglock::ConfigError> reload_errors;
+      if (!Load(flags, &next, &reload_errors)) {
+        for (const auto& e : reload_errors) spdlog::error("reload: {}", e.ToString());
+        spdlog::error("reload: {} error(s); keeping the running configuration",
+                      reload_errors.size());
+        continue;
+      }
+      if (app.Reload(next, &error)) spdlog::info("reload: configuration applied");
+      continue;
+    }
+    spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    break;
+  }
+  app.Stop();
+  return 0;
+}

@@ -1,0 +1,42 @@
+// Snapshot -> prometheus::MetricFamily. The Collectable that serves /metrics rebuilds every
+// series from the latest snapshots on each scrape: no database work, no Family::Remove
+// bookkeeping, and a lock that went away simply is not there. Collect() never throws.
+#pragma once
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exporter/snapshot/snapshot.h"
+
+namespace pglock {
+
+struct BuildInfo {
+  std::string version;
+  std::string revision;
+};
+
+// Every family for the given targets, each family name once, in a stable order.
+std::vector<prometheus::MetricFamily> BuildFamilies(
+    const std::vector<std::shared_ptr<const TargetSnapshot>>& targets, const BuildInfo& build);
+
+// Reads the latest snapshots through `source` (which must be thread-safe and non-throwing) on
+// every scrape.
+class SnapshotCollectable : public prometheus::Collectable {
+ public:
+  using Source = std::function<std::vector<std::shared_ptr<const TargetSnapshot>>()>;
+  SnapshotCollectable(Source source, BuildInfo build)
+      : source_(std::move(source)), build_(std::move(build)) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const Source source_;
+  const BuildInfo build_;
+};
+
+}  // namespace pglock

@@ -1,0 +1,22 @@
+// Label values from the database are untrusted bytes. SanitizeLabelValue makes any of them a
+// valid, bounded exposition label value. Pure; thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace pglock {
+
+// Longest label value in bytes before the marker is appended.
+inline constexpr size_t kMaxLabelValueBytes = 256;
+inline constexpr std::string_view kTruncatedMarker = "...[truncated]";
+
+// Replaces invalid UTF-8 sequences and control characters (C0, DEL, C1) with U+FFFD, and cuts
+// values longer than kMaxLabelValueBytes at a character boundary, appending kTruncatedMarker.
+// Quotes, backslashes and newlines are left to the text serializer, which escapes them.
+std::string SanitizeLabelValue(std::string_view raw);
+
+// Replaces only invalid UTF-8 sequences with U+FFFD (no length cap, controls kept).
+std::string ToValidUtf8(std::string_view raw);
+
+}  // namespace pglock

@@ -1,0 +1,224 @@
+#include "exporter/pg/connection.h"
+
+#include <poll.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+namespace pglock {
+namespace {
+
+void IgnoreNotice(void*, const char*) {}
+
+std::string TrimMessage(const char* msg) {
+  std::string s = msg != nullptr ? msg : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  // libpq's messages can span lines (DETAIL, HINT); one line keeps logs greppable.
+  for (char& c : s) {
+    if (c == '\n') c = ' ';
+  }
+  return s.empty() ? "unknown libpq error" : s;
+}
+
+int RemainingMs(SteadyClock::time_point deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(std::min<int64_t>(left, INT32_MAX));
+}
+
+}  // namespace
+
+std::optional<double> PgResult::Double(int row, int col) const {
+  if (IsNull(row, col)) return std::nullopt;
+  const std::string_view t = Text(row, col);
+  double v = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc() || end != t.data() + t.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::optional<int64_t> PgResult::Int(int row, int col) const {
+  if (IsNull(row, col)) return std::nullopt;
+  const std::string_view t = Text(row, col);
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc() || end != t.data() + t.size()) return std::nullopt;
+  return v;
+}
+
+std::unique_ptr<PgConnection> PgConnection::Connect(
+    const std::string& conninfo, const std::vector<std::pair<std::string, std::string>>& overrides,
+    SteadyClock::time_point deadline, std::string* error, const std::atomic<bool>* abort) {
+  std::vector<const char*> keys = {"dbname"};
+  std::vector<const char*> values = {conninfo.c_str()};
+  for (const auto& [k, v] : overrides) {
+    keys.push_back(k.c_str());
+    values.push_back(v.c_str());
+  }
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  PGconn* raw = PQconnectStartParams(keys.data(), values.data(), /*expand_dbname=*/1);
+  if (raw == nullptr) {
+    *error = "out of memory";
+    return nullptr;
+  }
+  std::unique_ptr<PgConnection> conn(new PgConnection(raw, abort));
+  if (PQstatus(raw) == CONNECTION_BAD) {
+    *error = TrimMessage(PQerrorMessage(raw));
+    return nullptr;
+  }
+  PQsetNoticeProcessor(raw, IgnoreNotice, nullptr);
+  for (;;) {
+    const PostgresPollingStatusType st = PQconnectPoll(raw);
+    if (st == PGRES_POLLING_OK) break;
+    if (st == PGRES_POLLING_FAILED) {
+      *error = TrimMessage(PQerrorMessage(raw));
+      return nullptr;
+    }
+    if (!conn->Wait(st == PGRES_POLLING_WRITING, deadline, error)) {
+      *error = "connect: " + *error;
+      return nullptr;
+    }
+  }
+  if (PQsetnonblocking(raw, 1) != 0) {
+    *error = TrimMessage(PQerrorMessage(raw));
+    return nullptr;
+  }
+  return conn;
+}
+
+PgConnection::~PgConnection() { Close(); }
+
+void PgConnection::Close() {
+  if (conn_ != nullptr) {
+    PQfinish(conn_);
+    conn_ = nullptr;
+  }
+}
+
+bool PgConnection::Broken() const { return conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK; }
+
+std::string PgConnection::QuoteIdentifier(const std::string& ident) const {
+  if (conn_ == nullptr) return "";
+  char* q = PQescapeIdentifier(conn_, ident.c_str(), ident.size());
+  if (q == nullptr) return "";
+  std::string out(q);
+  PQfreemem(q);
+  return out;
+}
+
+bool PgConnection::Wait(bool for_write, SteadyClock::time_point deadline, std::string* error) {
+  const int fd = PQsocket(conn_);
+  if (fd < 0) {
+    *error = "no socket";
+    return false;
+  }
+  for (;;) {
+    if (abort_ != nullptr && abort_->load()) {
+      *error = "aborted: shutting down";
+      return false;
+    }
+    const int ms = RemainingMs(deadline);
+    if (ms == 0) {
+      *error = "timed out";
+      return false;
+    }
+    pollfd p{fd, static_cast<short>(for_write ? POLLOUT : POLLIN), 0};
+    const int rc = poll(&p, 1, abort_ != nullptr ? std::min(ms, 100) : ms);
+    if (rc > 0) return true;
+    if (rc == 0) continue;
+    if (errno != EINTR) {
+      *error = std::string("poll: ") + std::strerror(errno);
+      return false;
+    }
+  }
+}
+
+bool PgConnection::Exec(const std::string& sql, const std::vector<std::string>& params,
+                        SteadyClock::time_point deadline, std::vector<PgResult>* results,
+                        std::string* error) {
+  results->clear();
+  last_sqlstate_.clear();
+  if (Broken()) {
+    *error = "connection is closed";
+    return false;
+  }
+  int sent = 0;
+  if (params.empty()) {
+    sent = PQsendQuery(conn_, sql.c_str());
+  } else {
+    std::vector<const char*> values;
+    values.reserve(params.size());
+    for (const auto& p : params) values.push_back(p.c_str());
+    sent = PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr,
+                             values.data(), nullptr, nullptr, 0);
+  }
+  if (sent == 0) {
+    *error = TrimMessage(PQerrorMessage(conn_));
+    Close();
+    return false;
+  }
+  // Push the query out, then read until libpq has every result.
+  for (;;) {
+    const int f = PQflush(conn_);
+    if (f == 0) break;
+    if (f < 0 || !Wait(true, deadline, error)) {
+      if (f < 0) *error = TrimMessage(PQerrorMessage(conn_));
+      Close();
+      return false;
+    }
+  }
+  std::string first_error;
+  for (;;) {
+    while (PQisBusy(conn_) != 0) {
+      if (!Wait(false, deadline, error)) {
+        Close();
+        return false;
+      }
+      if (PQconsumeInput(conn_) == 0) {
+        *error = TrimMessage(PQerrorMessage(conn_));
+        Close();
+        return false;
+      }
+    }
+    PGresult* r = PQgetResult(conn_);
+    if (r == nullptr) break;
+    PgResult result(r);
+    const ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK || st == PGRES_EMPTY_QUERY) {
+      results->push_back(std::move(result));
+    } else if (first_error.empty()) {
+      first_error = TrimMessage(PQresultErrorMessage(r));
+      const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+      last_sqlstate_ = state != nullptr ? state : "";
+    }
+  }
+  if (!first_error.empty()) {
+    *error = first_error;
+    if (Broken()) Close();
+    return false;
+  }
+  if (Broken()) {
+    *error = TrimMessage(PQerrorMessage(conn_));
+    Close();
+    return false;
+  }
+  return true;
+}
+
+bool PgConnection::ExecOne(const std::string& sql, const std::vector<std::string>& params,
+                           SteadyClock::time_point deadline, std::optional<PgResult>* result,
+                           std::string* error) {
+  std::vector<PgResult> results;
+  if (!Exec(sql, params, deadline, &results, error)) return false;
+  if (results.size() != 1) {
+    *error = "expected one result, got " + std::to_string(results.size());
+    return false;
+  }
+  result->emplace(std::move(results[0]));
+  return true;
+}
+
+}  // namespace pglock

@@ -1,0 +1,98 @@
+// RAII wrappers for libpq: PgResult owns a PGresult, PgConnection owns a PGconn and runs statements
+// with a hard deadline through libpq's asynchronous API. A PgConnection belongs to one thread.
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace pglock {
+
+using SteadyClock = std::chrono::steady_clock;
+
+class PgResult {
+ public:
+  explicit PgResult(PGresult* result) : result_(result) {}
+  PgResult(PgResult&&) = default;
+  PgResult& operator=(PgResult&&) = default;
+
+  int Rows() const { return PQntuples(result_.get()); }
+  int Columns() const { return PQnfields(result_.get()); }
+  bool IsNull(int row, int col) const { return PQgetisnull(result_.get(), row, col) != 0; }
+  // The text value; empty for NULL. Bytes as sent by the server: not necessarily UTF-8.
+  std::string_view Text(int row, int col) const {
+    return {PQgetvalue(result_.get(), row, col),
+            static_cast<size_t>(PQgetlength(result_.get(), row, col))};
+  }
+  std::string String(int row, int col) const { return std::string(Text(row, col)); }
+  std::optional<double> Double(int row, int col) const;
+  std::optional<int64_t> Int(int row, int col) const;
+  // PostgreSQL's boolean text "t"/"f"; false for NULL.
+  bool Bool(int row, int col) const { return !IsNull(row, col) && Text(row, col) == "t"; }
+  // Column index by name, or -1.
+  int Column(const char* name) const { return PQfnumber(result_.get(), name); }
+
+ private:
+  struct Deleter {
+    void operator()(PGresult* r) const { PQclear(r); }
+  };
+  std::unique_ptr<PGresult, Deleter> result_;
+};
+
+class PgConnection {
+ public:
+  // Opens a connection without blocking past `deadline`. `overrides` are libpq keywords applied
+  // after the conninfo (e.g. application_name). Returns nullptr and fills *error on failure.
+  // `abort`, when given, is checked every 100 ms while waiting: setting it makes the connect or
+  // any later Exec give up at once (used for a prompt shutdown). It must outlive the connection.
+  static std::unique_ptr<PgConnection> Connect(
+      const std::string& conninfo,
+      const std::vector<std::pair<std::string, std::string>>& overrides,
+      SteadyClock::time_point deadline, std::string* error,
+      const std::atomic<bool>* abort = nullptr);
+
+  ~PgConnection();
+  PgConnection(const PgConnection&) = delete;
+  PgConnection& operator=(const PgConnection&) = delete;
+
+  // Runs `sql`. Without params it uses the simple protocol, so several ';'-separated statements
+  // return one PgResult each (and run in one implicit transaction); with params it uses the
+  // extended protocol (text parameters). Fails with *error on a server error, a broken connection,
+  // or when `deadline` passes; after a timeout the connection is closed (Broken() is true): the
+  // server ends the statement itself through statement_timeout, so no blocking cancel is needed.
+  bool Exec(const std::string& sql, const std::vector<std::string>& params,
+            SteadyClock::time_point deadline, std::vector<PgResult>* results, std::string* error);
+
+  // Convenience: exactly one result expected.
+  bool ExecOne(const std::string& sql, const std::vector<std::string>& params,
+               SteadyClock::time_point deadline, std::optional<PgResult>* result,
+               std::string* error);
+
+  bool Broken() const;
+  int ServerVersionNum() const { return conn_ ? PQserverVersion(conn_) : 0; }
+  int BackendPid() const { return conn_ ? PQbackendPID(conn_) : 0; }
+  // Quotes an identifier for SQL ("a""b"); empty string if the connection is gone.
+  std::string QuoteIdentifier(const std::string& ident) const;
+  // The last SQLSTATE of a failed Exec ("" if none).
+  const std::string& LastSqlState() const { return last_sqlstate_; }
+
+ private:
+  PgConnection(PGconn* conn, const std::atomic<bool>* abort) : conn_(conn), abort_(abort) {}
+  // Waits until the socket is readable (or writable); false on timeout or error.
+  bool Wait(bool for_write, SteadyClock::time_point deadline, std::string* error);
+  void Close();
+
+  PGconn* conn_;  // owned; nullptr after Close()
+  const std::atomic<bool>* const abort_;
+  std::string last_sqlstate_;
+};
+
+}  // namespace pglock

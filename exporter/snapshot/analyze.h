@@ -1,0 +1,58 @@
+// Turns one poll's observations (PollData) into the point-in-time view the metrics show: waits
+// with their blockers, holders and their observed age, idle-in-transaction holders and the time
+// left before a timeout drops their locks, clients, leases. Pure apart from HoldHistory, which
+// carries first-seen times from poll to poll. Thread-compatible.
+#pragma once
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "exporter/collect/lock_names.h"
+#include "exporter/config/config.h"
+#include "exporter/snapshot/holder_matcher.h"
+#include "exporter/snapshot/snapshot.h"
+
+namespace pglock {
+
+// When each (holder session, key) was first seen held; rebuilt on every inventory poll so it only
+// holds what is currently held.
+struct HoldHistory {
+  // (pid, backend_start, key) -> server epoch seconds.
+  std::map<std::tuple<int, double, AdvisoryKey>, double> first_seen;
+};
+
+struct LeaseTableRules {
+  std::string table;
+  std::vector<std::string> holder_labels;
+  std::shared_ptr<const HolderMatcher> matcher;  // null: the holder text stays whole
+};
+
+struct AnalyzeOptions {
+  int top_n = 20;
+  const LockNames* names = nullptr;
+  std::vector<LeaseTableRules> lease_rules;
+};
+
+// The `lock` label: the configured name, else the rendered key.
+std::string LockLabel(const AdvisoryKey& key, const LockNames* names);
+
+// Builds the view. Fills *dropped with the detail series each metric left out because of top_n.
+TargetView Analyze(const PollData& data, const AnalyzeOptions& options, HoldHistory* history,
+                   std::map<std::string, int64_t>* dropped);
+
+// Keeps the `n` most severe rows (`more_severe(a, b)` true when a comes first); returns how many
+// were dropped.
+template <typename T, typename Less>
+int64_t KeepTopN(std::vector<T>* rows, size_t n, Less more_severe) {
+  std::stable_sort(rows->begin(), rows->end(), more_severe);
+  if (rows->size() <= n) return 0;
+  const auto dropped = static_cast<int64_t>(rows->size() - n);
+  rows->resize(n);
+  return dropped;
+}
+
+}  // namespace pglock

@@ -1,0 +1,36 @@
+// Splits a lease holder text into labels with a POSIX extended regular expression (glibc's
+// regexec, no backtracking recursion), after capping the input so huge holders cannot stall a
+// poll. Immutable after construction; Match() is thread-safe (regexec on a const regex_t).
+#pragma once
+
+#include <regex.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pglock {
+
+class HolderMatcher {
+ public:
+  // Longest holder prefix given to the regex engine.
+  static constexpr size_t kMaxInput = 1024;
+
+  // pattern must have compiled in config validation; an empty pattern matches nothing.
+  explicit HolderMatcher(const std::string& pattern);
+  ~HolderMatcher();
+  HolderMatcher(const HolderMatcher&) = delete;
+  HolderMatcher& operator=(const HolderMatcher&) = delete;
+
+  bool valid() const { return compiled_; }
+  size_t groups() const { return compiled_ ? re_.re_nsub : 0; }
+
+  // The capture groups (unmatched groups as ""), or nullopt when the pattern does not match.
+  std::optional<std::vector<std::string>> Match(const std::string& holder) const;
+
+ private:
+  regex_t re_{};
+  bool compiled_ = false;
+};
+
+}  // namespace pglock

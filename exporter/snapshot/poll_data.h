@@ -1,0 +1,139 @@
+// What one poll observed on one PostgreSQL server, as plain values: the collectors in
+// exporter/collect fill it, exporter/snapshot turns two of them into metrics and events.
+// Immutable once built; shared between threads through shared_ptr<const PollData>.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace pglock {
+
+// An advisory lock key as pg_locks shows it: objsubid 1 = one bigint (classid = high 32 bits,
+// objid = low 32 bits), objsubid 2 = two int4 (classid = key1, objid = key2).
+struct AdvisoryKey {
+  uint32_t datid = 0;
+  uint32_t classid = 0;
+  uint32_t objid = 0;
+  int objsubid = 1;
+
+  auto Tie() const { return std::tie(datid, classid, objid, objsubid); }
+  bool operator<(const AdvisoryKey& o) const { return Tie() < o.Tie(); }
+  bool operator==(const AdvisoryKey& o) const { return Tie() == o.Tie(); }
+};
+
+// "<bigint>" for objsubid 1, "<int4>:<int4>" for objsubid 2, signed as the application passed them.
+std::string RenderAdvisoryKey(const AdvisoryKey& key);
+
+// One client backend from pg_stat_activity (never the exporter's own).
+struct Session {
+  int pid = 0;
+  uint32_t datid = 0;
+  std::string datname;
+  uint32_t usesysid = 0;
+  std::string usename;
+  std::string application_name;
+  std::string client_addr;   // "" for Unix sockets; "local" is rendered by the metrics layer
+  std::string state;         // "active", "idle", "idle in transaction", ...; "" if not visible
+  double backend_start = 0;  // server epoch seconds
+  std::optional<double> xact_start;
+  std::optional<double> state_change;
+  std::optional<double> query_start;
+  bool waiting_on_lock = false;  // wait_event_type = 'Lock'
+  bool advisory_wait = false;    // ... and wait_event = 'advisory'
+  std::vector<int> blocked_by;   // pg_blocking_pids(pid), only when waiting on a lock
+
+  bool IdleInTransaction() const {
+    return state == "idle in transaction" || state == "idle in transaction (aborted)";
+  }
+  bool NotRunning() const { return state == "idle" || IdleInTransaction(); }
+};
+
+// One advisory row of pg_locks.
+struct AdvisoryLock {
+  AdvisoryKey key;
+  int pid = 0;
+  bool exclusive = true;  // ExclusiveLock vs ShareLock
+  bool granted = true;
+  std::optional<double> waitstart;  // 14+, NULL briefly after the wait starts
+};
+
+struct ServerSetting {
+  std::string name;
+  double seconds = 0;  // 0 = disabled
+  std::string source;  // pg_settings.source
+};
+
+// One per-role/per-database override from pg_db_role_setting. 0 oid / "*" = all.
+struct SettingOverride {
+  std::string name;
+  uint32_t datid = 0;
+  uint32_t roleid = 0;
+  std::string database = "*";
+  std::string role = "*";
+  double seconds = 0;
+};
+
+struct DatabaseStats {
+  uint32_t datid = 0;
+  std::string datname;
+  int64_t sessions_fatal = 0;
+  int64_t sessions_killed = 0;
+  int64_t sessions_abandoned = 0;
+};
+
+struct LeaseRow {
+  std::string name;
+  std::string holder;
+  double taken_at = 0;    // server epoch seconds
+  double expires_at = 0;  // server epoch seconds
+};
+
+struct LeaseTableData {
+  std::string table;
+  bool ok = false;
+  std::string error;           // why the read failed (missing table/column, permission, ...)
+  std::vector<LeaseRow> rows;  // at most poll.max_leases, soonest expiry first
+  int64_t total = 0;           // rows in the table (rows.size() is smaller when capped)
+  double now = 0;              // the server clock when the table was read
+  int64_t held = 0;            // exact counts over the whole table
+  int64_t expired = 0;
+};
+
+// A PgBouncer server connection (SHOW SERVERS) of a transaction- or statement-mode pool.
+struct PooledServer {
+  std::string database;
+  std::string user;
+  int remote_pid = 0;
+};
+
+struct PoolerData {
+  std::string name;
+  bool ok = false;
+  std::string error;
+  std::vector<PooledServer> servers;  // only pools in transaction or statement mode
+};
+
+struct PollData {
+  std::string server_version;
+  int server_version_num = 0;
+  double postmaster_start = 0;  // epoch seconds; a change means the server restarted
+  double now = 0;               // the server's now() at the poll
+  bool inventory = true;        // false when the tiered poll skipped the pg_locks inventory
+  std::vector<Session> sessions;
+  std::vector<AdvisoryLock> locks;
+  std::vector<ServerSetting> settings;
+  std::vector<SettingOverride> overrides;
+  std::optional<std::vector<DatabaseStats>> database_stats;  // 14+
+  std::vector<LeaseTableData> leases;
+  std::vector<PoolerData> poolers;
+  // Errors of optional collectors ("leases", "poolers", "settings"...) keyed by collector.
+  std::map<std::string, std::string> collector_errors;
+  // False when the exporter's role cannot see other sessions' details (no pg_monitor).
+  bool full_visibility = true;
+};
+
+}  // namespace pglock

@@ -1,0 +1,143 @@
+// The immutable result of a poll, ready to be turned into metric families: per-database
+// aggregates (exact), detail rows (capped at top_n, most severe first) and the cumulative event
+// counters. A TargetSnapshot is built by the poller thread and read by scrapes through
+// shared_ptr<const TargetSnapshot>; it is never modified after publication.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "exporter/snapshot/poll_data.h"
+
+namespace pglock {
+
+// Identity of a session as labels show it.
+struct Identity {
+  int pid = 0;
+  std::string application_name;
+  std::string client_addr;
+  std::string usename;
+  std::string state;
+};
+
+struct WaitEdge {
+  std::string datname;
+  std::string lock;
+  Identity waiter;
+  Identity blocker;
+  double seconds = 0;
+};
+
+struct HeldLock {
+  std::string datname;
+  std::string lock;
+  Identity holder;
+  std::string scope;  // "session" or "unknown"
+  double seconds = 0;
+};
+
+struct IdleHolder {
+  std::string datname;
+  Identity holder;
+  std::string holds;  // "advisory", "blocking", "advisory,blocking"
+  double seconds = 0;
+  std::optional<double> remaining;  // effective idle_in_transaction_session_timeout - idle
+};
+
+struct ClientKey {
+  std::string datname;
+  std::string application_name;
+  std::string client_addr;
+  std::string usename;
+  auto Tie() const { return std::tie(datname, application_name, client_addr, usename); }
+  bool operator<(const ClientKey& o) const { return Tie() < o.Tie(); }
+};
+
+struct ClientRow {
+  ClientKey key;
+  std::map<std::string, int> sessions_by_state;
+  int total = 0;
+  int idle_lock_holders = 0;
+};
+
+struct DatabaseAggregate {
+  int64_t advisory_locks_held = 0;
+  int64_t advisory_waiters = 0;
+  double advisory_wait_max = 0;
+  int64_t idle_in_transaction = 0;
+  double idle_in_transaction_max = 0;
+  int64_t idle_in_transaction_holders = 0;
+};
+
+struct LeaseView {
+  std::string lease;
+  std::string holder;
+  std::vector<std::string> holder_parts;  // capture groups of holder_pattern, in label order
+  bool held = false;
+  double age = 0;
+  double expires_in = 0;
+};
+
+struct LeaseTableView {
+  std::string table;
+  bool ok = false;
+  std::vector<std::string> holder_labels;  // empty: one "holder" label with the whole text
+  int64_t held = 0;
+  int64_t expired = 0;
+  std::vector<LeaseView> leases;
+};
+
+struct PoolerView {
+  std::string name;
+  bool ok = false;
+  // (database, user) -> advisory locks held outside a transaction by that pool's servers.
+  std::map<std::pair<std::string, std::string>, int64_t> session_locks;
+};
+
+// Everything a successful poll shows at one point in time.
+struct TargetView {
+  std::map<std::string, DatabaseAggregate> databases;
+  std::vector<WaitEdge> waits;
+  std::vector<HeldLock> held;
+  std::vector<IdleHolder> idle_holders;
+  std::vector<ClientRow> clients;
+  std::vector<ServerSetting> settings;
+  std::vector<SettingOverride> overrides;
+  std::vector<LeaseTableView> leases;
+  std::vector<PoolerView> poolers;
+  int64_t hidden_sessions = 0;  // sessions whose details the exporter's role cannot see
+  bool inventory = true;
+};
+
+// Cumulative counters of one target; they survive failed polls and reconnects.
+struct Counters {
+  std::map<std::tuple<std::string, std::string, std::string>, double> releases;  // db, lock, reason
+  std::map<std::tuple<std::string, std::string, std::string>, double> losses;    // db, lock, cause
+  std::map<std::tuple<std::string, std::string>, double> takeovers;              // db, lock
+  std::map<std::tuple<std::string, std::string>, double> sessions_ended;         // db, reason
+  std::map<std::tuple<std::string, std::string, std::string>, double>
+      lease_transitions;                           // table, lease, kind
+  std::map<std::string, double> series_dropped;    // metric
+  std::map<std::string, double> collector_errors;  // collector
+};
+
+// What a scrape serialises for one target.
+struct TargetSnapshot {
+  std::string target;
+  bool up = false;
+  double poll_duration = 0;
+  double poll_errors = 0;
+  double last_success = 0;  // Unix time; 0 = never
+  std::string server_version;
+  std::string state;  // "connecting", "up", "down": for the landing page
+  std::string last_error;
+  std::shared_ptr<const TargetView> view;  // null when the last poll failed
+  Counters counters;
+};
+
+}  // namespace pglock

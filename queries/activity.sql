@@ -1,0 +1,21 @@
+-- Client backends other than the exporter's own. pg_blocking_pids() is evaluated only for sessions
+-- that wait on a lock: it takes the lock manager's partition locks, so it must not run per row.
+SELECT a.pid,
+       a.datid,
+       a.datname,
+       a.usesysid,
+       a.usename,
+       a.application_name,
+       host(a.client_addr) AS client_addr,
+       a.state,
+       extract(epoch FROM a.backend_start)::float8 AS backend_start,
+       extract(epoch FROM a.xact_start)::float8 AS xact_start,
+       extract(epoch FROM a.state_change)::float8 AS state_change,
+       extract(epoch FROM a.query_start)::float8 AS query_start,
+       a.wait_event_type IS NOT DISTINCT FROM 'Lock' AS waiting,
+       a.wait_event_type IS NOT DISTINCT FROM 'Lock' AND a.wait_event = 'advisory' AS advisory_wait,
+       CASE WHEN a.wait_event_type = 'Lock'
+            THEN array_to_string(pg_blocking_pids(a.pid), ',') END AS blocked_by
+FROM pg_stat_activity a
+WHERE a.backend_type = 'client backend'
+  AND a.pid <> pg_backend_pid()
