@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <toml.hpp>
@@ -146,9 +147,11 @@ class TableReader {
     errors_->push_back({file_, static_cast<int>(at.location().line()), Dotted(key), message});
   }
 
-  // An error about the table itself (a missing key, a conflict between keys).
+  // An error about `key` found by a check on the table (a conflict between keys, a duplicate):
+  // at the key's line, or at the table's line when the key is absent (a missing key).
   void TableError(const std::string& key, const std::string& message) {
-    errors_->push_back({file_, static_cast<int>(table_.location().line()), Dotted(key), message});
+    const int line = LineOf(key);
+    errors_->push_back({file_, line > 0 ? line : Line(), Dotted(key), message});
   }
 
   std::string Dotted(const std::string& key) const {
@@ -156,6 +159,13 @@ class TableReader {
   }
 
   int Line() const { return static_cast<int>(table_.location().line()); }
+
+  // The line of `key`'s value, 0 when absent.
+  int LineOf(const std::string& key) const {
+    const auto& t = table_.as_table();
+    const auto it = t.find(key);
+    return it == t.end() ? 0 : static_cast<int>(it->second.location().line());
+  }
 
  private:
   const toml::value& table_;
@@ -393,14 +403,18 @@ bool ValidListenAddress(const std::string& addr) {
   return port.size() <= 5 && std::stoi(port) <= 65535;
 }
 
+// Dotted key -> line in the file, for the checks that run after flags are applied.
+using KeyLines = std::map<std::string, int>;
+
 // Parses the document into *config; errors accumulate. Defaults stay for absent keys.
 void ParseDocument(const toml::value& doc, const std::string& file, Config* config,
-                   std::vector<ConfigError>* errors, bool* timeout_set) {
+                   std::vector<ConfigError>* errors, bool* timeout_set, KeyLines* lines) {
   TableReader root(doc, "", file, errors);
   if (const toml::value* web = root.Table("web")) {
     TableReader r(*web, "web", file, errors);
     r.String("listen_address", &config->web.listen_address);
     r.String("telemetry_path", &config->web.telemetry_path);
+    for (const char* k : {"listen_address", "telemetry_path"}) (*lines)[r.Dotted(k)] = r.LineOf(k);
     r.String("tls_cert_file", &config->web.tls_cert_file);
     r.String("tls_key_file", &config->web.tls_key_file);
     r.Int("max_connections", 1, 1024, &config->web.max_connections);
@@ -434,12 +448,16 @@ void ParseDocument(const toml::value& doc, const std::string& file, Config* conf
     r.DurationValue("inventory_interval", &config->poll.inventory_interval);
     r.Int("top_n", 1, kMaxTopN, &config->poll.top_n);
     r.Int("max_leases", 1, 1'000'000, &config->poll.max_leases);
+    for (const char* k : {"interval", "timeout", "inventory_interval"}) {
+      (*lines)[r.Dotted(k)] = r.LineOf(k);
+    }
     r.RejectUnknown();
   }
   if (const toml::value* log = root.Table("log")) {
     TableReader r(*log, "log", file, errors);
     r.String("level", &config->log.level);
     r.String("format", &config->log.format);
+    for (const char* k : {"level", "format"}) (*lines)[r.Dotted(k)] = r.LineOf(k);
     r.RejectUnknown();
   }
   std::set<std::string> names;
@@ -455,10 +473,14 @@ void ParseDocument(const toml::value& doc, const std::string& file, Config* conf
   root.RejectUnknown();
 }
 
-void ValidateMerged(Config* config, bool timeout_set, std::vector<ConfigError>* errors) {
+// `lines` holds the file's line of each key whose value still comes from the file (0 or absent
+// when a flag or the default set it).
+void ValidateMerged(Config* config, bool timeout_set, const KeyLines& lines,
+                    std::vector<ConfigError>* errors) {
   const std::string& f = config->file;
   auto err = [&](const std::string& key, const std::string& msg) {
-    errors->push_back({f, 0, key, msg});
+    const auto it = lines.find(key);
+    errors->push_back({f, it == lines.end() ? 0 : it->second, key, msg});
   };
   if (!ValidListenAddress(config->web.listen_address)) {
     err("web.listen_address", "\"" + config->web.listen_address + "\" is not HOST:PORT or :PORT");
@@ -491,11 +513,11 @@ void ValidateMerged(Config* config, bool timeout_set, std::vector<ConfigError>* 
 }
 
 void ParseText(const std::string& text, const std::string& file, Config* config,
-               std::vector<ConfigError>* errors, bool* timeout_set) {
+               std::vector<ConfigError>* errors, bool* timeout_set, KeyLines* lines) {
   try {
     std::istringstream in(text);
     const toml::value doc = toml::parse(in, file);
-    ParseDocument(doc, file, config, errors, timeout_set);
+    ParseDocument(doc, file, config, errors, timeout_set, lines);
   } catch (const toml::exception& e) {
     std::string msg = e.what();
     // toml11 formats a multi-line message with the source excerpt; keep its first line.
@@ -515,9 +537,10 @@ bool ParseConfigText(const std::string& text, const std::string& file, Config* c
                      std::vector<ConfigError>* errors) {
   const size_t before = errors->size();
   bool timeout_set = false;
+  KeyLines lines;
   config->file = file;
-  ParseText(text, file, config, errors, &timeout_set);
-  ValidateMerged(config, timeout_set, errors);
+  ParseText(text, file, config, errors, &timeout_set, &lines);
+  ValidateMerged(config, timeout_set, lines, errors);
   return errors->size() == before;
 }
 
@@ -526,6 +549,7 @@ bool LoadConfig(const Flags& flags, const std::optional<std::string>& env_dsn, C
   *config = Config{};
   const size_t before = errors->size();
   bool timeout_set = false;
+  KeyLines lines;
   if (flags.config_file) {
     config->file = *flags.config_file;
     std::ifstream in(*flags.config_file, std::ios::binary);
@@ -535,16 +559,32 @@ bool LoadConfig(const Flags& flags, const std::optional<std::string>& env_dsn, C
     }
     std::ostringstream ss;
     ss << in.rdbuf();
-    ParseText(ss.str(), *flags.config_file, config, errors, &timeout_set);
+    ParseText(ss.str(), *flags.config_file, config, errors, &timeout_set, &lines);
     if (config->world_readable_secret && !WorldReadable(*flags.config_file)) {
       config->world_readable_secret = false;
     }
   }
-  if (flags.listen_address) config->web.listen_address = *flags.listen_address;
-  if (flags.telemetry_path) config->web.telemetry_path = *flags.telemetry_path;
-  if (flags.poll_interval) config->poll.interval = *flags.poll_interval;
-  if (flags.log_level) config->log.level = *flags.log_level;
-  if (flags.log_format) config->log.format = *flags.log_format;
+  // A value set by a flag has no line in the file.
+  if (flags.listen_address) {
+    config->web.listen_address = *flags.listen_address;
+    lines.erase("web.listen_address");
+  }
+  if (flags.telemetry_path) {
+    config->web.telemetry_path = *flags.telemetry_path;
+    lines.erase("web.telemetry_path");
+  }
+  if (flags.poll_interval) {
+    config->poll.interval = *flags.poll_interval;
+    lines.erase("poll.interval");
+  }
+  if (flags.log_level) {
+    config->log.level = *flags.log_level;
+    lines.erase("log.level");
+  }
+  if (flags.log_format) {
+    config->log.format = *flags.log_format;
+    lines.erase("log.format");
+  }
   if (config->targets.empty()) {
     TargetConfig target;
     target.name = "default";
@@ -566,7 +606,7 @@ bool LoadConfig(const Flags& flags, const std::optional<std::string>& env_dsn, C
       config->targets[0].dsn = *flags.dsn;
     }
   }
-  ValidateMerged(config, timeout_set, errors);
+  ValidateMerged(config, timeout_set, lines, errors);
   return errors->size() == before;
 }
 

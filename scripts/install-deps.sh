@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs, from Debian packages only, what building, testing and the demo need and this machine
+# lacks. Runs apt-get only when something is missing (so it is fast and offline-safe afterwards).
+# Usage: scripts/install-deps.sh [build|test|demo|bench]   (default: test)
+set -euo pipefail
+
+purpose=${1:-test}
+build_pkgs=(build-essential cmake pkg-config git prometheus-cpp-dev libcivetweb-dev libpq-dev
+            libtoml11-dev libspdlog-dev libfmt-dev libgtest-dev libcrypt-dev libssl-dev clang-format)
+runtime_pkgs=(postgresql-15 postgresql-client-15 prometheus prometheus-alertmanager pgbouncer curl
+              openssl python3 procps iproute2 util-linux)
+extra_pkgs=()
+case $purpose in
+  build) runtime_pkgs=() ;;
+  test|demo) ;;
+  bench) extra_pkgs=(wrk prometheus-postgres-exporter time) ;;
+  *) echo "usage: $0 [build|test|demo|bench]" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${build_pkgs[@]}" "${runtime_pkgs[@]}" "${extra_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -q
+# Debian's service packages start their daemons through systemd/init scripts where available;
+# policy-rc.d stops that, so installing never leaves a system prometheus/postgres running.
+if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+  printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+  "${sudo[@]}" chmod +x /usr/sbin/policy-rc.d
+  trap '"${sudo[@]}" rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

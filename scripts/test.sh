@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The whole test suite, on a fresh Debian machine: installs what is missing, builds, then runs
+# unit tests, integration tests against real PostgreSQL servers started in temporary directories,
+# the end-to-end tests of the binary, the alert rule tests (promtool) and the dashboard checks.
+# Usage: scripts/test.sh [--quick]   (--quick skips the sanitizer build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+quick=0
+[[ ${1:-} == --quick ]] && quick=1
+
+start=$(date +%s)
+step() { printf '\n=== %s (%ss)\n' "$*" "$(($(date +%s) - start))"; }
+
+step "dependencies"
+scripts/install-deps.sh test
+
+step "format check"
+if command -v clang-format >/dev/null; then
+  unformatted=$(find exporter tests -name '*.cc' -o -name '*.h' | while read -r f; do
+    clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || echo "$f"; done)
+  if [[ -n $unformatted ]]; then
+    echo "not clang-formatted:"; echo "$unformatted"; exit 1
+  fi
+fi
+
+step "build"
+BUILD_DIR=build scripts/build.sh -DPGLOCK_BUILD_TESTS=ON
+
+step "unit and integration tests (ctest)"
+export PGLOCK_REQUIRE_PROMTOOL=1
+export PGLOCK_EXPORTER_BINARY=$root/build/pglock_exporter
+(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900)
+
+if [[ -x alerts/check.sh ]]; then
+  step "alert rules: promtool check rules + test rules"
+  alerts/check.sh
+fi
+if [[ -x dashboards/check.sh ]]; then
+  step "dashboards"
+  dashboards/check.sh >/dev/null
+  echo "dashboards ok"
+fi
+for t in tests/e2e/*.sh; do
+  [[ -x $t ]] || continue
+  step "end-to-end: $t"
+  "$t"
+done
+
+if ((quick == 0)); then
+  step "sanitizer build (address, undefined) and tests"
+  BUILD_DIR=build-asan BUILD_TYPE=Debug scripts/build.sh -DPGLOCK_BUILD_TESTS=ON -DPGLOCK_SANITIZE=ON
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 PGLOCK_EXPORTER_BINARY=$root/build-asan/pglock_exporter \
+     ctest --output-on-failure -j "$(nproc)" --timeout 900)
+fi
+
+step "all tests passed"

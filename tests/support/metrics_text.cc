@@ -1,0 +1,112 @@
+#include "tests/support/metrics_text.h"
+
+#include <prometheus/text_serializer.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "exporter/metrics/exposition.h"
+
+namespace pglock::testing {
+
+std::string Serialize(const std::vector<std::shared_ptr<const TargetSnapshot>>& targets) {
+  const auto families = BuildFamilies(targets, {"test", "test"});
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, families);
+  return out.str();
+}
+
+std::vector<Sample> ParseSamples(const std::string& text) {
+  std::vector<Sample> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    Sample s;
+    size_t i = 0;
+    while (i < line.size() && line[i] != '{' && line[i] != ' ') s.name += line[i++];
+    if (i < line.size() && line[i] == '{') {
+      ++i;
+      while (i < line.size() && line[i] != '}') {
+        std::string key, value;
+        while (i < line.size() && line[i] != '=') key += line[i++];
+        i += 2;  // ="
+        while (i < line.size() && line[i] != '"') {
+          if (line[i] == '\\' && i + 1 < line.size()) {
+            const char n = line[i + 1];
+            value += n == 'n' ? '\n' : n;
+            i += 2;
+          } else {
+            value += line[i++];
+          }
+        }
+        ++i;  // closing quote
+        if (i < line.size() && line[i] == ',') ++i;
+        s.labels[key] = value;
+      }
+      ++i;  // }
+    }
+    s.value = std::strtod(line.c_str() + i, nullptr);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<Sample> Select(const std::vector<Sample>& samples, const std::string& name,
+                           const std::map<std::string, std::string>& match) {
+  std::vector<Sample> out;
+  for (const Sample& s : samples) {
+    if (s.name != name) continue;
+    bool ok = true;
+    for (const auto& [k, v] : match) {
+      const auto it = s.labels.find(k);
+      ok = ok && it != s.labels.end() && it->second == v;
+    }
+    if (ok) out.push_back(s);
+  }
+  return out;
+}
+
+std::optional<double> Value(const std::vector<Sample>& samples, const std::string& name,
+                            const std::map<std::string, std::string>& match) {
+  const auto found = Select(samples, name, match);
+  if (found.empty()) return std::nullopt;
+  return found.front().value;
+}
+
+double Sum(const std::vector<Sample>& samples, const std::string& name,
+           const std::map<std::string, std::string>& match) {
+  double sum = 0;
+  for (const Sample& s : Select(samples, name, match)) sum += s.value;
+  return sum;
+}
+
+bool PromtoolCheck(const std::string& text, std::string* output) {
+  if (access("/usr/bin/promtool", X_OK) != 0) {
+    *output = "promtool not installed";
+    return std::getenv("PGLOCK_REQUIRE_PROMTOOL") == nullptr;
+  }
+  char path[] = "/tmp/pglock_metrics_XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) return false;
+  if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    close(fd);
+    return false;
+  }
+  close(fd);
+  const std::string cmd = std::string("/usr/bin/promtool check metrics < ") + path + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string result;
+  char buf[4096];
+  size_t n = 0;
+  while (p != nullptr && (n = fread(buf, 1, sizeof buf, p)) > 0) result.append(buf, n);
+  const int status = p != nullptr ? pclose(p) : -1;
+  unlink(path);
+  *output = result;
+  return status == 0;
+}
+
+}  // namespace pglock::testing

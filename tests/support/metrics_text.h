@@ -1,0 +1,37 @@
+// Test helpers around the exposition text: serialise snapshots as /metrics would, parse samples
+// back, look them up by labels, and run `promtool check metrics`.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exporter/snapshot/snapshot.h"
+
+namespace pglock::testing {
+
+struct Sample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+std::string Serialize(const std::vector<std::shared_ptr<const TargetSnapshot>>& targets);
+std::vector<Sample> ParseSamples(const std::string& text);
+
+// Samples of `name` whose labels include every pair of `match`.
+std::vector<Sample> Select(const std::vector<Sample>& samples, const std::string& name,
+                           const std::map<std::string, std::string>& match = {});
+std::optional<double> Value(const std::vector<Sample>& samples, const std::string& name,
+                            const std::map<std::string, std::string>& match = {});
+// Sum over the matching samples (0 if none).
+double Sum(const std::vector<Sample>& samples, const std::string& name,
+           const std::map<std::string, std::string>& match = {});
+
+// Runs promtool check metrics on the text; true when it passes (or promtool is missing and
+// PGLOCK_REQUIRE_PROMTOOL is unset). *output gets promtool's messages.
+bool PromtoolCheck(const std::string& text, std::string* output);
+
+}  // namespace pglock::testing

@@ -1,0 +1,229 @@
+#include "tests/support/test_postgres.h"
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace pglock::testing {
+namespace {
+
+std::string FindBindir() {
+  if (const char* env = std::getenv("PGLOCK_PG_BINDIR")) return env;
+  for (const char* v : {"17", "16", "15", "14"}) {
+    const std::string dir = std::string("/usr/lib/postgresql/") + v + "/bin";
+    if (std::filesystem::exists(dir + "/pg_ctl")) return dir;
+  }
+  return "";
+}
+
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  const int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+std::unique_ptr<TestPostgres> TestPostgres::Start(std::string* error,
+                                                  const std::vector<std::string>& settings) {
+  std::unique_ptr<TestPostgres> pg(new TestPostgres());
+  pg->bindir_ = FindBindir();
+  if (pg->bindir_.empty()) {
+    *error = "no PostgreSQL server binaries (install postgresql-15)";
+    return nullptr;
+  }
+  char tmpl[] = "/tmp/pglock_test_pg_XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    *error = "mkdtemp failed";
+    return nullptr;
+  }
+  pg->dir_ = tmpl;
+  pg->as_postgres_user_ = geteuid() == 0;
+  if (pg->as_postgres_user_ && std::system(("chown postgres " + Quote(pg->dir_)).c_str()) != 0) {
+    *error = "cannot chown the data directory to postgres";
+    return nullptr;
+  }
+  if (!pg->Run(pg->bindir_ + "/initdb -D " + Quote(pg->dir_ + "/data") +
+               " -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >" +
+               Quote(pg->dir_ + "/initdb.log") + " 2>&1")) {
+    *error = "initdb failed, see " + pg->dir_ + "/initdb.log";
+    return nullptr;
+  }
+  std::ofstream conf(pg->dir_ + "/data/postgresql.conf", std::ios::app);
+  conf << "listen_addresses = '127.0.0.1'\nfsync = off\nsynchronous_commit = off\n"
+       << "full_page_writes = off\nmax_connections = 300\nlog_min_messages = warning\n"
+       << "unix_socket_directories = '" << pg->dir_ << "'\n";
+  for (const std::string& s : settings) conf << s << "\n";
+  conf.close();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    pg->port_ = FreePort();
+    if (pg->StartServer()) return pg;
+  }
+  *error = "pg_ctl start failed, see " + pg->dir_ + "/server.log";
+  return nullptr;
+}
+
+TestPostgres::~TestPostgres() {
+  if (running_) StopServer("immediate");
+  if (!dir_.empty() && std::getenv("PGLOCK_KEEP_TEST_PG") == nullptr) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+}
+
+bool TestPostgres::Run(const std::string& command) const {
+  const std::string full =
+      as_postgres_user_ ? "runuser -u postgres -- sh -c " + Quote(command) : command;
+  return std::system(full.c_str()) == 0;
+}
+
+bool TestPostgres::StartServer() {
+  running_ = Run(bindir_ + "/pg_ctl -D " + Quote(dir_ + "/data") + " -o " +
+                 Quote("-p " + std::to_string(port_)) + " -l " + Quote(dir_ + "/server.log") +
+                 " -w -t 60 start >/dev/null 2>&1");
+  return running_;
+}
+
+bool TestPostgres::StopServer(const std::string& mode) {
+  const bool ok = Run(bindir_ + "/pg_ctl -D " + Quote(dir_ + "/data") + " -m " + mode +
+                      " -w -t 60 stop >/dev/null 2>&1");
+  if (ok) running_ = false;
+  return ok;
+}
+
+bool TestPostgres::RestartServer() {
+  const bool ok = Run(bindir_ + "/pg_ctl -D " + Quote(dir_ + "/data") + " -o " +
+                      Quote("-p " + std::to_string(port_)) + " -l " + Quote(dir_ + "/server.log") +
+                      " -m fast -w -t 60 restart >/dev/null 2>&1");
+  running_ = ok;
+  return ok;
+}
+
+std::string TestPostgres::Dsn(const std::string& dbname, const std::string& user) const {
+  return "host=127.0.0.1 port=" + std::to_string(port_) + " dbname=" + dbname + " user=" + user +
+         " connect_timeout=5";
+}
+
+void TestPostgres::Exec(const std::string& sql, const std::string& dbname) const {
+  PGconn* c = PQconnectdb(Dsn(dbname).c_str());
+  if (PQstatus(c) != CONNECTION_OK) {
+    std::fprintf(stderr, "TestPostgres::Exec connect: %s\n", PQerrorMessage(c));
+    std::abort();
+  }
+  PGresult* r = PQexec(c, sql.c_str());
+  const auto st = PQresultStatus(r);
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    std::fprintf(stderr, "TestPostgres::Exec %s: %s\n", sql.c_str(), PQerrorMessage(c));
+    std::abort();
+  }
+  PQclear(r);
+  PQfinish(c);
+}
+
+std::string TestPostgres::Scalar(const std::string& sql, const std::string& dbname) const {
+  TestSession s(Dsn(dbname));
+  return s.Query(sql);
+}
+
+TestSession::TestSession(const std::string& dsn) : conn_(PQconnectdb(dsn.c_str())) {
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    ADD_FAILURE() << "connect: " << PQerrorMessage(conn_);
+  }
+}
+
+TestSession::~TestSession() { Close(); }
+
+void TestSession::Close() {
+  if (conn_ != nullptr) {
+    PQfinish(conn_);
+    conn_ = nullptr;
+  }
+}
+
+bool TestSession::ok() const { return conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK; }
+
+int TestSession::Pid() const { return conn_ != nullptr ? PQbackendPID(conn_) : 0; }
+
+std::string TestSession::Query(const std::string& sql) {
+  std::string value, error;
+  if (!TryQuery(sql, &value, &error)) {
+    ADD_FAILURE() << "query failed: " << sql << ": " << error;
+    return "<error>";
+  }
+  return value;
+}
+
+std::string TestSession::QueryError(const std::string& sql) {
+  std::string value, error;
+  return TryQuery(sql, &value, &error) ? "" : error;
+}
+
+bool TestSession::TryQuery(const std::string& sql, std::string* value, std::string* error) {
+  value->clear();
+  if (conn_ == nullptr) {
+    *error = "no connection";
+    return false;
+  }
+  PGresult* r = PQexec(conn_, sql.c_str());
+  const auto st = PQresultStatus(r);
+  const bool ok = st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK;
+  if (!ok) {
+    *error = PQerrorMessage(conn_);
+  } else if (st == PGRES_TUPLES_OK && PQntuples(r) > 0 && PQnfields(r) > 0) {
+    *value = PQgetvalue(r, 0, 0);
+  }
+  PQclear(r);
+  return ok;
+}
+
+void TestSession::Send(const std::string& sql) {
+  if (conn_ == nullptr || PQsendQuery(conn_, sql.c_str()) == 0) {
+    ADD_FAILURE() << "send failed: " << sql;
+  }
+}
+
+bool TestSession::SendDone() {
+  if (conn_ == nullptr) return true;
+  PQconsumeInput(conn_);
+  if (PQisBusy(conn_) != 0) return false;
+  while (PGresult* r = PQgetResult(conn_)) PQclear(r);
+  return true;
+}
+
+bool WaitFor(double seconds, const std::function<bool()>& condition) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return condition();
+}
+
+}  // namespace pglock::testing

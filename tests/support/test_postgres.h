@@ -1,0 +1,81 @@
+// A throwaway PostgreSQL server for integration tests: initdb in a temporary directory, a free
+// port on 127.0.0.1, started and stopped with pg_ctl (as the `postgres` user when the tests run
+// as root, since PostgreSQL refuses to run as root). Not thread-safe; one per test binary.
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pglock::testing {
+
+// A free TCP port on 127.0.0.1 (bound once, then released).
+int FreePort();
+
+class TestPostgres {
+ public:
+  // Creates and starts a server. nullptr and *error on failure.
+  static std::unique_ptr<TestPostgres> Start(std::string* error,
+                                             const std::vector<std::string>& settings = {});
+  ~TestPostgres();
+  TestPostgres(const TestPostgres&) = delete;
+  TestPostgres& operator=(const TestPostgres&) = delete;
+
+  int port() const { return port_; }
+  const std::string& dir() const { return dir_; }
+  std::string Dsn(const std::string& dbname = "postgres",
+                  const std::string& user = "postgres") const;
+
+  bool StopServer(const std::string& mode = "fast");
+  bool StartServer();
+  bool RestartServer();
+
+  // Runs SQL as the superuser; aborts the test binary with a message on error.
+  void Exec(const std::string& sql, const std::string& dbname = "postgres") const;
+  std::string Scalar(const std::string& sql, const std::string& dbname = "postgres") const;
+
+ private:
+  TestPostgres() = default;
+  bool Run(const std::string& command) const;
+
+  std::string dir_;
+  std::string bindir_;
+  int port_ = 0;
+  bool as_postgres_user_ = false;
+  bool running_ = false;
+};
+
+// A client session used to drive a scenario (hold a lock, wait, sit idle in transaction).
+class TestSession {
+ public:
+  explicit TestSession(const std::string& dsn);
+  ~TestSession();
+  TestSession(const TestSession&) = delete;
+  TestSession& operator=(const TestSession&) = delete;
+
+  bool ok() const;
+  int Pid() const;
+  // Runs SQL and waits for it; returns the first column of the first row ("" if none). Fails the
+  // current test (ADD_FAILURE) on error and returns "<error>".
+  std::string Query(const std::string& sql);
+  // Runs SQL; false with *error on failure. *value gets the first column of the first row.
+  bool TryQuery(const std::string& sql, std::string* value, std::string* error);
+  // Runs SQL and returns the error message ("" if it succeeded).
+  std::string QueryError(const std::string& sql);
+  // Sends SQL without waiting for the result (for statements that block on a lock).
+  void Send(const std::string& sql);
+  // True once a Send()'s result has arrived (consumes it).
+  bool SendDone();
+  void Close();
+
+ private:
+  PGconn* conn_ = nullptr;
+};
+
+// Polls `condition` every 50 ms until it holds or `seconds` pass.
+bool WaitFor(double seconds, const std::function<bool()>& condition);
+
+}  // namespace pglock::testing
