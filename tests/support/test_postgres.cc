@@ -217,6 +217,13 @@ bool TestSession::SendDone() {
   return true;
 }
 
+bool CanConnect(const std::string& dsn) {
+  PGconn* c = PQconnectdb(dsn.c_str());
+  const bool ok = PQstatus(c) == CONNECTION_OK;
+  PQfinish(c);
+  return ok;
+}
+
 bool WaitFor(double seconds, const std::function<bool()>& condition) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < until) {

@@ -75,6 +75,9 @@ class TestSession {
   PGconn* conn_ = nullptr;
 };
 
+// True when a connection can be opened (no test failure otherwise).
+bool CanConnect(const std::string& dsn);
+
 // Polls `condition` every 50 ms until it holds or `seconds` pass.
 bool WaitFor(double seconds, const std::function<bool()>& condition);
 

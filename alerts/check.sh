@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Checks the alerting side of pglock_exporter; exits non-zero on the first failure. Works from any cwd.
+#   1. promtool check rules  alerts/pglock.rules.yml       (syntax, templates, lint)
+#   2. promtool test rules   alerts/tests/pglock.rules.test.yml
+#   3. the alert names are exactly those of SPEC section 5, each has a runbook that its runbook_url
+#      points to, a row in the runbook index, and at least one test in which it fires
+#   4. alerts/shorten_for.sh produces a copy that passes promtool and has no `for:` above 2s
+set -euo pipefail
+
+alerts_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+cd -- "$alerts_dir/.."
+
+rules=alerts/pglock.rules.yml
+tests=alerts/tests/pglock.rules.test.yml
+runbooks=alerts/runbooks
+runbook_base=https://github.com/pglock-exporter/pglock_exporter/blob/main/alerts/runbooks
+
+# SPEC section 5: the contract. Keep in sync with the spec, not with the rules file.
+spec_alerts=(
+  PglockTargetDown
+  PglockAdvisoryLockWaitLong
+  PglockAdvisoryLockWaitCritical
+  PglockIdleInTransactionLockHolder
+  PglockLockAboutToBeDropped
+  PglockAdvisoryLockLost
+  PglockAdvisoryLockTakeover
+  PglockLockHoldersExhaustClientPool
+  PglockLeaseExpired
+  PglockLeaseExpiredTakeover
+  PglockLeaseOverlap
+  PglockLeaseHeldTooLong
+  PglockSessionsEndedByTimeout
+  PglockSessionLockThroughTransactionPooler
+)
+
+fail() {
+  echo "check.sh: $*" >&2
+  exit 1
+}
+
+command -v promtool >/dev/null 2>&1 || fail "promtool not found (Debian package: prometheus)"
+
+echo "== promtool check rules $rules"
+promtool check rules "$rules"
+
+echo "== promtool test rules $tests"
+promtool test rules "$tests"
+
+echo "== alert names, runbooks, tests"
+mapfile -t rule_alerts < <(sed -n 's/^[[:space:]]*-[[:space:]]*alert:[[:space:]]*\([A-Za-z0-9_]*\).*/\1/p' "$rules" | sort -u)
+mapfile -t want < <(printf '%s\n' "${spec_alerts[@]}" | sort -u)
+if [[ "${rule_alerts[*]}" != "${want[*]}" ]]; then
+  diff <(printf '%s\n' "${want[@]}") <(printf '%s\n' "${rule_alerts[@]}") >&2 || true
+  fail "alert names in $rules differ from SPEC section 5 (< spec, > rules)"
+fi
+
+# Every runbook_url must name the alert it belongs to.
+bad_urls=$(awk -v base="$runbook_base" '
+  /^[[:space:]]*-[[:space:]]*(alert|record):/ { name = ($2 ~ /alert:/ || $2 == "alert:") ? $3 : "" }
+  /runbook_url:/ {
+    url = $0
+    sub(/^[^:]*:[[:space:]]*/, "", url); gsub(/"/, "", url)
+    if (url != base "/" name ".md") printf "  line %d: %s (alert %s)\n", NR, url, name
+  }
+' "$rules")
+[[ -z $bad_urls ]] || fail "runbook_url does not match its alert:"$'\n'"$bad_urls"
+
+for a in "${spec_alerts[@]}"; do
+  [[ -f $runbooks/$a.md ]] || fail "missing runbook $runbooks/$a.md"
+  grep -q "($a.md)" "$runbooks/README.md" || fail "$runbooks/README.md has no entry for $a"
+  # A test that expects it to fire: "alertname: X" followed by a non-empty exp_alerts list.
+  awk -v a="$a" '
+    $0 ~ "alertname: " a "$" { armed = 1; next }
+    armed && /exp_alerts:[[:space:]]*$/ { found = 1 }
+    armed && /exp_alerts:/ { armed = 0 }
+    END { exit !found }
+  ' "$tests" || fail "no test in $tests expects $a to fire"
+  for field in summary description runbook_url; do
+    awk -v a="$a" -v f="$field" '
+      /^[[:space:]]*-[[:space:]]*(alert|record):/ { if (in_rule && !seen) bad = 1; in_rule = ($3 == a); seen = 0 }
+      in_rule && $1 == f ":" { seen = 1 }
+      END { if (in_rule && !seen) bad = 1; exit bad }
+    ' "$rules" || fail "a rule of $a has no $field annotation"
+  done
+done
+echo "  ${#spec_alerts[@]} alerts: names match SPEC, runbooks, index rows and firing tests present"
+
+echo "== shorten_for.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf -- "$tmp"' EXIT
+alerts/shorten_for.sh "$rules" "$tmp/short.rules.yml"
+long_for=$(grep -nE '^[[:space:]]*(-[[:space:]]+)?for:' "$tmp/short.rules.yml" | grep -vE "for:[[:space:]]*[\"']?(0s|1s|2s|[0-9]+ms)[\"']?[[:space:]]*(#.*)?$" || true)
+[[ -z $long_for ]] || fail "shortened rules still have long for: values:"$'\n'"$long_for"
+promtool check rules "$tmp/short.rules.yml" >/dev/null
+echo "  shortened copy passes promtool check rules"
+
+echo "== all alert checks passed"

@@ -1,0 +1,322 @@
+// Events between polls (SPEC 4.7, lease transitions of 4.6) against a real PostgreSQL with real
+// timeouts of a few seconds: the seed 004 sequence, terminations, clean unlocks, disconnects,
+// the seed 000 lease sequence, session end counters and a real PgBouncer in transaction mode.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "exporter/poll/poller.h"
+#include "tests/support/metrics_text.h"
+#include "tests/support/pg_environment.h"
+
+namespace pglock {
+namespace {
+
+using testing::Pg;
+using testing::Sample;
+using testing::Select;
+using testing::Sum;
+using testing::TestSession;
+using testing::Value;
+using testing::WaitFor;
+
+TargetConfig Target() {
+  TargetConfig t;
+  t.name = "ev";
+  t.dsn = Pg().Dsn();
+  LockNameConfig rebuild;
+  rebuild.name = "rebuild:run";
+  rebuild.kind = LockNameConfig::Kind::kBigintText;
+  rebuild.key_text = "rebuild:run";
+  t.locks = {rebuild};
+  return t;
+}
+
+PollConfig Poll() {
+  PollConfig p;
+  p.interval = Duration(500);
+  p.timeout = Duration(3000);
+  return p;
+}
+
+std::vector<Sample> Scrape(const Poller& poller) {
+  const std::string text = testing::Serialize({poller.Latest()});
+  std::string out;
+  EXPECT_TRUE(testing::PromtoolCheck(text, &out)) << out;
+  return testing::ParseSamples(text);
+}
+
+std::vector<Sample> PollAndScrape(Poller& poller) {
+  poller.PollOnceForTest();
+  return Scrape(poller);
+}
+
+double Losses(const std::vector<Sample>& s, const std::string& cause, const std::string& lock) {
+  return Sum(s, "pglock_advisory_lock_losses_total", {{"cause", cause}, {"lock", lock}});
+}
+
+// Polls every 300 ms until `condition` holds on the scraped samples (or 15 s pass).
+std::vector<Sample> PollUntil(Poller& poller,
+                              const std::function<bool(const std::vector<Sample>&)>& condition) {
+  std::vector<Sample> samples;
+  WaitFor(15, [&] {
+    samples = PollAndScrape(poller);
+    if (condition(samples)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return false;
+  });
+  return samples;
+}
+
+TEST(Events, Seed004IdleInTransactionTimeoutDropsLockAndAnotherRunTakesIt) {
+  Pg().Exec("DROP ROLE IF EXISTS rebuild_job");
+  Pg().Exec("CREATE ROLE rebuild_job LOGIN");
+  Pg().Exec(
+      "ALTER ROLE rebuild_job IN DATABASE postgres SET idle_in_transaction_session_timeout = '2s'");
+  Poller poller(Target(), Poll());
+
+  TestSession first(Pg().Dsn("postgres", "rebuild_job") + " application_name=rebuild-1");
+  first.Query("BEGIN");  // the driver's implicit transaction, never committed
+  EXPECT_EQ(first.Query("SELECT pg_try_advisory_lock(hashtextextended('rebuild:run', 0))"), "t");
+  auto samples = PollAndScrape(poller);
+  const auto remaining = Value(samples, "pglock_idle_in_transaction_timeout_remaining_seconds",
+                               {{"pid", std::to_string(first.Pid())}});
+  ASSERT_TRUE(remaining.has_value());
+  EXPECT_LE(*remaining, 2.0);
+
+  // Keep polling while the server ends the idle transaction; then the second run takes the key.
+  std::unique_ptr<TestSession> second;
+  samples = PollUntil(poller, [&](const std::vector<Sample>& s) {
+    if (!second && Pg().Scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = " +
+                               std::to_string(first.Pid())) == "0") {
+      second = std::make_unique<TestSession>(Pg().Dsn() + " application_name=rebuild-2");
+      EXPECT_EQ(second->Query("SELECT pg_try_advisory_lock(hashtextextended('rebuild:run', 0))"),
+                "t");
+    }
+    return Sum(s, "pglock_advisory_lock_takeovers_total", {{"lock", "rebuild:run"}}) > 0;
+  });
+  EXPECT_EQ(Losses(samples, "idle_in_transaction_timeout", "rebuild:run"), 1);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_losses_total"), 1) << "exactly one loss";
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_takeovers_total", {{"lock", "rebuild:run"}}), 1);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_releases_total",
+                {{"lock", "rebuild:run"}, {"reason", "session_ended"}}),
+            1);
+  EXPECT_GE(Sum(samples, "pglock_sessions_ended_total", {{"reason", "fatal"}}), 1);
+
+  // Later polls do not count the same events again.
+  samples = PollAndScrape(poller);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_losses_total"), 1);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_takeovers_total"), 1);
+  second.reset();
+  first.Close();
+  Pg().Exec("DROP ROLE rebuild_job");
+}
+
+TEST(Events, TerminateBackendIsATerminatedLoss) {
+  Poller poller(Target(), Poll());
+  TestSession victim(Pg().Dsn() + " application_name=victim");
+  victim.Query("SELECT pg_advisory_lock(31337)");
+  auto samples = PollAndScrape(poller);
+  const double killed_before = Sum(samples, "pglock_sessions_ended_total", {{"reason", "killed"}});
+  Pg().Scalar("SELECT pg_terminate_backend(" + std::to_string(victim.Pid()) + ")");
+  samples = PollUntil(poller, [](const std::vector<Sample>& s) {
+    return Sum(s, "pglock_advisory_lock_losses_total") > 0;
+  });
+  EXPECT_EQ(Losses(samples, "terminated", "unnamed"), 1);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_losses_total"), 1);
+  EXPECT_EQ(Sum(samples, "pglock_sessions_ended_total", {{"reason", "killed"}}), killed_before + 1);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_takeovers_total"), 0);
+}
+
+TEST(Events, CleanUnlockIsAReleaseAndNoLoss) {
+  Poller poller(Target(), Poll());
+  TestSession s(Pg().Dsn());
+  s.Query("SELECT pg_advisory_lock(hashtextextended('rebuild:run', 0))");
+  PollAndScrape(poller);
+  s.Query("SELECT pg_advisory_unlock(hashtextextended('rebuild:run', 0))");
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_releases_total",
+                {{"lock", "rebuild:run"}, {"reason", "unlocked"}}),
+            1);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_losses_total"), 0);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_takeovers_total"), 0);
+}
+
+TEST(Events, ClientThatDisconnectsIsADisconnectedLoss) {
+  Poller poller(Target(), Poll());
+  auto s = std::make_unique<TestSession>(Pg().Dsn());
+  s->Query("SELECT pg_advisory_lock(8080)");
+  const int pid = s->Pid();
+  PollAndScrape(poller);
+  s.reset();  // a clean Terminate message: no abnormal end is counted
+  ASSERT_TRUE(WaitFor(5, [&] {
+    return Pg().Scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = " +
+                       std::to_string(pid)) == "0";
+  }));
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(Losses(samples, "disconnected", "unnamed"), 1);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_losses_total"), 1);
+}
+
+TEST(Events, TakeoverBetweenTwoPollsWithoutSeeingTheRelease) {
+  Poller poller(Target(), Poll());
+  auto a = std::make_unique<TestSession>(Pg().Dsn());
+  a->Query("SELECT pg_advisory_lock(hashtextextended('rebuild:run', 0))");
+  PollAndScrape(poller);
+  a.reset();
+  TestSession b(Pg().Dsn());
+  b.Query("SELECT pg_advisory_lock(hashtextextended('rebuild:run', 0))");
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_takeovers_total", {{"lock", "rebuild:run"}}), 1);
+}
+
+TEST(Events, Seed000LeaseSequenceCountsEachTransitionOnce) {
+  Pg().Exec("DROP TABLE IF EXISTS leases");
+  Pg().Exec(
+      "CREATE TABLE leases (name text PRIMARY KEY, holder text NOT NULL, "
+      "taken_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz NOT NULL)");
+  TargetConfig t = Target();
+  LeaseTableConfig lease;
+  lease.table = lease.relation = "leases";
+  t.leases = {lease};
+  Poller poller(t, Poll());
+  auto take = [](const std::string& holder, double secs) {
+    return "INSERT INTO leases (name, holder, taken_at, expires_at) VALUES ('sweep', '" + holder +
+           "', now(), now() + make_interval(secs => " + std::to_string(secs) +
+           ")) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, taken_at = "
+           "excluded.taken_at, expires_at = excluded.expires_at WHERE leases.expires_at < now() "
+           "RETURNING true";
+  };
+  auto kinds = [](const std::vector<Sample>& s, const char* kind) {
+    return Sum(s, "pglock_lease_transitions_total", {{"lease", "sweep"}, {"kind", kind}});
+  };
+  PollAndScrape(poller);
+  Pg().Exec(take("host-a:1:aa", 1.5));  // take
+  auto s = PollAndScrape(poller);
+  EXPECT_EQ(kinds(s, "acquired"), 1);
+  Pg().Exec(
+      "UPDATE leases SET expires_at = now() + interval '1.5 seconds' WHERE name = 'sweep' "
+      "AND holder = 'host-a:1:aa'");  // renew
+  s = PollAndScrape(poller);
+  EXPECT_EQ(kinds(s, "renewed"), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1700));  // expire
+  s = PollAndScrape(poller);
+  EXPECT_EQ(Value(s, "pglock_lease_held", {{"lease", "sweep"}}), 0);
+  EXPECT_LT(*Value(s, "pglock_lease_expires_in_seconds", {{"lease", "sweep"}}), 0);
+  TestSession taker(Pg().Dsn());
+  EXPECT_EQ(taker.Query(take("host-b:2:bb", 60)), "t");  // take over the expired lease
+  s = PollAndScrape(poller);
+  EXPECT_EQ(kinds(s, "expired_takeover"), 1);
+  Pg().Exec("UPDATE leases SET holder = 'hand-edited', taken_at = now() WHERE name = 'sweep'");
+  s = PollAndScrape(poller);
+  EXPECT_EQ(kinds(s, "overlap"), 1);  // a new holder while the old lease was still valid
+  Pg().Exec("DELETE FROM leases WHERE name = 'sweep'");
+  s = PollAndScrape(poller);
+  EXPECT_EQ(kinds(s, "released"), 1);
+  // Each exactly once over the whole sequence.
+  EXPECT_EQ(kinds(s, "acquired"), 1);
+  EXPECT_EQ(kinds(s, "renewed"), 1);
+  EXPECT_EQ(kinds(s, "expired_takeover"), 1);
+  EXPECT_EQ(kinds(s, "overlap"), 1);
+  Pg().Exec("DROP TABLE leases");
+}
+
+// A PgBouncer in transaction mode in front of the test server, run as the postgres user when
+// root (it refuses root as PostgreSQL does).
+class Pgbouncer {
+ public:
+  Pgbouncer() {
+    port_ = testing::FreePort();
+    char tmpl[] = "/tmp/pglock_test_pgb_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    std::ofstream(dir_ + "/users.txt") << "\"postgres\" \"\"\n";
+    std::ofstream(dir_ + "/pgbouncer.ini")
+        << "[databases]\npostgres = host=127.0.0.1 port=" << Pg().port() << " dbname=postgres\n"
+        << "[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = " << port_
+        << "\nunix_socket_dir =\nauth_type = trust\nauth_file = " << dir_
+        << "/users.txt\nadmin_users = postgres\npool_mode = transaction\n"
+        << "server_reset_query =\nlogfile = " << dir_ << "/pgbouncer.log\npidfile = " << dir_
+        << "/pgbouncer.pid\n";
+    if (geteuid() == 0) std::system(("chown -R postgres " + dir_).c_str());
+    const std::string cmd = (geteuid() == 0 ? "runuser -u postgres -- " : "") +
+                            std::string("pgbouncer -d ") + dir_ + "/pgbouncer.ini";
+    started_ = std::system(cmd.c_str()) == 0 &&
+               WaitFor(10, [&] { return testing::CanConnect(Dsn("pgbouncer")); });
+  }
+  ~Pgbouncer() {
+    std::ifstream pidfile(dir_ + "/pgbouncer.pid");
+    int pid = 0;
+    if (pidfile >> pid && pid > 0) kill(pid, SIGTERM);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  bool started() const { return started_; }
+  std::string Dsn(const std::string& db) const {
+    return "host=127.0.0.1 port=" + std::to_string(port_) + " dbname=" + db +
+           " user=postgres connect_timeout=5";
+  }
+
+ private:
+  int port_ = 0;
+  std::string dir_;
+  bool started_ = false;
+};
+
+TEST(Events, SessionLockLeakedThroughTransactionPoolerIsCounted) {
+  Pgbouncer bouncer;
+  ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
+  TargetConfig t = Target();
+  t.poolers = {{"pgb", bouncer.Dsn("pgbouncer")},
+               {"gone", "host=127.0.0.1 port=1 dbname=pgbouncer"}};
+  Poller poller(t, Poll());
+  {
+    TestSession client(bouncer.Dsn("postgres"));
+    client.Query("SELECT pg_advisory_lock(4242)");  // session lock on a pooled server connection
+  }  // the client leaves; the server connection, and its lock, stay in the pool
+  const auto samples = PollUntil(poller, [](const std::vector<Sample>& s) {
+    return Sum(s, "pglock_pooled_session_advisory_locks") > 0;
+  });
+  EXPECT_EQ(Value(samples, "pglock_pooled_session_advisory_locks",
+                  {{"pooler", "pgb"}, {"database", "postgres"}, {"user", "postgres"}}),
+            1);
+  EXPECT_EQ(Value(samples, "pglock_pooler_up", {{"pooler", "pgb"}}), 1);
+  EXPECT_EQ(Value(samples, "pglock_pooler_up", {{"pooler", "gone"}}), 0);
+  EXPECT_EQ(Value(samples, "pglock_up"), 1);  // a pooler that is down is not a target down
+  Pg().Exec(
+      "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objid = "
+      "4242");
+}
+
+// Last: restarts the server, which ends every session.
+TEST(Events, ServerRestartLosesEverythingHeld) {
+  Poller poller(Target(), Poll());
+  TestSession a(Pg().Dsn()), b(Pg().Dsn());
+  a.Query("SELECT pg_advisory_lock(hashtextextended('rebuild:run', 0))");
+  b.Query("SELECT pg_advisory_lock(5150)");
+  PollAndScrape(poller);
+  ASSERT_TRUE(Pg().RestartServer());
+  TestSession c(Pg().Dsn());
+  c.Query("SELECT pg_advisory_lock(hashtextextended('rebuild:run', 0))");
+  const auto samples = PollUntil(poller, [](const std::vector<Sample>& s) {
+    return Value(s, "pglock_up") == 1 && Sum(s, "pglock_advisory_lock_losses_total") > 0;
+  });
+  EXPECT_EQ(Losses(samples, "server_restart", "rebuild:run"), 1);
+  EXPECT_EQ(Losses(samples, "server_restart", "unnamed"), 1);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_losses_total"), 2);
+  // A new holder after a restart is not a takeover: the old holder's run died with the server.
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_takeovers_total"), 0);
+}
+
+}  // namespace
+}  // namespace pglock
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new pglock::testing::PgEnvironment());
+  return RUN_ALL_TESTS();
+}
