@@ -2,6 +2,8 @@
 
 #include <CivetServer.h>
 #include <civetweb.h>
+#include <dlfcn.h>
+#include <limits.h>
 #include <prometheus/exposer.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -25,6 +27,30 @@ void Reply(mg_connection* conn, int status, const char* reason, const char* cont
             "Cache-Control: no-store\r\n%sConnection: close\r\n\r\n",
             status, reason, content_type, body.size(), extra_headers);
   mg_write(conn, body.data(), body.size());
+}
+
+// Loads libpglock_ssl_compat.so from the binary's directory (see compat/ssl_compat.cc). The
+// handle is kept for the life of the process.
+bool LoadSslCompat(std::string* error) {
+  static void* handle = nullptr;
+  if (handle != nullptr) return true;
+  char exe[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) {
+    *error = "cannot locate the executable";
+    return false;
+  }
+  exe[n] = '\0';
+  std::string dir(exe);
+  dir.resize(dir.rfind('/') + 1);
+  const char* env = std::getenv("PGLOCK_SSL_COMPAT");
+  const std::string path = env != nullptr ? env : dir + "libpglock_ssl_compat.so";
+  handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (handle == nullptr) {
+    *error = std::string("TLS needs ") + path + " (built with the exporter): " + dlerror();
+    return false;
+  }
+  return true;
 }
 
 bool ReadFile(const std::string& path, std::string* out) {
@@ -92,6 +118,7 @@ std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
       "request_timeout_ms", std::to_string(web.request_timeout.count()),
       "enable_keep_alive",  "no",
   };
+  if (tls && !LoadSslCompat(error)) return nullptr;
   if (tls) {
     // CivetWeb wants the key and the certificate in one PEM file.
     std::string key, cert;

@@ -1,0 +1,385 @@
+// The pglock_exporter binary as a user runs it: config errors and exit codes, /metrics and the
+// other endpoints over real HTTP, a database that stops and comes back, a target that accepts
+// TCP but never answers, the exporter's own session terminated, SIGHUP reload, SIGTERM, TLS and
+// basic auth with a real certificate, and secrets that never leak.
+#include <crypt.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/support/metrics_text.h"
+#include "tests/support/pg_environment.h"
+
+namespace pglock {
+namespace {
+
+using testing::Pg;
+using testing::Sample;
+using testing::Value;
+using testing::WaitFor;
+
+std::string Binary() {
+  const char* env = std::getenv("PGLOCK_EXPORTER_BINARY");
+  return env != nullptr ? env : PGLOCK_EXPORTER_BINARY_DEFAULT;
+}
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/pglock_proc_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct CommandResult {
+  int status = -1;
+  std::string output;
+};
+
+CommandResult RunCommand(const std::string& cmd) {
+  CommandResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n = 0;
+  while (p != nullptr && (n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int st = p != nullptr ? pclose(p) : -1;
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+struct HttpResponse {
+  int code = 0;
+  std::string body;
+  std::string headers;
+  double seconds = 0;
+};
+
+HttpResponse Get(const std::string& url, const std::string& curl_args = "") {
+  const auto start = std::chrono::steady_clock::now();
+  char hdr[] = "/tmp/pglock_hdr_XXXXXX";
+  close(mkstemp(hdr));
+  const CommandResult r = RunCommand("curl -s --max-time 5 -D " + std::string(hdr) + " " +
+                                     curl_args + " -w '\\n%{http_code}' '" + url + "'");
+  HttpResponse out;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.headers = ReadFile(hdr);
+  unlink(hdr);
+  const auto nl = r.output.rfind('\n');
+  if (nl != std::string::npos) {
+    out.body = r.output.substr(0, nl);
+    out.code = std::atoi(r.output.c_str() + nl + 1);
+  }
+  return out;
+}
+
+// A listener that completes TCP handshakes (the kernel does) but never reads or answers: a
+// server that hangs.
+class StalledListener {
+ public:
+  StalledListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    listen(fd_, 64);
+    socklen_t len = sizeof addr;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~StalledListener() { close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// A running exporter process with its log captured.
+class Exporter {
+ public:
+  Exporter(const std::string& config_path, const std::vector<std::string>& extra = {}) {
+    port_ = testing::FreePort();
+    dir_ = TempDir();
+    log_ = dir_ + "/exporter.log";
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<std::string> args = {Binary(), "--config.file=" + config_path,
+                                       "--web.listen-address=127.0.0.1:" + std::to_string(port_),
+                                       "--log.level=debug"};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      freopen(log_.c_str(), "w", stderr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~Exporter() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::string Url(const std::string& path, bool tls = false) const {
+    return std::string(tls ? "https" : "http") + "://127.0.0.1:" + std::to_string(port_) + path;
+  }
+  bool WaitServing(const std::string& curl_args = "", bool tls = false) const {
+    return WaitFor(10, [&] { return Get(Url("/-/healthy", tls), curl_args).code == 200; });
+  }
+  std::vector<Sample> Scrape(const std::string& curl_args = "", bool tls = false) const {
+    const HttpResponse r = Get(Url("/metrics", tls), curl_args);
+    return testing::ParseSamples(r.body);
+  }
+  void Signal(int sig) const { kill(pid_, sig); }
+  // Waits for exit; returns the exit status or -1 on timeout.
+  int WaitExit(double seconds) {
+    int status = 0;
+    const bool done = WaitFor(seconds, [&] { return waitpid(pid_, &status, WNOHANG) == pid_; });
+    if (!done) return -1;
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  std::string Log() const { return ReadFile(log_); }
+  int pid() const { return pid_; }
+
+ private:
+  int port_ = 0;
+  pid_t pid_ = -1;
+  std::string dir_;
+  std::string log_;
+};
+
+std::string MainTarget(const std::string& name = "main", const std::string& extra_dsn = "") {
+  return "[[targets]]\nname = \"" + name + "\"\ndsn = \"" + Pg().Dsn() + extra_dsn + "\"\n";
+}
+
+TEST(Process, BadConfigNamesFileLineKeyAndExits2) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/bad.toml";
+  WriteFile(path,
+            "[web]\nlisten_address = \":9716\"\ncolour = \"blue\"\n[poll]\ninterval = \"5 "
+            "seconds\"\n[[targets]]\nname = \"a\"\n[[targets]]\nname = \"a\"\n");
+  const auto check = RunCommand(Binary() + " --check-config --config.file=" + path);
+  EXPECT_EQ(check.status, 2) << check.output;
+  EXPECT_NE(check.output.find(path + ":3: web.colour: unknown key"), std::string::npos)
+      << check.output;
+  EXPECT_NE(check.output.find(path + ":5: poll.interval:"), std::string::npos) << check.output;
+  EXPECT_NE(check.output.find("duplicate target name \"a\""), std::string::npos) << check.output;
+  // Without --check-config: the same errors and exit 2 before listening.
+  const auto run = RunCommand(Binary() + " --config.file=" + path);
+  EXPECT_EQ(run.status, 2);
+  EXPECT_EQ(RunCommand(Binary() + " --no-such-flag").status, 2);
+  EXPECT_EQ(RunCommand(Binary() + " --config.file=" + dir + "/missing.toml").status, 2);
+  WriteFile(path, MainTarget());
+  const auto ok = RunCommand(Binary() + " --check-config --config.file=" + path);
+  EXPECT_EQ(ok.status, 0) << ok.output;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Process, ServesMetricsWhileAStalledTargetTimesOut) {
+  StalledListener stalled;
+  const std::string dir = TempDir();
+  const std::string path = dir + "/c.toml";
+  WriteFile(path, "[poll]\ninterval = \"1s\"\ntimeout = \"1s\"\n" + MainTarget() +
+                      "[[targets]]\nname = \"stalled\"\ndsn = \"host=127.0.0.1 port=" +
+                      std::to_string(stalled.port()) + " dbname=x user=x\"\n");
+  Exporter exporter(path);
+  ASSERT_TRUE(exporter.WaitServing()) << exporter.Log();
+  std::vector<Sample> samples;
+  ASSERT_TRUE(WaitFor(5, [&] {
+    samples = exporter.Scrape();
+    return Value(samples, "pglock_up", {{"target", "main"}}) == 1 &&
+           Value(samples, "pglock_up", {{"target", "stalled"}}) == 0;
+  })) << exporter.Log();
+  // The hung target costs the deadline, not more, and never slows the other or the scrape.
+  EXPECT_LE(*Value(samples, "pglock_poll_duration_seconds", {{"target", "stalled"}}), 1.5);
+  EXPECT_LT(*Value(samples, "pglock_poll_duration_seconds", {{"target", "main"}}), 0.5);
+  const HttpResponse metrics = Get(exporter.Url("/metrics"));
+  EXPECT_LT(metrics.seconds, 0.5);
+  std::string out;
+  EXPECT_TRUE(testing::PromtoolCheck(metrics.body, &out)) << out;
+  EXPECT_EQ(Get(exporter.Url("/-/ready")).code, 200);
+  const HttpResponse landing = Get(exporter.Url("/"));
+  EXPECT_EQ(landing.code, 200);
+  EXPECT_NE(landing.body.find("stalled"), std::string::npos);
+  EXPECT_NE(landing.body.find("href=\"/metrics\""), std::string::npos);
+  EXPECT_EQ(Get(exporter.Url("/nope")).code, 404);
+  // Logged once per state change, not once per failed poll.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const std::string log = exporter.Log();
+  size_t failures = 0;
+  for (size_t p = log.find("target stalled: poll failed"); p != std::string::npos;
+       p = log.find("target stalled: poll failed", p + 1)) {
+    ++failures;
+  }
+  EXPECT_EQ(failures, 1u) << log;
+  exporter.Signal(SIGTERM);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(exporter.WaitExit(5), 0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.5);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Process, DatabaseDownThenBackAndOwnSessionTerminated) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/c.toml";
+  WriteFile(path, "[poll]\ninterval = \"500ms\"\ntimeout = \"400ms\"\n" + MainTarget());
+  Exporter exporter(path);
+  ASSERT_TRUE(exporter.WaitServing());
+  ASSERT_TRUE(WaitFor(5, [&] { return Value(exporter.Scrape(), "pglock_up") == 1; }));
+
+  // The exporter's own session killed: it reconnects by itself.
+  Pg().Exec(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
+      "'pglock_exporter'");
+  ASSERT_TRUE(WaitFor(10, [&] {
+    return Pg().Scalar(
+               "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+               "'pglock_exporter'") == "1";
+  }));
+  ASSERT_TRUE(WaitFor(5, [&] { return Value(exporter.Scrape(), "pglock_up") == 1; }));
+  // Its session is read-only, autocommit, and never idle in transaction.
+  EXPECT_EQ(Pg().Scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                        "'pglock_exporter' AND state LIKE 'idle in transaction%'"),
+            "0");
+
+  ASSERT_TRUE(Pg().StopServer());
+  std::vector<Sample> samples;
+  EXPECT_TRUE(WaitFor(10, [&] {
+    samples = exporter.Scrape();
+    return Value(samples, "pglock_up") == 0;
+  }));
+  // Down: the lock series are gone, health and counters stay; /metrics answers quickly.
+  EXPECT_TRUE(testing::Select(samples, "pglock_advisory_locks_held").empty());
+  EXPECT_GE(*Value(samples, "pglock_poll_errors_total"), 1);
+  EXPECT_LT(Get(exporter.Url("/metrics")).seconds, 0.5);
+  ASSERT_TRUE(Pg().StartServer());
+  EXPECT_TRUE(WaitFor(20, [&] { return Value(exporter.Scrape(), "pglock_up") == 1; }))
+      << exporter.Log();
+  const std::string log = exporter.Log();
+  EXPECT_NE(log.find("recovered"), std::string::npos) << log;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Process, SighupAddsTargetsAndKeepsTheOldConfigWhenTheNewOneIsBad) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/c.toml";
+  WriteFile(path, "[poll]\ninterval = \"500ms\"\n" + MainTarget("one"));
+  Exporter exporter(path);
+  ASSERT_TRUE(exporter.WaitServing());
+  ASSERT_TRUE(WaitFor(5, [&] {
+    return Value(exporter.Scrape(), "pglock_up", {{"target", "one"}}) == 1;
+  }));
+  WriteFile(path, "[poll]\ninterval = \"500ms\"\n" + MainTarget("one") + MainTarget("two"));
+  exporter.Signal(SIGHUP);
+  EXPECT_TRUE(WaitFor(5, [&] {
+    return Value(exporter.Scrape(), "pglock_up", {{"target", "two"}}) == 1;
+  }));
+  WriteFile(path, "[poll]\ninterval = \"soon\"\n");
+  exporter.Signal(SIGHUP);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const auto samples = exporter.Scrape();
+  EXPECT_EQ(Value(samples, "pglock_up", {{"target", "one"}}), 1);
+  EXPECT_EQ(Value(samples, "pglock_up", {{"target", "two"}}), 1);
+  EXPECT_NE(exporter.Log().find("keeping the running configuration"), std::string::npos);
+  WriteFile(path, "[poll]\ninterval = \"500ms\"\n" + MainTarget("two"));
+  exporter.Signal(SIGHUP);
+  EXPECT_TRUE(WaitFor(5, [&] {
+    const auto s = exporter.Scrape();
+    return !Value(s, "pglock_up", {{"target", "one"}}).has_value() &&
+           Value(s, "pglock_up", {{"target", "two"}}) == 1;
+  }));
+  std::filesystem::remove_all(dir);
+}
+
+std::string BcryptHash(const std::string& password) {
+  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+  crypt_gensalt_rn("$2b$", 5, nullptr, 0, salt, sizeof salt);
+  crypt_data data;
+  std::memset(&data, 0, sizeof data);
+  return crypt_r(password.c_str(), salt, &data);
+}
+
+TEST(Process, TlsAndBasicAuthWithRealCertificate) {
+  const std::string dir = TempDir();
+  ASSERT_EQ(RunCommand("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 "
+                       "-addext subjectAltName=IP:127.0.0.1 -keyout " +
+                       dir + "/tls.key -out " + dir + "/tls.crt")
+                .status,
+            0);
+  const std::string path = dir + "/c.toml";
+  WriteFile(path, "[web]\ntls_cert_file = \"" + dir + "/tls.crt\"\ntls_key_file = \"" + dir +
+                      "/tls.key\"\n[web.basic_auth_users]\nprometheus = \"" +
+                      BcryptHash("hunter2") + "\"\n" + MainTarget());
+  Exporter exporter(path);
+  const std::string ca = "--cacert " + dir + "/tls.crt";
+  ASSERT_TRUE(exporter.WaitServing(ca, true)) << exporter.Log();
+  const HttpResponse anonymous = Get(exporter.Url("/metrics", true), ca);
+  EXPECT_EQ(anonymous.code, 401);
+  EXPECT_NE(anonymous.headers.find("WWW-Authenticate: Basic"), std::string::npos);
+  EXPECT_EQ(Get(exporter.Url("/metrics", true), ca + " -u prometheus:wrong").code, 401);
+  EXPECT_EQ(Get(exporter.Url("/metrics", true), ca + " -u nobody:hunter2").code, 401);
+  EXPECT_EQ(Get(exporter.Url("/", true), ca).code, 401);
+  const HttpResponse ok = Get(exporter.Url("/metrics", true), ca + " -u prometheus:hunter2");
+  EXPECT_EQ(ok.code, 200);
+  EXPECT_NE(ok.body.find("pglock_up"), std::string::npos);
+  EXPECT_EQ(Get(exporter.Url("/-/healthy", true), ca).code, 200);  // open for probes
+  EXPECT_EQ(Get(exporter.Url("/metrics", false), "-u prometheus:hunter2").code, 0);  // no HTTP
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Process, PasswordsNeverLeakToLogsMetricsOrLandingPage) {
+  Pg().Exec("DROP ROLE IF EXISTS secretive");
+  Pg().Exec("CREATE ROLE secretive LOGIN PASSWORD 'Sup3r-s3cret-pw' IN ROLE pg_monitor");
+  const std::string dir = TempDir();
+  const std::string path = dir + "/c.toml";
+  WriteFile(path, "[poll]\ninterval = \"500ms\"\n[[targets]]\nname = \"s\"\ndsn = \"" +
+                      Pg().Dsn("postgres", "secretive") +
+                      " password=Sup3r-s3cret-pw\"\n[[targets]]\nname = \"uri\"\ndsn = "
+                      "\"postgresql://secretive:Sup3r-s3cret-pw@127.0.0.1:1/postgres\"\n");
+  chmod(path.c_str(), 0644);
+  Exporter exporter(path);
+  ASSERT_TRUE(exporter.WaitServing());
+  ASSERT_TRUE(WaitFor(5, [&] {
+    return Value(exporter.Scrape(), "pglock_up", {{"target", "s"}}) == 1;
+  }));
+  const std::string metrics = Get(exporter.Url("/metrics")).body;
+  const std::string landing = Get(exporter.Url("/")).body;
+  const std::string log = exporter.Log();
+  for (const std::string* text : {&metrics, &landing, &log}) {
+    EXPECT_EQ(text->find("Sup3r-s3cret-pw"), std::string::npos) << *text;
+  }
+  EXPECT_NE(log.find("password=******"), std::string::npos) << log;
+  EXPECT_NE(log.find("readable by other users"), std::string::npos) << log;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace pglock
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new pglock::testing::PgEnvironment());
+  return RUN_ALL_TESTS();
+}
