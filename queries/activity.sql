@@ -1,4 +1,6 @@
--- Client backends other than the exporter's own. pg_blocking_pids() is evaluated only for sessions
+-- Client backends other than the exporter's own. Without pg_monitor another role's backend_type,
+-- state and timings read as NULL: such rows are kept (and counted as hidden) when they belong to
+-- a role, so a missing privilege is visible instead of silently shrinking every metric. pg_blocking_pids() is evaluated only for sessions
 -- that wait on a lock: it takes the lock manager's partition locks, so it must not run per row.
 SELECT a.pid,
        a.datid,
@@ -17,5 +19,5 @@ SELECT a.pid,
        CASE WHEN a.wait_event_type = 'Lock'
             THEN array_to_string(pg_blocking_pids(a.pid), ',') END AS blocked_by
 FROM pg_stat_activity a
-WHERE a.backend_type = 'client backend'
+WHERE (a.backend_type = 'client backend' OR (a.backend_type IS NULL AND a.usesysid IS NOT NULL))
   AND a.pid <> pg_backend_pid()

@@ -1,0 +1,227 @@
+// Hostile data and least privilege against a real PostgreSQL: any bytes in names and lease
+// holders (a SQL_ASCII database stores invalid UTF-8), 100 KB values, quotes and newlines in
+// database and role names, a lease table locked by someone else, many distinct clients, and the
+// exporter running as a pg_monitor role or as a role without it.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "exporter/metrics/labels.h"
+#include "exporter/poll/poller.h"
+#include "tests/support/metrics_text.h"
+#include "tests/support/pg_environment.h"
+
+namespace pglock {
+namespace {
+
+using testing::Pg;
+using testing::Sample;
+using testing::Select;
+using testing::TestSession;
+using testing::Value;
+
+PollConfig Poll(int top_n = 20) {
+  PollConfig p;
+  p.interval = Duration(1000);
+  p.timeout = Duration(3000);
+  p.top_n = top_n;
+  return p;
+}
+
+bool ValidUtf8(const std::string& s) { return ToValidUtf8(s) == s; }
+
+// Polls, checks the text with promtool and that every label value is valid UTF-8 and bounded.
+std::vector<Sample> PollAndCheck(Poller& poller) {
+  poller.PollOnceForTest();
+  const std::string text = testing::Serialize({poller.Latest()});
+  std::string out;
+  EXPECT_TRUE(testing::PromtoolCheck(text, &out)) << out;
+  EXPECT_TRUE(ValidUtf8(text));
+  const auto samples = testing::ParseSamples(text);
+  for (const Sample& s : samples) {
+    for (const auto& [k, v] : s.labels) {
+      EXPECT_LE(v.size(), kMaxLabelValueBytes + kTruncatedMarker.size()) << s.name << " " << k;
+    }
+  }
+  return samples;
+}
+
+TEST(Hardening, InvalidUtf8AndHugeLeaseValuesInASqlAsciiDatabase) {
+  Pg().Exec("DROP DATABASE IF EXISTS rawbytes");
+  Pg().Exec(
+      "CREATE DATABASE rawbytes ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' "
+      "TEMPLATE template0");
+  Pg().Exec(
+      "CREATE TABLE leases (name text PRIMARY KEY, holder text NOT NULL, "
+      "taken_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz NOT NULL)",
+      "rawbytes");
+  Pg().Exec(
+      "INSERT INTO leases VALUES "
+      "(E'bad\\xff\\xfe\"name\\\\', E'host\\x01:12:\\xc3\\x28\\n\"}', now(), now() + interval '1 "
+      "hour'), "
+      "(repeat('n', 100000), repeat('h:1:', 25000), now(), now() + interval '1 hour'), "
+      "(E'ok', repeat('z', 100000), now(), now() - interval '1 hour')",
+      "rawbytes");
+  TargetConfig t;
+  t.name = "raw";
+  t.dsn = Pg().Dsn("rawbytes");
+  LeaseTableConfig lease;
+  lease.table = lease.relation = "leases";
+  lease.holder_pattern = "^([^:]+):([0-9]+):";
+  lease.holder_labels = {"holder_host", "holder_pid"};
+  t.leases = {lease};
+  Poller poller(t, Poll());
+  const auto samples = PollAndCheck(poller);
+  EXPECT_EQ(Value(samples, "pglock_up"), 1);
+  EXPECT_EQ(Select(samples, "pglock_lease_held").size(), 3u);
+  EXPECT_EQ(Value(samples, "pglock_leases", {{"state", "held"}}), 2);
+  // The invalid bytes became U+FFFD; the control byte too; the quote survived escaping.
+  EXPECT_EQ(Select(samples, "pglock_lease_held", {{"lease", "bad\xEF\xBF\xBD\xEF\xBF\xBD\"name\\"}})
+                .size(),
+            1u);
+  EXPECT_EQ(Value(samples, "pglock_lease_holder_info", {{"holder_host", "host\xEF\xBF\xBD"}}), 1);
+}
+
+TEST(Hardening, QuotesAndNewlinesInDatabaseRoleAndApplicationNames) {
+  PGconn* c = PQconnectdb(Pg().Dsn().c_str());
+  ASSERT_EQ(PQstatus(c), CONNECTION_OK);
+  PQclear(PQexec(c, "DROP DATABASE IF EXISTS \"we\"\"ird\nname\\\""));
+  PQclear(PQexec(c, "CREATE DATABASE \"we\"\"ird\nname\\\""));
+  PQclear(PQexec(c, "DROP ROLE IF EXISTS \"ev\"\"il\nrole\\\""));
+  PQclear(PQexec(c, "CREATE ROLE \"ev\"\"il\nrole\\\" LOGIN"));
+  PQfinish(c);
+  const char* keys[] = {"host", "port", "dbname", "user", "application_name", nullptr};
+  const std::string port = std::to_string(Pg().port());
+  const char* values[] = {
+      "127.0.0.1", port.c_str(), "we\"ird\nname\\", "ev\"il\nrole\\", "app \"quoted\" \\ back",
+      nullptr};
+  PGconn* hostile = PQconnectdbParams(keys, values, 0);
+  ASSERT_EQ(PQstatus(hostile), CONNECTION_OK) << PQerrorMessage(hostile);
+  PQclear(PQexec(hostile, "SELECT pg_advisory_lock(99)"));
+
+  TargetConfig t;
+  t.name = "quotes";
+  t.dsn = Pg().Dsn();
+  Poller poller(t, Poll());
+  const auto samples = PollAndCheck(poller);
+  const auto held = Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "99"}});
+  ASSERT_EQ(held.size(), 1u);
+  // A newline is a control character: it becomes U+FFFD; quotes and backslashes stay.
+  EXPECT_EQ(held[0].labels.at("datname"), "we\"ird\xEF\xBF\xBDname\\");
+  EXPECT_EQ(held[0].labels.at("usename"), "ev\"il\xEF\xBF\xBDrole\\");
+  EXPECT_EQ(held[0].labels.at("application_name"), "app \"quoted\" \\ back");
+  PQfinish(hostile);
+}
+
+TEST(Hardening, LockedLeaseTableFailsFastWithoutWaitingAndTheTargetStaysUp) {
+  Pg().Exec("DROP TABLE IF EXISTS locked_leases");
+  Pg().Exec(
+      "CREATE TABLE locked_leases (name text PRIMARY KEY, holder text NOT NULL, "
+      "taken_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz NOT NULL)");
+  TestSession ddl(Pg().Dsn());
+  ddl.Query("BEGIN");
+  ddl.Query("LOCK TABLE locked_leases IN ACCESS EXCLUSIVE MODE");
+  TargetConfig t;
+  t.name = "locked";
+  t.dsn = Pg().Dsn();
+  LeaseTableConfig lease;
+  lease.table = lease.relation = "locked_leases";
+  t.leases = {lease};
+  Poller poller(t, Poll());
+  const auto samples = PollAndCheck(poller);
+  EXPECT_EQ(Value(samples, "pglock_up"), 1);
+  EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "locked_leases"}}), 0);
+  // lock_timeout (a quarter of poll.timeout, at most 500 ms) bounds the wait.
+  EXPECT_LT(*Value(samples, "pglock_poll_duration_seconds"), 1.0);
+  // The exporter is not left queued on the table: nobody waits on a relation lock after the poll.
+  EXPECT_EQ(
+      Pg().Scalar("SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'relation'"),
+      "0");
+  ddl.Query("ROLLBACK");
+  Pg().Exec("DROP TABLE locked_leases");
+}
+
+TEST(Hardening, ThousandsOfSeriesAreCappedAndAggregatesStayExact) {
+  std::vector<std::unique_ptr<TestSession>> sessions;
+  for (int i = 0; i < 120; ++i) {
+    sessions.push_back(std::make_unique<TestSession>(Pg().Dsn() + " application_name=client-" +
+                                                     std::to_string(i)));
+    sessions.back()->Query("SELECT pg_advisory_lock(k) FROM generate_series(" +
+                           std::to_string(i * 100) + ", " + std::to_string(i * 100 + 49) + ") k");
+  }
+  TargetConfig t;
+  t.name = "many";
+  t.dsn = Pg().Dsn();
+  Poller poller(t, Poll(/*top_n=*/10));
+  const auto samples = PollAndCheck(poller);
+  EXPECT_EQ(Value(samples, "pglock_advisory_locks_held", {{"datname", "postgres"}}), 6000);
+  EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds").size(), 10u);
+  EXPECT_EQ(Select(samples, "pglock_client_idle_lock_holding_sessions").size(), 10u);
+  EXPECT_EQ(Value(samples, "pglock_series_dropped_total",
+                  {{"metric", "pglock_advisory_lock_held_seconds"}}),
+            5990);
+  EXPECT_GE(*Value(samples, "pglock_series_dropped_total", {{"metric", "pglock_client_sessions"}}),
+            110);
+  EXPECT_LT(samples.size(), 250u);  // bounded by top_n, not by 6,000 locks or 120 clients
+}
+
+TEST(Hardening, LeastPrivilegeRoleWorksAndAMissingPgMonitorIsVisible) {
+  Pg().Exec("DROP TABLE IF EXISTS priv_leases");
+  Pg().Exec(
+      "CREATE TABLE priv_leases (name text PRIMARY KEY, holder text NOT NULL, "
+      "taken_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz NOT NULL)");
+  Pg().Exec(
+      "INSERT INTO priv_leases VALUES ('sweep', 'h:1:x', now(), now() + interval '1 minute')");
+  for (const char* role : {"lp_monitor", "lp_nobody"}) {
+    Pg().Exec(std::string("DROP ROLE IF EXISTS ") + role);
+  }
+  Pg().Exec("CREATE ROLE lp_monitor LOGIN IN ROLE pg_monitor");
+  Pg().Exec("GRANT SELECT ON priv_leases TO lp_monitor");
+  Pg().Exec("CREATE ROLE lp_nobody LOGIN");
+
+  TestSession holder(Pg().Dsn() + " application_name=lp-holder");
+  TestSession waiter(Pg().Dsn());
+  holder.Query("SELECT pg_advisory_lock(4711)");
+  waiter.Send("SELECT pg_advisory_lock(4711)");
+  ASSERT_TRUE(testing::WaitFor(5, [&] {
+    return Pg().Scalar("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory'") ==
+           "1";
+  }));
+
+  LeaseTableConfig lease;
+  lease.table = lease.relation = "priv_leases";
+  TargetConfig monitor{"monitor", Pg().Dsn("postgres", "lp_monitor"), {}, {lease}, {}};
+  Poller with_monitor(monitor, Poll());
+  auto samples = PollAndCheck(with_monitor);
+  EXPECT_EQ(Value(samples, "pglock_up"), 1);
+  EXPECT_EQ(Value(samples, "pglock_sessions_hidden"), 0);
+  EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "priv_leases"}}), 1);
+  const auto edges = Select(samples, "pglock_advisory_lock_wait_seconds", {{"lock", "4711"}});
+  ASSERT_EQ(edges.size(), 1u);
+  EXPECT_EQ(edges[0].labels.at("blocker_state"), "idle");
+  EXPECT_EQ(edges[0].labels.at("blocker_client_addr"), "127.0.0.1");
+
+  TargetConfig nobody{"nobody", Pg().Dsn("postgres", "lp_nobody"), {}, {lease}, {}};
+  Poller without_monitor(nobody, Poll());
+  samples = PollAndCheck(without_monitor);
+  EXPECT_EQ(Value(samples, "pglock_up"), 1);
+  EXPECT_GE(*Value(samples, "pglock_sessions_hidden"), 2);  // the holder and the waiter
+  EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "priv_leases"}}), 0);
+
+  holder.Close();
+  ASSERT_TRUE(testing::WaitFor(5, [&] { return waiter.SendDone(); }));
+  waiter.Close();
+  Pg().Exec("DROP TABLE priv_leases");
+  Pg().Exec("DROP ROLE lp_monitor");
+  Pg().Exec("DROP ROLE lp_nobody");
+}
+
+}  // namespace
+}  // namespace pglock
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(
+      new pglock::testing::PgEnvironment({"max_locks_per_transaction = 256"}));
+  return RUN_ALL_TESTS();
+}
