@@ -2,7 +2,7 @@
 # The whole test suite, on a fresh Debian machine: installs what is missing, builds, then runs
 # unit tests, integration tests against real PostgreSQL servers started in temporary directories,
 # the end-to-end tests of the binary, the alert rule tests (promtool) and the dashboard checks.
-# Usage: scripts/test.sh [--quick]   (--quick skips the sanitizer build)
+# Usage: scripts/test.sh [--quick]   (--quick skips the sanitizer build and the fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -52,6 +52,11 @@ if ((quick == 0)); then
   BUILD_DIR=build-asan BUILD_TYPE=Debug scripts/build.sh -DPGLOCK_BUILD_TESTS=ON -DPGLOCK_SANITIZE=ON
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 PGLOCK_EXPORTER_BINARY=$root/build-asan/pglock_exporter \
      ctest --output-on-failure -j "$(nproc)" --timeout 900)
+fi
+
+if ((quick == 0)); then
+  step "fuzzing (libFuzzer, ${FUZZ_SECONDS:-20}s per target)"
+  tests/fuzz/run.sh
 fi
 
 step "all tests passed"

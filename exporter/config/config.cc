@@ -1,6 +1,5 @@
 #include "exporter/config/config.h"
 
-#include <regex.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +11,8 @@
 #include <toml.hpp>
 
 #include "exporter/pg/conninfo.h"
+#include "exporter/snapshot/holder_matcher.h"
+#include "exporter/util/utf8.h"
 
 namespace pglock {
 namespace {
@@ -284,21 +285,14 @@ void ParseLease(TableReader& r, LeaseTableConfig* lease) {
     if (col->empty()) r.TableError("table", "column names must not be empty");
   }
   if (!lease->holder_pattern.empty()) {
-    regex_t re;
-    const int rc = regcomp(&re, lease->holder_pattern.c_str(), REG_EXTENDED);
-    if (rc != 0) {
-      char buf[256];
-      regerror(rc, &re, buf, sizeof buf);
-      r.TableError("holder_pattern", "invalid POSIX extended regular expression \"" +
-                                         lease->holder_pattern + "\": " + buf);
-    } else {
-      const size_t groups = re.re_nsub;
-      regfree(&re);
-      if (lease->holder_labels.size() != groups) {
-        r.TableError("holder_labels", "holder_pattern has " + std::to_string(groups) +
-                                          " capture group(s) but holder_labels names " +
-                                          std::to_string(lease->holder_labels.size()));
-      }
+    size_t groups = 0;
+    std::string why;
+    if (!ValidateHolderPattern(lease->holder_pattern, &groups, &why)) {
+      r.TableError("holder_pattern", "\"" + lease->holder_pattern + "\": " + why);
+    } else if (lease->holder_labels.size() != groups) {
+      r.TableError("holder_labels", "holder_pattern has " + std::to_string(groups) +
+                                        " capture group(s) but holder_labels names " +
+                                        std::to_string(lease->holder_labels.size()));
     }
   } else if (!lease->holder_labels.empty()) {
     r.TableError("holder_labels", "holder_labels needs holder_pattern");
@@ -514,6 +508,13 @@ void ValidateMerged(Config* config, bool timeout_set, const KeyLines& lines,
 
 void ParseText(const std::string& text, const std::string& file, Config* config,
                std::vector<ConfigError>* errors, bool* timeout_set, KeyLines* lines) {
+  // TOML is UTF-8 by definition, and toml11 3.7 reads past its buffer on some invalid sequences
+  // (found by tests/fuzz/config_fuzz): refuse them before parsing.
+  if (const size_t bad = FirstInvalidUtf8(text); bad != std::string::npos) {
+    const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + bad, '\n'));
+    errors->push_back({file, line, "", "not valid UTF-8 (byte " + std::to_string(bad) + ")"});
+    return;
+  }
   try {
     std::istringstream in(text);
     const toml::value doc = toml::parse(in, file);

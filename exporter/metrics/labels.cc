@@ -2,42 +2,12 @@
 
 #include <cstdint>
 
+#include "exporter/util/utf8.h"
+
 namespace pglock {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
-
-// Length of the valid UTF-8 sequence at s[i], or 0 when invalid (overlongs, surrogates and code
-// points above U+10FFFF are invalid too).
-size_t ValidSequence(std::string_view s, size_t i) {
-  const auto b0 = static_cast<uint8_t>(s[i]);
-  if (b0 < 0x80) return 1;
-  size_t len = 0;
-  uint32_t cp = 0;
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    len = 2;
-    cp = b0 & 0x1F;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    len = 3;
-    cp = b0 & 0x0F;
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    len = 4;
-    cp = b0 & 0x07;
-  } else {
-    return 0;
-  }
-  if (i + len > s.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    const auto b = static_cast<uint8_t>(s[i + k]);
-    if ((b & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-      (cp >= 0xD800 && cp <= 0xDFFF)) {
-    return 0;
-  }
-  return len;
-}
 
 bool IsControl(std::string_view s, size_t i, size_t len) {
   const auto b0 = static_cast<uint8_t>(s[i]);
@@ -53,7 +23,7 @@ std::string ToValidUtf8(std::string_view raw) {
   out.reserve(raw.size());
   size_t i = 0;
   while (i < raw.size()) {
-    const size_t len = ValidSequence(raw, i);
+    const size_t len = Utf8SequenceLength(raw, i);
     if (len == 0) {
       out += kReplacement;
       ++i;
@@ -70,7 +40,7 @@ std::string SanitizeLabelValue(std::string_view raw) {
   out.reserve(std::min(raw.size(), kMaxLabelValueBytes) + kTruncatedMarker.size());
   size_t i = 0;
   while (i < raw.size()) {
-    size_t len = ValidSequence(raw, i);
+    size_t len = Utf8SequenceLength(raw, i);
     std::string_view piece;
     if (len == 0) {
       piece = kReplacement;

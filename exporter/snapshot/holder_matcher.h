@@ -11,6 +11,15 @@
 
 namespace pglock {
 
+// Longest accepted holder_pattern.
+inline constexpr size_t kMaxHolderPatternBytes = 256;
+
+// Checks a holder_pattern before it is used: it must compile as a POSIX extended regex, be at
+// most kMaxHolderPatternBytes, and have no stacked quantifiers ("a++", "(a*)*"-like "*+", "}*"),
+// on which glibc's regcomp can need gigabytes (found by tests/fuzz/holder_fuzz). Fills *groups
+// with the number of capture groups.
+bool ValidateHolderPattern(const std::string& pattern, size_t* groups, std::string* why);
+
 class HolderMatcher {
  public:
   // Longest holder prefix given to the regex engine.

@@ -1,0 +1,21 @@
+// Durations and PostgreSQL time settings: no crash on any input, and every accepted duration
+// formats to text that parses back to the same value.
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "exporter/config/duration.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  if (const auto d = pglock::ParseDuration(text)) {
+    if (d->count() < 0) std::abort();
+    const auto again = pglock::ParseDuration(pglock::FormatDuration(*d));
+    if (!again || *again != *d) std::abort();
+  }
+  for (auto unit : {pglock::PgBaseUnit::kMilliseconds, pglock::PgBaseUnit::kSeconds,
+                    pglock::PgBaseUnit::kMinutes}) {
+    (void)pglock::ParsePgTimeSetting(text, unit);
+  }
+  return 0;
+}
