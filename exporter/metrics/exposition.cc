@@ -1,6 +1,7 @@
 #include "exporter/metrics/exposition.h"
 
 #include <map>
+#include <set>
 #include <utility>
 
 #include "exporter/metrics/labels.h"
@@ -26,9 +27,19 @@ class Families {
       f.type = type;
       families_.push_back(std::move(f));
       it = index_.emplace(name, families_.size() - 1).first;
+      seen_.emplace_back();
     }
     ClientMetric m;
-    for (const auto& [k, v] : labels) m.label.push_back({k, SanitizeLabelValue(v)});
+    std::string identity;
+    for (const auto& [k, v] : labels) {
+      m.label.push_back({k, SanitizeLabelValue(v)});
+      identity += m.label.back().value;
+      identity += '\xff';  // never inside a sanitised (valid UTF-8) value
+    }
+    // Two rows can sanitise to the same labels (a lock held in both modes by one session,
+    // different invalid bytes): a duplicate series would make Prometheus drop samples. Keep the
+    // first, which is the most severe since detail rows are sorted.
+    if (!seen_[it->second].insert(std::move(identity)).second) return;
     switch (type) {
       case MetricType::Counter:
         m.counter.value = value;
@@ -55,6 +66,7 @@ class Families {
  private:
   std::vector<MetricFamily> families_;
   std::map<std::string, size_t> index_;
+  std::vector<std::set<std::string>> seen_;  // per family: label values already emitted
 };
 
 std::string Addr(const std::string& a) { return a.empty() ? "local" : a; }

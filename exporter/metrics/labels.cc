@@ -1,6 +1,7 @@
 #include "exporter/metrics/labels.h"
 
 #include <cstdint>
+#include <cstdio>
 
 #include "exporter/util/utf8.h"
 
@@ -8,6 +9,7 @@ namespace pglock {
 namespace {
 
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+constexpr size_t kHashSuffixBytes = 9;                     // "#" + 8 hex digits
 
 bool IsControl(std::string_view s, size_t i, size_t len) {
   const auto b0 = static_cast<uint8_t>(s[i]);
@@ -37,26 +39,33 @@ std::string ToValidUtf8(std::string_view raw) {
 
 std::string SanitizeLabelValue(std::string_view raw) {
   std::string out;
-  out.reserve(std::min(raw.size(), kMaxLabelValueBytes) + kTruncatedMarker.size());
+  out.reserve(std::min(raw.size(), kMaxLabelValueBytes) + kTruncatedMarker.size() + 16);
   size_t i = 0;
-  while (i < raw.size()) {
+  // Sanitise until the result is known to be too long (so 100 KB inputs cost little).
+  while (i < raw.size() && out.size() <= kMaxLabelValueBytes) {
     size_t len = Utf8SequenceLength(raw, i);
-    std::string_view piece;
     if (len == 0) {
-      piece = kReplacement;
+      out += kReplacement;
       len = 1;
     } else if (IsControl(raw, i, len)) {
-      piece = kReplacement;
+      out += kReplacement;
     } else {
-      piece = raw.substr(i, len);
+      out.append(raw.substr(i, len));
     }
-    if (out.size() + piece.size() > kMaxLabelValueBytes) {
-      out += kTruncatedMarker;
-      return out;
-    }
-    out += piece;
     i += len;
   }
+  if (out.size() <= kMaxLabelValueBytes && i == raw.size()) return out;
+  // Too long: cut at a character boundary, leaving room for "#<hash>" and the marker. FNV-1a of
+  // the raw value keeps two long values that share a prefix distinct.
+  size_t cut = kMaxLabelValueBytes - kHashSuffixBytes;
+  while (cut > 0 && (static_cast<uint8_t>(out[cut]) & 0xC0) == 0x80) --cut;
+  out.resize(cut);
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : raw) hash = (hash ^ c) * 16777619u;
+  char suffix[kHashSuffixBytes + 1];
+  std::snprintf(suffix, sizeof suffix, "#%08x", hash);
+  out += suffix;
+  out += kTruncatedMarker;
   return out;
 }
 

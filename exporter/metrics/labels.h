@@ -11,9 +11,10 @@ namespace pglock {
 inline constexpr size_t kMaxLabelValueBytes = 256;
 inline constexpr std::string_view kTruncatedMarker = "...[truncated]";
 
-// Replaces invalid UTF-8 sequences and control characters (C0, DEL, C1) with U+FFFD, and cuts
-// values longer than kMaxLabelValueBytes at a character boundary, appending kTruncatedMarker.
-// Quotes, backslashes and newlines are left to the text serializer, which escapes them.
+// Replaces invalid UTF-8 sequences and control characters (C0 including newline, DEL, C1) with
+// U+FFFD, and cuts values longer than kMaxLabelValueBytes at a character boundary, appending
+// "#<8 hex digits of a hash of the whole value>" and kTruncatedMarker, so two long values that
+// share a prefix stay distinct. Quotes and backslashes are left to the text serializer.
 std::string SanitizeLabelValue(std::string_view raw);
 
 // Replaces only invalid UTF-8 sequences with U+FFFD (no length cap, controls kept).

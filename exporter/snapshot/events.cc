@@ -102,7 +102,7 @@ std::string InferLossCause(const Session& last_seen, double last_poll_now, doubl
 
 void EventTracker::Observe(std::shared_ptr<const PollData> cur, const LockNames* names,
                            Counters* counters) {
-  SeedZeroCounters(*cur, counters);
+  SeedZeroCounters(*cur, names, counters);
   if (cur->inventory) {
     if (last_inventory_) CountLockEvents(*last_inventory_, *cur, names, counters);
   }
@@ -118,18 +118,34 @@ void EventTracker::Observe(std::shared_ptr<const PollData> cur, const LockNames*
   last_ = std::move(cur);
 }
 
-void EventTracker::SeedZeroCounters(const PollData& cur, Counters* counters) {
-  // Series that exist at 0 before the first event let increase()/rate() see that event.
+void EventTracker::SeedZeroCounters(const PollData& cur, const LockNames* names,
+                                    Counters* counters) {
+  // Series that exist at 0 before the first event let increase()/rate() see that event. Bounded:
+  // databases x (configured names + "unnamed") x causes, and the leases of small tables.
   std::set<std::string> datnames;
   for (const Session& s : cur.sessions) {
     if (!s.datname.empty()) datnames.insert(s.datname);
   }
+  std::set<std::string> locks = {"unnamed"};
+  if (names != nullptr) {
+    for (const auto& [key, name] : *names) locks.insert(name);
+  }
   for (const std::string& db : datnames) {
-    for (const char* cause : kCauses) counters->losses[{db, "unnamed", cause}] += 0;
-    for (const char* reason : {"unlocked", "session_ended"}) {
-      counters->releases[{db, "unnamed", reason}] += 0;
+    for (const std::string& lock : locks) {
+      for (const char* cause : kCauses) counters->losses[{db, lock, cause}] += 0;
+      for (const char* reason : {"unlocked", "session_ended"}) {
+        counters->releases[{db, lock, reason}] += 0;
+      }
+      counters->takeovers[{db, lock}] += 0;
     }
-    counters->takeovers[{db, "unnamed"}] += 0;
+  }
+  for (const LeaseTableData& t : cur.leases) {
+    if (!t.ok || t.rows.size() > kMaxSeededLeases) continue;
+    for (const LeaseRow& r : t.rows) {
+      for (const char* kind : {"acquired", "released", "renewed", "expired_takeover", "overlap"}) {
+        counters->lease_transitions[{t.table, r.name, kind}] += 0;
+      }
+    }
   }
 }
 

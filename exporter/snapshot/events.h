@@ -24,6 +24,8 @@ inline constexpr size_t kMaxLostKeys = 10'000;
 // Distinct lease names per table that get their own transition counters; the rest count as
 // lease="other", so tables with per-job lease names cannot grow the counters without bound.
 inline constexpr size_t kMaxLeaseCounterNames = 1'000;
+// Lease tables with at most this many rows get their transition counters created at 0.
+inline constexpr size_t kMaxSeededLeases = 100;
 
 struct LostKey {
   int pid = 0;
@@ -46,7 +48,7 @@ class EventTracker {
   void CountLockEvents(const PollData& prev, const PollData& cur, const LockNames* names,
                        Counters* counters);
   void CountLeaseTransitions(const PollData& cur, Counters* counters);
-  void SeedZeroCounters(const PollData& cur, Counters* counters);
+  void SeedZeroCounters(const PollData& cur, const LockNames* names, Counters* counters);
 
   std::shared_ptr<const PollData> last_;            // last successful poll
   std::shared_ptr<const PollData> last_inventory_;  // last poll that read every advisory lock

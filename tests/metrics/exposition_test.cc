@@ -1,0 +1,623 @@
+#include "exporter/metrics/exposition.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "exporter/metrics/labels.h"
+
+namespace pglock {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+const BuildInfo kBuild{"0.1.0", "abc123"};
+
+// A snapshot of an up target with one of everything; `text` goes into every untrusted field.
+std::shared_ptr<TargetSnapshot> FullSnapshot(const std::string& target,
+                                             const std::string& text = "") {
+  auto t = std::make_shared<TargetSnapshot>();
+  t->target = target;
+  t->up = true;
+  t->poll_duration = 0.125;
+  t->poll_errors = 2;
+  t->last_success = 1'700'000'000;
+  t->server_version = "15.4";
+  t->state = "up";
+
+  auto v = std::make_shared<TargetView>();
+  const std::string db = "appdb" + text;
+  DatabaseAggregate agg;
+  agg.advisory_locks_held = 3;
+  agg.advisory_waiters = 1;
+  agg.advisory_wait_max = 12.5;
+  agg.idle_in_transaction = 2;
+  agg.idle_in_transaction_max = 40;
+  agg.idle_in_transaction_holders = 1;
+  v->databases[db] = agg;
+  v->databases["quiet" + text] = DatabaseAggregate{};
+
+  const Identity waiter{10, "worker" + text, "10.0.0.1", "alice" + text, "active"};
+  const Identity blocker{20, "holder" + text, "", "bob" + text, ""};
+  v->waits.push_back({db, "sweep" + text, waiter, blocker, 12.5});
+  v->held.push_back({db, "-5:-7", blocker, "session", 300});
+  v->held.push_back({db, "42" + text, waiter, "unknown", 1.5});
+  IdleHolder with_timeout{db,
+                          {30, "cron" + text, "192.0.2.1", "carol", "idle in transaction"},
+                          "advisory,blocking",
+                          40,
+                          20.0};
+  IdleHolder without_timeout{db,
+                             {31, "cron2" + text, "192.0.2.2", "carol", "idle in transaction"},
+                             "blocking",
+                             10,
+                             std::nullopt};
+  v->idle_holders = {with_timeout, without_timeout};
+
+  ClientRow client;
+  client.key = {db, "pool" + text, "", "dave" + text};
+  client.sessions_by_state = {{"idle", 4}, {"unknown", 1}};
+  client.total = 5;
+  client.idle_lock_holders = 4;
+  v->clients.push_back(client);
+
+  v->settings = {{"idle_in_transaction_session_timeout", 60, "configuration file"},
+                 {"lock_timeout", 0, "default"}};
+  v->overrides = {{"idle_in_transaction_session_timeout", 5, 7, "app" + text, "alice" + text, 30}};
+
+  LeaseTableView split;
+  split.table = "public.leases";
+  split.ok = true;
+  split.holder_labels = {"holder_host", "holder_pid"};
+  split.held = 1;
+  split.expired = 1;
+  split.leases.push_back(
+      {"reindex" + text, "web-1:42:x" + text, {"web-1" + text, "42"}, true, 100, 60});
+  split.leases.push_back({"vacuum" + text, "junk" + text, {"", ""}, false, 400, -10});
+  LeaseTableView whole;
+  whole.table = "jobs";
+  whole.ok = true;
+  whole.held = 1;
+  whole.leases.push_back({"nightly" + text, "host-9" + text, {}, true, 5, 55});
+  LeaseTableView broken;
+  broken.table = "missing";
+  broken.ok = false;
+  v->leases = {split, whole, broken};
+
+  PoolerView pooler;
+  pooler.name = "bouncer";
+  pooler.ok = true;
+  pooler.session_locks[{"app" + text, "alice" + text}] = 2;
+  v->poolers = {pooler};
+  v->hidden_sessions = 1;
+  t->view = v;
+
+  Counters& c = t->counters;
+  c.releases[{db, "unnamed", "unlocked"}] = 4;
+  c.releases[{db, "sweep", "session_ended"}] = 1;
+  c.losses[{db, "sweep", "idle_in_transaction_timeout"}] = 1;
+  c.takeovers[{db, "unnamed"}] = 2;
+  c.sessions_ended[{db, "fatal"}] = 7;
+  c.lease_transitions[{"public.leases", "reindex" + text, "overlap"}] = 1;
+  c.series_dropped["pglock_advisory_lock_held_seconds"] = 9;
+  c.collector_errors["leases"] = 3;
+  return t;
+}
+
+std::shared_ptr<TargetSnapshot> DownSnapshot(const std::string& target) {
+  auto t = FullSnapshot(target);  // a stale view stays attached; it must not be shown
+  t->up = false;
+  t->state = "down";
+  t->last_error = "connection refused";
+  return t;
+}
+
+std::vector<std::shared_ptr<const TargetSnapshot>> Targets(
+    std::initializer_list<std::shared_ptr<TargetSnapshot>> list) {
+  return {list.begin(), list.end()};
+}
+
+const MetricFamily* Find(const std::vector<MetricFamily>& families, const std::string& name) {
+  for (const MetricFamily& f : families) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+std::string Label(const ClientMetric& m, const std::string& name) {
+  for (const auto& l : m.label) {
+    if (l.name == name) return l.value;
+  }
+  return "<absent>";
+}
+
+std::map<std::string, std::string> Labels(const ClientMetric& m) {
+  std::map<std::string, std::string> out;
+  for (const auto& l : m.label) out[l.name] = l.value;
+  return out;
+}
+
+std::vector<const ClientMetric*> ForTarget(const std::vector<MetricFamily>& families,
+                                           const std::string& name, const std::string& target) {
+  std::vector<const ClientMetric*> out;
+  if (const MetricFamily* f = Find(families, name)) {
+    for (const ClientMetric& m : f->metric) {
+      if (Label(m, "target") == target) out.push_back(&m);
+    }
+  }
+  return out;
+}
+
+// Families built from the view (dropped for a target that is down).
+const char* const kViewFamilies[] = {
+    "pglock_advisory_locks_held",
+    "pglock_advisory_lock_waiters",
+    "pglock_advisory_lock_wait_seconds_max",
+    "pglock_advisory_lock_wait_seconds",
+    "pglock_advisory_lock_held_seconds",
+    "pglock_idle_in_transaction_sessions",
+    "pglock_idle_in_transaction_seconds_max",
+    "pglock_idle_in_transaction_lock_holders",
+    "pglock_idle_in_transaction_holder_seconds",
+    "pglock_idle_in_transaction_timeout_remaining_seconds",
+    "pglock_client_sessions",
+    "pglock_client_idle_lock_holding_sessions",
+    "pglock_setting_seconds",
+    "pglock_setting_override_seconds",
+    "pglock_lease_table_up",
+    "pglock_leases",
+    "pglock_lease_held",
+    "pglock_lease_age_seconds",
+    "pglock_lease_expires_in_seconds",
+    "pglock_lease_holder_info",
+    "pglock_pooler_up",
+    "pglock_pooled_session_advisory_locks",
+    "pglock_sessions_hidden",
+};
+
+const char* const kCounterFamilies[] = {
+    "pglock_poll_errors_total",          "pglock_series_dropped_total",
+    "pglock_collector_errors_total",     "pglock_advisory_lock_releases_total",
+    "pglock_advisory_lock_losses_total", "pglock_advisory_lock_takeovers_total",
+    "pglock_sessions_ended_total",       "pglock_lease_transitions_total",
+};
+
+TEST(BuildFamiliesTest, EachFamilyNameOnceAcrossTargets) {
+  const auto families =
+      BuildFamilies(Targets({FullSnapshot("a"), DownSnapshot("b"), FullSnapshot("c")}), kBuild);
+  std::set<std::string> names;
+  for (const MetricFamily& f : families) {
+    EXPECT_TRUE(names.insert(f.name).second) << "duplicate family " << f.name;
+    EXPECT_FALSE(f.help.empty()) << f.name;
+    EXPECT_FALSE(f.metric.empty()) << f.name;
+  }
+  for (const char* name : kViewFamilies) {
+    EXPECT_EQ(ForTarget(families, name, "a").size(), ForTarget(families, name, "c").size()) << name;
+    EXPECT_FALSE(ForTarget(families, name, "a").empty()) << name;
+  }
+}
+
+TEST(BuildFamiliesTest, CountersEndInTotalAndGaugesDoNot) {
+  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+  for (const MetricFamily& f : families) {
+    const bool total = f.name.size() > 6 && f.name.compare(f.name.size() - 6, 6, "_total") == 0;
+    EXPECT_EQ(f.type == MetricType::Counter, total) << f.name;
+    EXPECT_TRUE(f.type == MetricType::Counter || f.type == MetricType::Gauge) << f.name;
+  }
+  for (const char* name : kCounterFamilies) {
+    const MetricFamily* f = Find(families, name);
+    ASSERT_NE(f, nullptr) << name;
+    EXPECT_EQ(f->type, MetricType::Counter) << name;
+  }
+}
+
+TEST(BuildFamiliesTest, BuildInfoIsAlwaysThere) {
+  const auto families = BuildFamilies({}, kBuild);
+  ASSERT_EQ(families.size(), 1u);
+  EXPECT_EQ(families[0].name, "pglock_build_info");
+  EXPECT_EQ(families[0].type, MetricType::Gauge);
+  ASSERT_EQ(families[0].metric.size(), 1u);
+  EXPECT_EQ(Labels(families[0].metric[0]),
+            (std::map<std::string, std::string>{{"version", "0.1.0"}, {"revision", "abc123"}}));
+  EXPECT_EQ(families[0].metric[0].gauge.value, 1);
+}
+
+TEST(BuildFamiliesTest, DownTargetKeepsHealthAndCountersOnly) {
+  const auto families = BuildFamilies(Targets({FullSnapshot("a"), DownSnapshot("b")}), kBuild);
+  const auto up_b = ForTarget(families, "pglock_up", "b");
+  ASSERT_EQ(up_b.size(), 1u);
+  EXPECT_EQ(up_b[0]->gauge.value, 0);
+  const auto up_a = ForTarget(families, "pglock_up", "a");
+  ASSERT_EQ(up_a.size(), 1u);
+  EXPECT_EQ(up_a[0]->gauge.value, 1);
+
+  for (const char* name : kViewFamilies) {
+    EXPECT_TRUE(ForTarget(families, name, "b").empty()) << name;
+  }
+  // No server version for a target that is not answering.
+  EXPECT_TRUE(ForTarget(families, "pglock_postgres_info", "b").empty());
+  EXPECT_EQ(ForTarget(families, "pglock_postgres_info", "a").size(), 1u);
+
+  for (const char* name : kCounterFamilies) {
+    EXPECT_FALSE(ForTarget(families, name, "b").empty()) << name;
+  }
+  const auto errors = ForTarget(families, "pglock_poll_errors_total", "b");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0]->counter.value, 2);
+  EXPECT_EQ(ForTarget(families, "pglock_last_poll_success_timestamp_seconds", "b").size(), 1u);
+}
+
+TEST(BuildFamiliesTest, NeverPolledTargetHasNoSuccessTimestamp) {
+  auto t = std::make_shared<TargetSnapshot>();
+  t->target = "new";
+  t->state = "connecting";
+  const auto families = BuildFamilies(Targets({t, nullptr}), kBuild);
+  EXPECT_EQ(ForTarget(families, "pglock_up", "new").size(), 1u);
+  EXPECT_TRUE(ForTarget(families, "pglock_last_poll_success_timestamp_seconds", "new").empty());
+  EXPECT_TRUE(ForTarget(families, "pglock_advisory_locks_held", "new").empty());
+}
+
+TEST(BuildFamiliesTest, HealthValues) {
+  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+  EXPECT_EQ(ForTarget(families, "pglock_poll_duration_seconds", "a").at(0)->gauge.value, 0.125);
+  EXPECT_EQ(
+      ForTarget(families, "pglock_last_poll_success_timestamp_seconds", "a").at(0)->gauge.value,
+      1'700'000'000);
+  const auto info = ForTarget(families, "pglock_postgres_info", "a");
+  ASSERT_EQ(info.size(), 1u);
+  EXPECT_EQ(Label(*info[0], "server_version"), "15.4");
+  EXPECT_EQ(info[0]->gauge.value, 1);
+  const auto dropped = ForTarget(families, "pglock_series_dropped_total", "a");
+  ASSERT_EQ(dropped.size(), 1u);
+  EXPECT_EQ(Label(*dropped[0], "metric"), "pglock_advisory_lock_held_seconds");
+  EXPECT_EQ(dropped[0]->counter.value, 9);
+}
+
+TEST(BuildFamiliesTest, AdvisoryLockSeries) {
+  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+  const auto held = ForTarget(families, "pglock_advisory_locks_held", "a");
+  ASSERT_EQ(held.size(), 2u);  // appdb and the quiet database, at 0
+  std::map<std::string, double> by_db;
+  for (const ClientMetric* m : held) by_db[Label(*m, "datname")] = m->gauge.value;
+  EXPECT_EQ(by_db, (std::map<std::string, double>{{"appdb", 3}, {"quiet", 0}}));
+
+  const auto waits = ForTarget(families, "pglock_advisory_lock_wait_seconds", "a");
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(Labels(*waits[0]), (std::map<std::string, std::string>{
+                                   {"target", "a"},
+                                   {"datname", "appdb"},
+                                   {"lock", "sweep"},
+                                   {"waiter_pid", "10"},
+                                   {"waiter_application_name", "worker"},
+                                   {"blocker_pid", "20"},
+                                   {"blocker_application_name", "holder"},
+                                   {"blocker_client_addr", "local"},
+                                   {"blocker_usename", "bob"},
+                                   {"blocker_state", "unknown"},
+                               }));
+  EXPECT_EQ(waits[0]->gauge.value, 12.5);
+
+  const auto held_seconds = ForTarget(families, "pglock_advisory_lock_held_seconds", "a");
+  ASSERT_EQ(held_seconds.size(), 2u);
+  EXPECT_EQ(Labels(*held_seconds[0]), (std::map<std::string, std::string>{
+                                          {"target", "a"},
+                                          {"datname", "appdb"},
+                                          {"lock", "-5:-7"},
+                                          {"pid", "20"},
+                                          {"application_name", "holder"},
+                                          {"client_addr", "local"},
+                                          {"usename", "bob"},
+                                          {"state", "unknown"},
+                                          {"scope", "session"},
+                                      }));
+  EXPECT_EQ(held_seconds[0]->gauge.value, 300);
+  EXPECT_EQ(Label(*held_seconds[1], "client_addr"), "10.0.0.1");
+  EXPECT_EQ(Label(*held_seconds[1], "state"), "active");
+  EXPECT_EQ(Label(*held_seconds[1], "scope"), "unknown");
+}
+
+TEST(BuildFamiliesTest, IdleInTransactionSeries) {
+  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+  const auto holders = ForTarget(families, "pglock_idle_in_transaction_holder_seconds", "a");
+  ASSERT_EQ(holders.size(), 2u);
+  EXPECT_EQ(Label(*holders[0], "holds"), "advisory,blocking");
+  EXPECT_EQ(Label(*holders[0], "pid"), "30");
+  EXPECT_EQ(holders[0]->gauge.value, 40);
+  EXPECT_EQ(Label(*holders[1], "holds"), "blocking");
+  // Remaining time only where a timeout applies.
+  const auto remaining =
+      ForTarget(families, "pglock_idle_in_transaction_timeout_remaining_seconds", "a");
+  ASSERT_EQ(remaining.size(), 1u);
+  EXPECT_EQ(Labels(*remaining[0]), Labels(*holders[0]));
+  EXPECT_EQ(remaining[0]->gauge.value, 20);
+}
+
+TEST(BuildFamiliesTest, ClientSeries) {
+  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+  const auto sessions = ForTarget(families, "pglock_client_sessions", "a");
+  ASSERT_EQ(sessions.size(), 2u);
+  std::map<std::string, double> by_state;
+  for (const ClientMetric* m : sessions) {
+    EXPECT_EQ(Label(*m, "client_addr"), "local");
+    EXPECT_EQ(Label(*m, "application_name"), "pool");
+    by_state[Label(*m, "state")] = m->gauge.value;
+  }
+  EXPECT_EQ(by_state, (std::map<std::string, double>{{"idle", 4}, {"unknown", 1}}));
+  const auto idle = ForTarget(families, "pglock_client_idle_lock_holding_sessions", "a");
+  ASSERT_EQ(idle.size(), 1u);
+  EXPECT_EQ(idle[0]->gauge.value, 4);
+  EXPECT_EQ(Label(*idle[0], "state"), "<absent>");
+}
+
+TEST(BuildFamiliesTest, SettingSeries) {
+  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+  const auto settings = ForTarget(families, "pglock_setting_seconds", "a");
+  ASSERT_EQ(settings.size(), 2u);
+  EXPECT_EQ(Label(*settings[0], "name"), "idle_in_transaction_session_timeout");
+  EXPECT_EQ(Label(*settings[0], "source"), "configuration file");
+  EXPECT_EQ(settings[0]->gauge.value, 60);
+  const auto overrides = ForTarget(families, "pglock_setting_override_seconds", "a");
+  ASSERT_EQ(overrides.size(), 1u);
+  EXPECT_EQ(Labels(*overrides[0]),
+            (std::map<std::string, std::string>{{"target", "a"},
+                                                {"name", "idle_in_transaction_session_timeout"},
+                                                {"database", "app"},
+                                                {"role", "alice"}}));
+  EXPECT_EQ(overrides[0]->gauge.value, 30);
+}
+
+TEST(BuildFamiliesTest, LeaseSeries) {
+  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+  std::map<std::string, double> table_up;
+  for (const ClientMetric* m : ForTarget(families, "pglock_lease_table_up", "a")) {
+    table_up[Label(*m, "table")] = m->gauge.value;
+  }
+  EXPECT_EQ(table_up,
+            (std::map<std::string, double>{{"public.leases", 1}, {"jobs", 1}, {"missing", 0}}));
+  // A table that could not be read has no lease series at all.
+  for (const char* name : {"pglock_leases", "pglock_lease_held", "pglock_lease_holder_info"}) {
+    for (const ClientMetric* m : ForTarget(families, name, "a")) {
+      EXPECT_NE(Label(*m, "table"), "missing") << name;
+    }
+  }
+  const auto states = ForTarget(families, "pglock_leases", "a");
+  ASSERT_EQ(states.size(), 4u);
+  EXPECT_EQ(Label(*states[0], "state"), "held");
+  EXPECT_EQ(Label(*states[1], "state"), "expired");
+
+  const auto info = ForTarget(families, "pglock_lease_holder_info", "a");
+  ASSERT_EQ(info.size(), 3u);
+  EXPECT_EQ(Labels(*info[0]), (std::map<std::string, std::string>{{"target", "a"},
+                                                                  {"table", "public.leases"},
+                                                                  {"lease", "reindex"},
+                                                                  {"holder_host", "web-1"},
+                                                                  {"holder_pid", "42"}}));
+  EXPECT_EQ(Label(*info[1], "holder_host"), "");
+  EXPECT_EQ(Labels(*info[2]),
+            (std::map<std::string, std::string>{
+                {"target", "a"}, {"table", "jobs"}, {"lease", "nightly"}, {"holder", "host-9"}}));
+  const auto expires = ForTarget(families, "pglock_lease_expires_in_seconds", "a");
+  ASSERT_EQ(expires.size(), 3u);
+  EXPECT_EQ(expires[1]->gauge.value, -10);
+  const auto held = ForTarget(families, "pglock_lease_held", "a");
+  EXPECT_EQ(held[0]->gauge.value, 1);
+  EXPECT_EQ(held[1]->gauge.value, 0);
+}
+
+TEST(BuildFamiliesTest, EventCounters) {
+  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+  const auto losses = ForTarget(families, "pglock_advisory_lock_losses_total", "a");
+  ASSERT_EQ(losses.size(), 1u);
+  EXPECT_EQ(Labels(*losses[0]),
+            (std::map<std::string, std::string>{{"target", "a"},
+                                                {"datname", "appdb"},
+                                                {"lock", "sweep"},
+                                                {"cause", "idle_in_transaction_timeout"}}));
+  EXPECT_EQ(losses[0]->counter.value, 1);
+  const auto releases = ForTarget(families, "pglock_advisory_lock_releases_total", "a");
+  ASSERT_EQ(releases.size(), 2u);
+  const auto ended = ForTarget(families, "pglock_sessions_ended_total", "a");
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(Label(*ended[0], "reason"), "fatal");
+  EXPECT_EQ(ended[0]->counter.value, 7);
+  const auto transitions = ForTarget(families, "pglock_lease_transitions_total", "a");
+  ASSERT_EQ(transitions.size(), 1u);
+  EXPECT_EQ(Label(*transitions[0], "kind"), "overlap");
+  const auto pooled = ForTarget(families, "pglock_pooled_session_advisory_locks", "a");
+  ASSERT_EQ(pooled.size(), 1u);
+  EXPECT_EQ(Label(*pooled[0], "pooler"), "bouncer");
+  EXPECT_EQ(Label(*pooled[0], "database"), "app");
+  EXPECT_EQ(Label(*pooled[0], "user"), "alice");
+  EXPECT_EQ(pooled[0]->gauge.value, 2);
+}
+
+TEST(SnapshotCollectableTest, ReadsTheSourceOnEveryCollect) {
+  int calls = 0;
+  SnapshotCollectable c(
+      [&calls] {
+        ++calls;
+        return Targets({FullSnapshot("a")});
+      },
+      kBuild);
+  const auto first = c.Collect();
+  const auto second = c.Collect();
+  EXPECT_EQ(calls, 2);
+  EXPECT_NE(Find(first, "pglock_up"), nullptr);
+  EXPECT_EQ(first.size(), second.size());
+}
+
+TEST(SnapshotCollectableTest, ThrowingSourceGivesAnEmptyScrape) {
+  SnapshotCollectable c(
+      []() -> std::vector<std::shared_ptr<const TargetSnapshot>> {
+        throw std::runtime_error("boom");
+      },
+      kBuild);
+  std::vector<MetricFamily> families;
+  EXPECT_NO_THROW(families = c.Collect());
+  EXPECT_TRUE(families.empty());
+}
+
+// ---- Hostile text through the real serializer -----------------------------------------------
+
+std::string HostileText() {
+  std::string s = "q\"uo\"te back\\slash\\ new\nline cr\r tab\t nul";
+  s += std::string(1, '\0');
+  s += " bad\xFF\xFE utf8 \xC0\xAF overlong \xED\xA0\x80 surrogate \xC2\x85 nel } { = , # ";
+  return s;
+}
+
+std::string HundredKilobytes() {
+  std::string s;
+  for (size_t i = 0; i < 100 * 1024; ++i) s += static_cast<char>((i * 131 + 7) % 256);
+  return s;
+}
+
+std::string Serialize(const std::vector<MetricFamily>& families) {
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+bool IsValidUtf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<uint8_t>(s[i]);
+    size_t n = 0;
+    uint32_t cp = 0, min = 0;
+    if (b < 0x80) {
+      ++i;
+      continue;
+    } else if ((b & 0xE0) == 0xC0) {
+      n = 2, cp = b & 0x1F, min = 0x80;
+    } else if ((b & 0xF0) == 0xE0) {
+      n = 3, cp = b & 0x0F, min = 0x800;
+    } else if ((b & 0xF8) == 0xF0) {
+      n = 4, cp = b & 0x07, min = 0x10000;
+    } else {
+      return false;
+    }
+    if (i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      const auto c = static_cast<uint8_t>(s[i + k]);
+      if ((c & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += n;
+  }
+  return true;
+}
+
+bool IsNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool IsNameChar(char c) { return IsNameStart(c) || std::isdigit(static_cast<unsigned char>(c)); }
+
+// Parses one sample line of the text format: name{label="value",...} number. Returns an error,
+// or "" when the line is well formed.
+std::string CheckSampleLine(const std::string& line, size_t max_label_bytes) {
+  size_t i = 0;
+  if (i >= line.size() || !IsNameStart(line[i])) return "bad metric name";
+  while (i < line.size() && (IsNameChar(line[i]) || line[i] == ':')) ++i;
+  if (i < line.size() && line[i] == '{') {
+    ++i;
+    while (i < line.size() && line[i] != '}') {
+      if (!IsNameStart(line[i])) return "bad label name";
+      while (i < line.size() && IsNameChar(line[i])) ++i;
+      if (line.compare(i, 2, "=\"") != 0) return "expected =\"";
+      i += 2;
+      size_t value_bytes = 0;
+      while (i < line.size() && line[i] != '"') {
+        const auto c = static_cast<unsigned char>(line[i]);
+        if (c < 0x20 || c == 0x7F) return "raw control byte in a label value";
+        if (line[i] == '\\') {
+          if (i + 1 >= line.size()) return "dangling backslash";
+          const char e = line[i + 1];
+          if (e != '\\' && e != '"' && e != 'n') return std::string("bad escape \\") + e;
+          ++i;
+        }
+        ++i;
+        ++value_bytes;
+      }
+      if (i >= line.size()) return "unterminated label value";
+      if (value_bytes > max_label_bytes) return "label value too long";
+      ++i;  // closing quote
+      if (i < line.size() && line[i] == ',') ++i;
+    }
+    if (i >= line.size()) return "unterminated label set";
+    ++i;
+  }
+  if (i >= line.size() || line[i] != ' ') return "expected a space before the value";
+  ++i;
+  const std::string value = line.substr(i);
+  if (value == "NaN" || value == "+Inf" || value == "-Inf") return "";
+  char* end = nullptr;
+  std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0') return "bad value \"" + value + "\"";
+  return "";
+}
+
+TEST(ExpositionTextTest, HostileStringsStayWellFormed) {
+  const std::string hostile = HostileText();
+  const std::string huge = HundredKilobytes();
+  const auto families = BuildFamilies(
+      Targets({FullSnapshot("hostile", hostile), FullSnapshot("huge", huge), DownSnapshot("down")}),
+      kBuild);
+  const std::string text = Serialize(families);
+  ASSERT_FALSE(text.empty());
+  EXPECT_TRUE(IsValidUtf8(text));
+  EXPECT_EQ(text.find('\0'), std::string::npos);
+  EXPECT_EQ(text.find('\r'), std::string::npos);
+  // A label value may grow by escaping (each byte at most doubled) but stays bounded.
+  const size_t max_label_bytes = kMaxLabelValueBytes + kTruncatedMarker.size();
+
+  std::istringstream in(text);
+  std::string line;
+  int samples = 0;
+  std::set<std::string> series;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line[0] == '#') {
+      EXPECT_TRUE(line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) << line;
+      continue;
+    }
+    ++samples;
+    const std::string error = CheckSampleLine(line, max_label_bytes);
+    EXPECT_EQ(error, "") << line.substr(0, 300);
+    const auto space = line.rfind(' ');
+    EXPECT_TRUE(series.insert(line.substr(0, space)).second)
+        << "duplicate series " << line.substr(0, 300);
+  }
+  EXPECT_GT(samples, 50);
+  // Hostile values are present, replaced and escaped, not dropped.
+  EXPECT_NE(text.find("q\\\"uo\\\"te back\\\\slash"), std::string::npos);
+}
+
+TEST(ExpositionTextTest, PromtoolAcceptsHostileOutput) {
+  if (access("/usr/bin/promtool", X_OK) != 0) GTEST_SKIP() << "promtool is not installed";
+  const auto families =
+      BuildFamilies(Targets({FullSnapshot("hostile", HostileText()),
+                             FullSnapshot("huge", HundredKilobytes()), DownSnapshot("down")}),
+                    kBuild);
+  const std::string text = Serialize(families);
+  FILE* p = popen("/usr/bin/promtool check metrics >/dev/null 2>&1", "w");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(fwrite(text.data(), 1, text.size(), p), text.size());
+  const int status = pclose(p);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "promtool check metrics rejected:\n" << text.substr(0, 2000);
+}
+
+}  // namespace
+}  // namespace pglock

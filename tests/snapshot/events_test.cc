@@ -1,0 +1,612 @@
+#include "exporter/snapshot/events.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "exporter/collect/lock_names.h"
+#include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/snapshot.h"
+
+namespace pglock {
+namespace {
+
+constexpr uint32_t kAppDb = 16384;
+constexpr double kStart = 1'700'000'000;
+constexpr double kPostmasterStart = kStart - 86400;
+constexpr char kIit[] = "idle_in_transaction_session_timeout";
+
+Session MakeSession(int pid, const std::string& state, double state_change) {
+  Session s;
+  s.pid = pid;
+  s.datid = kAppDb;
+  s.datname = "appdb";
+  s.usesysid = 10;
+  s.usename = "alice";
+  s.application_name = "app";
+  s.state = state;
+  s.backend_start = kStart - 1000 - pid;
+  s.state_change = state_change;
+  if (state != "idle") s.xact_start = state_change;
+  return s;
+}
+
+AdvisoryKey Key(int64_t key) {
+  const auto u = static_cast<uint64_t>(key);
+  return {kAppDb, static_cast<uint32_t>(u >> 32), static_cast<uint32_t>(u & 0xffffffffu), 1};
+}
+
+AdvisoryLock Held(int pid, int64_t key, bool exclusive = true) {
+  AdvisoryLock l;
+  l.key = Key(key);
+  l.pid = pid;
+  l.exclusive = exclusive;
+  l.granted = true;
+  return l;
+}
+
+DatabaseStats Stats(int64_t fatal, int64_t killed, int64_t abandoned) {
+  return {kAppDb, "appdb", fatal, killed, abandoned};
+}
+
+PollData Poll(double now, std::vector<Session> sessions, std::vector<AdvisoryLock> locks,
+              std::optional<DatabaseStats> stats = Stats(0, 0, 0)) {
+  PollData d;
+  d.server_version = "15.4";
+  d.server_version_num = stats ? 150004 : 130011;
+  d.postmaster_start = kPostmasterStart;
+  d.now = now;
+  d.sessions = std::move(sessions);
+  d.locks = std::move(locks);
+  if (stats) d.database_stats = std::vector<DatabaseStats>{*stats};
+  return d;
+}
+
+template <typename Map, typename Key>
+double Get(const Map& m, const Key& k) {
+  const auto it = m.find(k);
+  return it == m.end() ? 0 : it->second;
+}
+
+// Feeds polls to one EventTracker and reads its counters.
+class Events {
+ public:
+  void Observe(const PollData& d) {
+    tracker_.Observe(std::make_shared<const PollData>(d), &names_, &counters_);
+  }
+
+  double Released(const std::string& reason, const std::string& lock = "unnamed") const {
+    return Get(counters_.releases, std::make_tuple(std::string("appdb"), lock, reason));
+  }
+  double Lost(const std::string& cause, const std::string& lock = "unnamed") const {
+    return Get(counters_.losses, std::make_tuple(std::string("appdb"), lock, cause));
+  }
+  double TotalLost() const {
+    double n = 0;
+    for (const auto& [k, v] : counters_.losses) n += v;
+    return n;
+  }
+  double Takeovers(const std::string& lock = "unnamed") const {
+    return Get(counters_.takeovers, std::make_tuple(std::string("appdb"), lock));
+  }
+  double Ended(const std::string& reason) const {
+    return Get(counters_.sessions_ended, std::make_tuple(std::string("appdb"), reason));
+  }
+  double Lease(const std::string& lease, const std::string& kind,
+               const std::string& table = "leases") const {
+    return Get(counters_.lease_transitions, std::make_tuple(table, lease, kind));
+  }
+  double TotalLeaseTransitions() const {
+    double n = 0;
+    for (const auto& [k, v] : counters_.lease_transitions) n += v;
+    return n;
+  }
+
+  LockNames& names() { return names_; }
+  const Counters& counters() const { return counters_; }
+
+ private:
+  EventTracker tracker_;
+  LockNames names_;
+  Counters counters_;
+};
+
+// ---- Releases and losses --------------------------------------------------------------------
+
+TEST(EventTrackerTest, FirstPollCountsNothingButSeedsZeroSeries) {
+  Events e;
+  e.Observe(Poll(kStart, {MakeSession(10, "idle", kStart - 5)}, {Held(10, 1)}));
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Released("unlocked"), 0);
+  // Zero series exist for every cause and reason, so increase() sees the first event.
+  for (const char* cause : {"idle_in_transaction_timeout", "idle_session_timeout", "terminated",
+                            "disconnected", "server_restart", "unknown"}) {
+    EXPECT_EQ(e.counters().losses.count({"appdb", "unnamed", cause}), 1u) << cause;
+  }
+  EXPECT_EQ(e.counters().releases.count({"appdb", "unnamed", "unlocked"}), 1u);
+  EXPECT_EQ(e.counters().releases.count({"appdb", "unnamed", "session_ended"}), 1u);
+  EXPECT_EQ(e.counters().takeovers.count({"appdb", "unnamed"}), 1u);
+}
+
+TEST(EventTrackerTest, CleanUnlockIsAReleaseNotALoss) {
+  Events e;
+  const Session s = MakeSession(10, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {s}, {Held(10, 1), Held(10, 2)}));
+  e.Observe(Poll(kStart + 5, {s}, {Held(10, 2)}));
+  EXPECT_EQ(e.Released("unlocked"), 1);
+  EXPECT_EQ(e.Released("session_ended"), 0);
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Takeovers(), 0);
+}
+
+TEST(EventTrackerTest, StillHeldCountsNothing) {
+  Events e;
+  const Session s = MakeSession(10, "idle", kStart - 5);
+  for (int i = 0; i < 3; ++i) e.Observe(Poll(kStart + 5 * i, {s}, {Held(10, 1)}));
+  EXPECT_EQ(e.Released("unlocked"), 0);
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Takeovers(), 0);
+}
+
+TEST(EventTrackerTest, SessionGoneWithoutCounterDeltaIsDisconnected) {
+  Events e;
+  e.Observe(Poll(kStart, {MakeSession(10, "idle", kStart - 5)}, {Held(10, 1), Held(10, 2)}));
+  e.Observe(Poll(kStart + 5, {}, {}));
+  EXPECT_EQ(e.Released("session_ended"), 2);
+  EXPECT_EQ(e.Released("unlocked"), 0);
+  EXPECT_EQ(e.Lost("disconnected"), 2);
+  EXPECT_EQ(e.TotalLost(), 2);
+}
+
+TEST(EventTrackerTest, PidReuseIsASessionEnd) {
+  Events e;
+  Session s = MakeSession(10, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {s}, {Held(10, 1)}));
+  s.backend_start = kStart + 1;  // same pid, new backend
+  e.Observe(Poll(kStart + 5, {s}, {}));
+  EXPECT_EQ(e.Released("session_ended"), 1);
+  EXPECT_EQ(e.Released("unlocked"), 0);
+}
+
+TEST(EventTrackerTest, IdleInTransactionPastTimeoutWithFatalDelta) {
+  Events e;
+  PollData p1 = Poll(kStart, {MakeSession(10, "idle in transaction", kStart - 55)}, {Held(10, 1)});
+  p1.settings = {{kIit, 60, "configuration file"}};
+  e.Observe(p1);
+  PollData p2 = Poll(kStart + 5, {}, {}, Stats(1, 0, 0));
+  p2.settings = p1.settings;
+  e.Observe(p2);
+  EXPECT_EQ(e.Lost("idle_in_transaction_timeout"), 1);
+  EXPECT_EQ(e.TotalLost(), 1);
+  EXPECT_EQ(e.Ended("fatal"), 1);
+}
+
+TEST(EventTrackerTest, RoleOverrideDecidesTheTimeout) {
+  Events e;
+  // Server: no timeout; the role's override is 30s and the session was idle 28s + 5s.
+  PollData p1 = Poll(kStart, {MakeSession(10, "idle in transaction", kStart - 28)}, {Held(10, 1)});
+  p1.settings = {{kIit, 0, "default"}};
+  p1.overrides = {{kIit, 0, 10, "*", "alice", 30}};
+  e.Observe(p1);
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(1, 0, 0)));
+  EXPECT_EQ(e.Lost("idle_in_transaction_timeout"), 1);
+}
+
+TEST(EventTrackerTest, IdleSessionPastTimeoutWithFatalDelta) {
+  Events e;
+  PollData p1 = Poll(kStart, {MakeSession(10, "idle", kStart - 29)}, {Held(10, 1)});
+  p1.settings = {{"idle_session_timeout", 30, "configuration file"}};
+  e.Observe(p1);
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(1, 0, 0)));
+  EXPECT_EQ(e.Lost("idle_session_timeout"), 1);
+}
+
+TEST(EventTrackerTest, KilledDeltaIsTerminated) {
+  Events e;
+  e.Observe(Poll(kStart, {MakeSession(10, "active", kStart - 1)}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  EXPECT_EQ(e.Ended("killed"), 1);
+}
+
+TEST(EventTrackerTest, AbandonedDeltaIsDisconnected) {
+  Events e;
+  e.Observe(Poll(kStart, {MakeSession(10, "active", kStart - 1)}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 0, 1)));
+  EXPECT_EQ(e.Lost("disconnected"), 1);
+  EXPECT_EQ(e.Ended("abandoned"), 1);
+}
+
+TEST(EventTrackerTest, FatalWithoutTimeoutMatchIsUnknown) {
+  Events e;
+  PollData p1 = Poll(kStart, {MakeSession(10, "idle in transaction", kStart - 2)}, {Held(10, 1)});
+  p1.settings = {{kIit, 60, "configuration file"}};
+  e.Observe(p1);
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(1, 0, 0)));
+  EXPECT_EQ(e.Lost("unknown"), 1);
+  EXPECT_EQ(e.Lost("idle_in_transaction_timeout"), 0);
+}
+
+TEST(EventTrackerTest, TimeoutMatchWithoutFatalDeltaIsDisconnected) {
+  Events e;
+  PollData p1 = Poll(kStart, {MakeSession(10, "idle in transaction", kStart - 58)}, {Held(10, 1)});
+  p1.settings = {{kIit, 60, "configuration file"}};
+  e.Observe(p1);
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 0, 0)));
+  EXPECT_EQ(e.Lost("disconnected"), 1);
+}
+
+TEST(EventTrackerTest, Pre14InfersFromTimeoutsOnly) {
+  Events e;
+  PollData p1 =
+      Poll(kStart,
+           {MakeSession(10, "idle in transaction", kStart - 58), MakeSession(11, "active", kStart)},
+           {Held(10, 1), Held(11, 2)}, std::nullopt);
+  p1.settings = {{kIit, 60, "configuration file"}};
+  e.Observe(p1);
+  e.Observe(Poll(kStart + 5, {}, {}, std::nullopt));
+  EXPECT_EQ(e.Lost("idle_in_transaction_timeout"), 1);
+  EXPECT_EQ(e.Lost("unknown"), 1);
+  EXPECT_EQ(e.TotalLost(), 2);
+  EXPECT_TRUE(e.counters().sessions_ended.empty());
+}
+
+TEST(EventTrackerTest, TwoSessionsEndingTogetherGetTheirOwnCauses) {
+  Events e;
+  AddBigintName(1, "timed-out", &e.names());
+  AddBigintName(2, "killed", &e.names());
+  PollData p1 = Poll(
+      kStart,
+      {MakeSession(10, "idle in transaction", kStart - 100), MakeSession(11, "active", kStart - 1)},
+      {Held(10, 1), Held(11, 2)});
+  p1.settings = {{kIit, 60, "configuration file"}};
+  e.Observe(p1);
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(1, 1, 0)));
+  EXPECT_EQ(e.Lost("idle_in_transaction_timeout", "timed-out"), 1);
+  EXPECT_EQ(e.Lost("terminated", "killed"), 1);
+  EXPECT_EQ(e.TotalLost(), 2);
+}
+
+TEST(EventTrackerTest, TimeoutMatchClaimsTheFatalDeltaFirst) {
+  // The plain session's key sorts first; it must not take the only 'fatal' from the session
+  // whose idle time matches the timeout.
+  Events e;
+  AddBigintName(1, "plain", &e.names());
+  AddBigintName(2, "timed-out", &e.names());
+  PollData p1 = Poll(
+      kStart,
+      {MakeSession(11, "active", kStart - 1), MakeSession(10, "idle in transaction", kStart - 100)},
+      {Held(11, 1), Held(10, 2)});
+  p1.settings = {{kIit, 60, "configuration file"}};
+  e.Observe(p1);
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(1, 0, 0)));
+  EXPECT_EQ(e.Lost("idle_in_transaction_timeout", "timed-out"), 1);
+  EXPECT_EQ(e.Lost("disconnected", "plain"), 1);
+}
+
+TEST(EventTrackerTest, OneCausePerSessionForAllItsLocks) {
+  Events e;
+  e.Observe(Poll(kStart, {MakeSession(10, "active", kStart - 1)},
+                 {Held(10, 1), Held(10, 2), Held(10, 3)}));
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Lost("terminated"), 3);
+  EXPECT_EQ(e.TotalLost(), 3);
+}
+
+TEST(InferLossCauseTest, Rules) {
+  Session iit = MakeSession(1, "idle in transaction", 900);
+  Session idle = MakeSession(2, "idle", 900);
+  Session active = MakeSession(3, "active", 999);
+  SessionEndDeltas none{};
+  // 100s idle at the last poll + 5s: matches a 100s timeout, not a 200s one.
+  {
+    SessionEndDeltas d{1, 0, 0};
+    EXPECT_EQ(InferLossCause(iit, 1000, 1005, 100, 0, &d, true), "idle_in_transaction_timeout");
+    EXPECT_EQ(d.fatal, 0);  // consumed
+  }
+  {
+    SessionEndDeltas d{1, 0, 0};
+    EXPECT_EQ(InferLossCause(iit, 1000, 1005, 200, 0, &d, true), "unknown");
+  }
+  {
+    SessionEndDeltas d{1, 0, 0};
+    EXPECT_EQ(InferLossCause(idle, 1000, 1005, 0, 100, &d, true), "idle_session_timeout");
+  }
+  {
+    // An idle (not in transaction) session does not match the idle-in-transaction timeout.
+    SessionEndDeltas d{1, 0, 0};
+    EXPECT_EQ(InferLossCause(idle, 1000, 1005, 100, 0, &d, true), "unknown");
+  }
+  {
+    SessionEndDeltas d{0, 1, 1};
+    EXPECT_EQ(InferLossCause(active, 1000, 1005, 0, 0, &d, true), "terminated");
+    EXPECT_EQ(d.killed, 0);
+    EXPECT_EQ(InferLossCause(active, 1000, 1005, 0, 0, &d, true), "disconnected");
+    EXPECT_EQ(d.abandoned, 0);
+    EXPECT_EQ(InferLossCause(active, 1000, 1005, 0, 0, &d, true), "disconnected");
+  }
+  EXPECT_EQ(InferLossCause(iit, 1000, 1005, 100, 0, &none, false), "idle_in_transaction_timeout");
+  EXPECT_EQ(InferLossCause(idle, 1000, 1005, 0, 100, &none, false), "idle_session_timeout");
+  EXPECT_EQ(InferLossCause(active, 1000, 1005, 100, 100, &none, false), "unknown");
+  // Without state_change nothing can match a timeout.
+  Session blind = iit;
+  blind.state_change.reset();
+  SessionEndDeltas d{1, 0, 0};
+  EXPECT_EQ(InferLossCause(blind, 1000, 1005, 1, 0, &d, true), "unknown");
+}
+
+TEST(InferLossCauseTest, SlackOfOneSecond) {
+  const Session iit = MakeSession(1, "idle in transaction", 900);
+  SessionEndDeltas none{};
+  // Idle 100 + 5 = 105s by now; the slack lets a 106s timeout match, not a 107s one.
+  EXPECT_EQ(InferLossCause(iit, 1000, 1005, 106, 0, &none, false), "idle_in_transaction_timeout");
+  EXPECT_EQ(InferLossCause(iit, 1000, 1005, 107, 0, &none, false), "unknown");
+}
+
+// ---- Takeovers ------------------------------------------------------------------------------
+
+TEST(EventTrackerTest, TakeoverAtConsecutivePolls) {
+  Events e;
+  const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {a, b}, {Held(11, 1)}));
+  EXPECT_EQ(e.Takeovers(), 1);
+  EXPECT_EQ(e.Released("unlocked"), 1);
+}
+
+TEST(EventTrackerTest, TakeoverAfterLossAndEmptyPolls) {
+  Events e;
+  const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {b}, {}));  // a's session ended holding the key
+  e.Observe(Poll(kStart + 10, {b}, {}));
+  e.Observe(Poll(kStart + 15, {b}, {}));
+  EXPECT_EQ(e.Takeovers(), 0);
+  e.Observe(Poll(kStart + 20, {b}, {Held(11, 1)}));
+  EXPECT_EQ(e.Takeovers(), 1);
+  // Held on by the same session: no further takeover.
+  e.Observe(Poll(kStart + 25, {b}, {Held(11, 1)}));
+  EXPECT_EQ(e.Takeovers(), 1);
+}
+
+TEST(EventTrackerTest, SameSessionReHoldingIsNoTakeover) {
+  Events e;
+  const Session a = MakeSession(10, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {a}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {a}, {}));
+  e.Observe(Poll(kStart + 10, {a}, {Held(10, 1)}));
+  EXPECT_EQ(e.Takeovers(), 0);
+  EXPECT_EQ(e.Released("unlocked"), 1);
+}
+
+TEST(EventTrackerTest, KeyUnlockedCleanlyThenTakenByAnotherLaterIsNoTakeover) {
+  Events e;
+  const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {a, b}, {}));
+  e.Observe(Poll(kStart + 10, {a, b}, {Held(11, 1)}));
+  EXPECT_EQ(e.Takeovers(), 0);
+}
+
+TEST(EventTrackerTest, SharedLockHoldersJoiningIsNoTakeover) {
+  Events e;
+  const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1, false)}));
+  e.Observe(Poll(kStart + 5, {a, b}, {Held(10, 1, false), Held(11, 1, false)}));
+  EXPECT_EQ(e.Takeovers(), 0);
+}
+
+TEST(EventTrackerTest, TakeoverOfANamedKeyCarriesTheName) {
+  Events e;
+  AddBigintName(1, "sweep", &e.names());
+  const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1), Held(10, 2)}));
+  e.Observe(Poll(kStart + 5, {a, b}, {Held(11, 1), Held(11, 2)}));
+  EXPECT_EQ(e.Takeovers("sweep"), 1);
+  EXPECT_EQ(e.Takeovers("unnamed"), 1);
+  EXPECT_EQ(e.Released("unlocked", "sweep"), 1);
+  EXPECT_EQ(e.Released("unlocked", "unnamed"), 1);
+  // Rendered keys never become counter labels.
+  for (const auto& [k, v] : e.counters().takeovers) {
+    EXPECT_TRUE(std::get<1>(k) == "sweep" || std::get<1>(k) == "unnamed") << std::get<1>(k);
+  }
+}
+
+// ---- Server restart -------------------------------------------------------------------------
+
+TEST(EventTrackerTest, ServerRestartLosesEverythingWithoutTakeovers) {
+  Events e;
+  const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "active", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1), Held(11, 2)}));
+  PollData after = Poll(kStart + 30, {MakeSession(12, "idle", kStart + 25)}, {Held(12, 1)});
+  after.postmaster_start = kStart + 20;
+  e.Observe(after);
+  EXPECT_EQ(e.Lost("server_restart"), 2);
+  EXPECT_EQ(e.TotalLost(), 2);
+  EXPECT_EQ(e.Released("session_ended"), 2);
+  EXPECT_EQ(e.Takeovers(), 0);
+  // Nor later: the keys lost before the restart are forgotten.
+  PollData later = after;
+  later.now = kStart + 35;
+  later.locks = {Held(12, 1), Held(12, 2)};
+  e.Observe(later);
+  EXPECT_EQ(e.Takeovers(), 0);
+}
+
+TEST(EventTrackerTest, LossThenRestartThenNewHolderIsNoTakeover) {
+  Events e;
+  const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {b}, {}));  // lost
+  PollData after = Poll(kStart + 30, {MakeSession(12, "idle", kStart + 25)}, {});
+  after.postmaster_start = kStart + 20;
+  e.Observe(after);
+  PollData later = after;
+  later.now = kStart + 35;
+  later.locks = {Held(12, 1)};
+  e.Observe(later);
+  EXPECT_EQ(e.Takeovers(), 0);
+}
+
+// ---- Polls without inventory ----------------------------------------------------------------
+
+TEST(EventTrackerTest, CheapPollsDoNotCountLockEvents) {
+  Events e;
+  const Session a = MakeSession(10, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {a}, {Held(10, 1)}));
+  PollData cheap = Poll(kStart + 5, {a}, {});
+  cheap.inventory = false;
+  e.Observe(cheap);
+  EXPECT_EQ(e.Released("unlocked"), 0);
+  // Compared against the last inventory: still held, nothing happened.
+  e.Observe(Poll(kStart + 10, {a}, {Held(10, 1)}));
+  EXPECT_EQ(e.Released("unlocked"), 0);
+  EXPECT_EQ(e.TotalLost(), 0);
+}
+
+// ---- Sessions ended -------------------------------------------------------------------------
+
+TEST(EventTrackerTest, SessionsEndedMirrorsThenAddsDeltasAndSurvivesResets) {
+  Events e;
+  e.Observe(Poll(kStart, {}, {}, Stats(3, 2, 1)));
+  EXPECT_EQ(e.Ended("fatal"), 3);
+  EXPECT_EQ(e.Ended("killed"), 2);
+  EXPECT_EQ(e.Ended("abandoned"), 1);
+
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(5, 2, 4)));
+  EXPECT_EQ(e.Ended("fatal"), 5);
+  EXPECT_EQ(e.Ended("killed"), 2);
+  EXPECT_EQ(e.Ended("abandoned"), 4);
+
+  // pg_stat_reset(): counters restart from zero; ours never go down.
+  e.Observe(Poll(kStart + 10, {}, {}, Stats(1, 0, 4)));
+  EXPECT_EQ(e.Ended("fatal"), 6);
+  EXPECT_EQ(e.Ended("killed"), 2);
+  EXPECT_EQ(e.Ended("abandoned"), 4);
+
+  e.Observe(Poll(kStart + 15, {}, {}, Stats(2, 1, 4)));
+  EXPECT_EQ(e.Ended("fatal"), 7);
+  EXPECT_EQ(e.Ended("killed"), 3);
+}
+
+TEST(EventTrackerTest, SessionsEndedPerDatabase) {
+  Events e;
+  PollData p = Poll(kStart, {}, {}, Stats(1, 0, 0));
+  p.database_stats->push_back({kAppDb + 1, "other", 10, 0, 0});
+  e.Observe(p);
+  p.now += 5;
+  (*p.database_stats)[1].sessions_fatal = 12;
+  e.Observe(p);
+  EXPECT_EQ(e.Ended("fatal"), 1);
+  EXPECT_EQ(Get(e.counters().sessions_ended, std::make_tuple(std::string("other"), "fatal")), 12);
+}
+
+// ---- Leases ---------------------------------------------------------------------------------
+
+LeaseTableData Leases(std::vector<LeaseRow> rows, int64_t total = -1) {
+  LeaseTableData t;
+  t.table = "leases";
+  t.ok = true;
+  t.total = total >= 0 ? total : static_cast<int64_t>(rows.size());
+  t.rows = std::move(rows);
+  return t;
+}
+
+PollData LeasePoll(double now, LeaseTableData table) {
+  PollData d = Poll(now, {}, {});
+  table.now = now;
+  d.leases = {std::move(table)};
+  return d;
+}
+
+TEST(EventTrackerTest, LeaseTransitions) {
+  Events e;
+  e.Observe(LeasePoll(1000, Leases({{"a", "h1", 900, 1100}})));
+  // No "acquired" for what already existed at the first poll.
+  EXPECT_EQ(e.TotalLeaseTransitions(), 0);
+
+  // a renewed by its holder; b new.
+  e.Observe(LeasePoll(1005, Leases({{"a", "h1", 900, 1200}, {"b", "h9", 1001, 1300}})));
+  EXPECT_EQ(e.Lease("a", "renewed"), 1);
+  EXPECT_EQ(e.Lease("b", "acquired"), 1);
+  EXPECT_EQ(e.TotalLeaseTransitions(), 2);
+
+  // Nothing changed: nothing counted.
+  e.Observe(LeasePoll(1010, Leases({{"a", "h1", 900, 1200}, {"b", "h9", 1001, 1300}})));
+  EXPECT_EQ(e.TotalLeaseTransitions(), 2);
+
+  // a taken by h2 before h1's lease expired (1150 < 1200); b gone.
+  e.Observe(LeasePoll(1150, Leases({{"a", "h2", 1150, 1250}})));
+  EXPECT_EQ(e.Lease("a", "overlap"), 1);
+  EXPECT_EQ(e.Lease("b", "released"), 1);
+
+  // a taken by h3 once h2's lease had expired (1250 >= 1250).
+  e.Observe(LeasePoll(1300, Leases({{"a", "h3", 1250, 1350}})));
+  EXPECT_EQ(e.Lease("a", "expired_takeover"), 1);
+  EXPECT_EQ(e.Lease("a", "overlap"), 1);
+  EXPECT_EQ(e.TotalLeaseTransitions(), 5);
+}
+
+TEST(EventTrackerTest, CappedLeaseTableReportsNoAcquiredOrReleased) {
+  Events e;
+  e.Observe(LeasePoll(1000, Leases({{"a", "h1", 900, 1100}}, /*total=*/50)));
+  // "b" shows up and "a" drops out of the capped rows: neither is a real acquire or release.
+  e.Observe(LeasePoll(1005, Leases({{"b", "h2", 950, 1010}}, /*total=*/50)));
+  EXPECT_EQ(e.TotalLeaseTransitions(), 0);
+  // Changes to rows seen in both polls are still counted.
+  e.Observe(LeasePoll(1010, Leases({{"b", "h2", 950, 1020}}, /*total=*/50)));
+  EXPECT_EQ(e.Lease("b", "renewed"), 1);
+}
+
+TEST(EventTrackerTest, CappedThenCompleteDoesNotReportAcquired) {
+  Events e;
+  e.Observe(LeasePoll(1000, Leases({{"a", "h1", 900, 1100}}, /*total=*/2)));
+  e.Observe(LeasePoll(1005, Leases({{"a", "h1", 900, 1100}, {"b", "h2", 800, 1200}})));
+  EXPECT_EQ(e.Lease("b", "acquired"), 0);
+}
+
+TEST(EventTrackerTest, FailedLeaseReadIsNotARelease) {
+  Events e;
+  e.Observe(LeasePoll(1000, Leases({{"a", "h1", 900, 1100}})));
+  LeaseTableData failed;
+  failed.table = "leases";
+  failed.ok = false;
+  failed.error = "permission denied";
+  e.Observe(LeasePoll(1005, failed));
+  EXPECT_EQ(e.TotalLeaseTransitions(), 0);
+  e.Observe(LeasePoll(1010, Leases({{"a", "h1", 900, 1100}})));
+  EXPECT_EQ(e.TotalLeaseTransitions(), 0);
+}
+
+TEST(EventTrackerTest, LeaseTransitionsSurviveAServerRestart) {
+  Events e;
+  e.Observe(LeasePoll(1000, Leases({{"a", "h1", 900, 1100}})));
+  PollData after = LeasePoll(1200, Leases({{"a", "h2", 1150, 1300}}));
+  after.postmaster_start = kPostmasterStart + 10;
+  e.Observe(after);
+  EXPECT_EQ(e.Lease("a", "expired_takeover"), 1);
+}
+
+TEST(EventTrackerTest, LeaseNamesAreCappedPerTable) {
+  Events e;
+  e.Observe(LeasePoll(1000, Leases({})));
+  std::vector<LeaseRow> rows;
+  for (size_t i = 0; i < kMaxLeaseCounterNames + 5; ++i) {
+    rows.push_back({"job-" + std::to_string(i), "h", 1000, 2000});
+  }
+  e.Observe(LeasePoll(1005, Leases(rows)));
+  std::set<std::string> names;
+  for (const auto& [k, v] : e.counters().lease_transitions) names.insert(std::get<1>(k));
+  EXPECT_EQ(names.size(), kMaxLeaseCounterNames + 1);
+  EXPECT_EQ(e.Lease("other", "acquired"), 5);
+  EXPECT_EQ(e.TotalLeaseTransitions(), static_cast<double>(kMaxLeaseCounterNames + 5));
+}
+
+}  // namespace
+}  // namespace pglock
