@@ -1,0 +1,636 @@
+#!/usr/bin/env bash
+# Live end-to-end alerting test: a real PostgreSQL 15, pglock_exporter, Prometheus with the shipped
+# alert rules (every `for:` cut to 2s by alerts/shorten_for.sh, thresholds untouched), Alertmanager,
+# and a webhook receiver (tests/e2e/webhook.py) that logs every notification. It checks that:
+#
+#   0. with no workload, nothing fires and the webhook receives nothing (about 20 s);
+#   1. the incidents of the field reports, driven with psql, reach the webhook as the right alert with
+#      the right labels (scenarios run in parallel):
+#        a. seed 002: an advisory wait over 30 s           -> PglockAdvisoryLockWaitLong
+#        b. seed 004: a lock holder idle in transaction under a per-role 8 s
+#           idle_in_transaction_session_timeout            -> PglockLockAboutToBeDropped (before the
+#           drop), then PglockAdvisoryLockLost (cause idle_in_transaction_timeout),
+#           PglockAdvisoryLockTakeover, PglockSessionsEndedByTimeout
+#        c. seed 000: four idle lock-holding sessions of one client -> PglockLockHoldersExhaustClientPool
+#        d. seed 000's leases: a lease left to expire, then taken over -> PglockLeaseExpired,
+#           PglockLeaseExpiredTakeover
+#      and that alerts resolve (Alertmanager sends status "resolved") when their condition ends;
+#   2. every dashboard expression (dashboards/exprs.sh) is accepted by Prometheus, and most return
+#      data while the scenarios are active.
+# Prints a timing summary. Everything runs in a temporary directory on free ports and is stopped and
+# removed on exit, failure included.
+#
+# Environment:
+#   PGLOCK_EXPORTER_BINARY   exporter to test (default: <repo>/build/pglock_exporter)
+#   PGLOCK_E2E_KEEP=1        keep the temporary directory (logs, configs, webhook log) on exit
+#   PGLOCK_E2E_BASELINE=20   seconds of quiet baseline
+# Needs (Debian packages): postgresql-15, prometheus (prometheus, promtool), prometheus-alertmanager,
+# python3, curl. Runs PostgreSQL as `postgres` when started as root.
+set -euo pipefail
+export LC_ALL=C
+
+here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd -- "$here/../.." && pwd)
+exporter=${PGLOCK_EXPORTER_BINARY:-$repo/build/pglock_exporter}
+baseline_seconds=${PGLOCK_E2E_BASELINE:-20}
+pg_bin=/usr/lib/postgresql/15/bin
+py=/usr/bin/python3
+[[ -x $py ]] || py=$(command -v python3 || echo python3)
+
+t0=$EPOCHREALTIME
+now() { printf '%s\n' "$EPOCHREALTIME"; }
+# Seconds from $1 to $2 (default: now), one decimal.
+since() { awk -v a="$1" -v b="${2:-$EPOCHREALTIME}" 'BEGIN { printf "%.1f", b - a }'; }
+say() { printf '[e2e %6ss] %s\n' "$(since "$t0")" "$*"; }
+fail() {
+  printf '\nFAIL: %s\n' "$1" >&2
+  shift
+  local line
+  for line in "$@"; do printf '%s\n' "$line" >&2; done
+  exit 1
+}
+
+# --- prerequisites -------------------------------------------------------------------------------------
+[[ -x $exporter ]] || fail "no exporter binary at $exporter (build it with scripts/build.sh, or set PGLOCK_EXPORTER_BINARY)"
+for tool in "$pg_bin/initdb" "$pg_bin/pg_ctl" "$pg_bin/psql"; do
+  [[ -x $tool ]] || fail "$tool not found (Debian package postgresql-15)"
+done
+for tool in prometheus promtool prometheus-alertmanager curl; do
+  command -v "$tool" >/dev/null || fail "$tool not found (Debian packages prometheus, prometheus-alertmanager, curl)"
+done
+for f in "$repo/alerts/pglock.rules.yml" "$repo/alerts/shorten_for.sh" "$repo/dashboards/exprs.sh" \
+  "$here/webhook.py" "$here/alertlog.py"; do
+  [[ -r $f ]] || fail "missing $f"
+done
+
+as_pg() {
+  if ((EUID == 0)); then runuser -u postgres -- "$@"; else "$@"; fi
+}
+free_port() {
+  "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# --- process bookkeeping and cleanup -------------------------------------------------------------------
+# Every background process is started with setsid: its pid is its process group, which cleanup stops
+# as a whole (psql clients are pipelines: a feeder and psql).
+tmp=
+declare -a bg_pids=()
+declare -A bg_name=()
+
+start_bg() { # NAME LOGFILE COMMAND...
+  local name=$1 log=$2
+  shift 2
+  setsid "$@" >>"$log" 2>&1 </dev/null &
+  bg_pids+=("$!")
+  bg_name[$!]=$name
+}
+
+stop_pid() {
+  local pid=$1 i
+  [[ -n ${bg_name[$pid]:-} ]] || return 0
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL -- "-$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  unset "bg_name[$pid]"
+}
+
+stop_named() {
+  local pid
+  for pid in "${bg_pids[@]}"; do
+    if [[ ${bg_name[$pid]:-} == "$1" ]]; then stop_pid "$pid"; fi
+  done
+}
+
+# Fails when the named service has exited (a port taken since free_port chose it, a bad flag, ...).
+alive() {
+  local pid
+  for pid in "${bg_pids[@]}"; do
+    if [[ ${bg_name[$pid]:-} == "$1" ]] && ! kill -0 "$pid" 2>/dev/null; then
+      fail "$1 exited unexpectedly" "$(tail -n 20 "$logs/$1.log" 2>/dev/null)"
+    fi
+  done
+}
+
+show_logs() {
+  local f
+  for f in "$tmp"/logs/*.log; do
+    [[ -s $f ]] || continue
+    printf '\n---- %s (last lines) ----\n' "${f#"$tmp"/}" >&2
+    tail -n 12 "$f" >&2
+  done
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  set +e
+  [[ -n $tmp && -d $tmp ]] || exit "$rc"
+  if ((rc != 0 && rc != 130 && rc != 143)) && [[ -d $tmp/logs ]]; then show_logs; fi
+  # Prometheus and Alertmanager first (no notification about the teardown), then the clients, the
+  # webhook and the exporter (reverse start order), then PostgreSQL.
+  stop_named prometheus
+  stop_named alertmanager
+  local i
+  for ((i = ${#bg_pids[@]} - 1; i >= 0; i--)); do stop_pid "${bg_pids[i]}"; done
+  if [[ -f $tmp/pgdata/postmaster.pid ]]; then
+    (cd "$tmp" && as_pg "$pg_bin/pg_ctl" -D "$tmp/pgdata" -m immediate -w -t 30 stop >/dev/null 2>&1) ||
+      kill -KILL "$(head -n 1 "$tmp/pgdata/postmaster.pid")" 2>/dev/null
+  fi
+  if [[ ${PGLOCK_E2E_KEEP:-0} == 1 ]]; then
+    echo "e2e: kept $tmp" >&2
+  else
+    rm -rf -- "$tmp"
+  fi
+  if ((rc == 0)); then say "cleaned up"; else echo "e2e: FAILED (exit $rc), cleaned up" >&2; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/pglock-e2e.XXXXXX")
+mkdir -p "$tmp/logs" "$tmp/pgsocket" "$tmp/prometheus/data" "$tmp/alertmanager/data" "$tmp/dash"
+if ((EUID == 0)); then
+  chown postgres: "$tmp" "$tmp/pgsocket"
+fi
+chmod 700 "$tmp"
+logs=$tmp/logs
+hooks=$tmp/webhook.jsonl
+: >"$hooks"
+
+# --- 1. PostgreSQL -------------------------------------------------------------------------------------
+pg_port=$(free_port)
+password=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+printf '127.0.0.1:%s:*:*:%s\n' "$pg_port" "$password" >"$tmp/pgpass"
+chmod 600 "$tmp/pgpass"
+say "PostgreSQL 15 on 127.0.0.1:$pg_port (in $tmp)"
+(cd "$tmp" && as_pg "$pg_bin/initdb" -D "$tmp/pgdata" -U postgres -E UTF8 --locale=C --no-sync \
+  --auth-local=trust --auth-host=scram-sha-256 >"$logs/initdb.log" 2>&1) || fail "initdb failed" "$(tail -n 20 "$logs/initdb.log")"
+cat >>"$tmp/pgdata/postgresql.conf" <<EOF
+
+# tests/e2e/alerts_live.sh
+port = $pg_port
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$tmp/pgsocket'
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+shared_buffers = 32MB
+log_line_prefix = '%m [%p] %q%u@%d/%a '
+EOF
+(cd "$tmp" && as_pg "$pg_bin/pg_ctl" -D "$tmp/pgdata" -l "$tmp/pgdata/postgres.log" -w -t 60 start \
+  >"$logs/pg_ctl.log" 2>&1) || fail "PostgreSQL did not start" "$(tail -n 20 "$tmp/pgdata/postgres.log" 2>/dev/null)"
+ln -s "$tmp/pgdata/postgres.log" "$logs/postgres.log"
+
+export PGHOST=127.0.0.1 PGPORT=$pg_port PGDATABASE=postgres PGPASSFILE=$tmp/pgpass PGCONNECT_TIMEOUT=5
+export PSQL=$pg_bin/psql
+psql_admin() { "$PSQL" -X -q -v ON_ERROR_STOP=1 -h "$tmp/pgsocket" -U postgres -d postgres "$@"; }
+sql() { psql_admin -A -t -c "$1"; } # one statement as superuser; prints unaligned tuples
+
+psql_admin -v pw="$password" >"$logs/setup.log" 2>&1 <<'SQL' || fail "database setup failed" "$(cat "$logs/setup.log")"
+-- One role per scenario, so usename labels tell them apart.
+CREATE ROLE pglock_exporter LOGIN PASSWORD :'pw';
+GRANT pg_monitor TO pglock_exporter;
+CREATE ROLE reporting LOGIN PASSWORD :'pw';   -- a. advisory wait (seed 002)
+CREATE ROLE app_worker LOGIN PASSWORD :'pw';  -- b. lock dropped by idle_in_transaction_session_timeout (seed 004)
+CREATE ROLE billing LOGIN PASSWORD :'pw';     -- c. pool of four (seed 000)
+CREATE ROLE scheduler LOGIN PASSWORD :'pw';   -- d. leases (seed 000)
+-- Seed 004: a per-role, per-database timeout that no application config mentions.
+ALTER ROLE app_worker IN DATABASE postgres SET idle_in_transaction_session_timeout = '8s';
+-- Seed 000, as published.
+CREATE TABLE leases (
+  name       text PRIMARY KEY,
+  holder     text NOT NULL,
+  taken_at   timestamptz NOT NULL DEFAULT now(),
+  expires_at timestamptz NOT NULL
+);
+GRANT SELECT, INSERT, UPDATE, DELETE ON leases TO scheduler;
+GRANT SELECT ON leases TO pglock_exporter;
+-- When things happened, by the database's clock (the test's own bookkeeping).
+CREATE TABLE e2e_events (name text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
+GRANT INSERT ON e2e_events TO app_worker;
+SQL
+
+# --- 2. the exporter -----------------------------------------------------------------------------------
+exporter_port=$(free_port)
+config=$tmp/pglock_exporter.toml
+cat >"$config" <<EOF
+# written by tests/e2e/alerts_live.sh
+[poll]
+interval = "1s"
+
+[[targets]]
+name = "e2e"
+dsn = "host=127.0.0.1 port=$pg_port dbname=postgres user=pglock_exporter passfile=$tmp/pgpass"
+
+  # seed 002's lock
+  [[targets.locks]]
+  name = "report-daily"
+  key1 = 7742
+  key2_text = "report-daily"
+
+  # seed 004's lock: pg_try_advisory_lock(hashtextextended('rebuild:run', 0))
+  [[targets.locks]]
+  name = "rebuild:run"
+  key_text = "rebuild:run"
+
+  [[targets.leases]]
+  table = "public.leases"
+  holder_pattern = '^([^:]+):([0-9]+):'
+  holder_labels = ["holder_host", "holder_pid"]
+EOF
+"$exporter" --config.file="$config" --check-config >"$logs/check-config.log" 2>&1 ||
+  fail "the exporter rejects the test config" "$(cat "$logs/check-config.log")"
+say "pglock_exporter ($exporter) on 127.0.0.1:$exporter_port"
+start_bg exporter "$logs/exporter.log" "$exporter" --config.file="$config" \
+  --web.listen-address="127.0.0.1:$exporter_port" --poll.interval=1s --log.level=info
+exporter_url=http://127.0.0.1:$exporter_port
+for ((i = 0; ; i++)); do
+  curl -fsS "$exporter_url/metrics" 2>/dev/null | grep -q '^pglock_up{target="e2e"} 1' && break
+  alive exporter
+  ((i < 150)) || fail "pglock_exporter does not report pglock_up{target=\"e2e\"} 1 after 30 s" \
+    "$(curl -sS "$exporter_url/metrics" 2>&1 | grep -E '^pglock_(up|poll_errors)' || true)"
+  sleep 0.2
+done
+
+# --- 3. webhook receiver, Alertmanager, Prometheus ----------------------------------------------------
+start_bg webhook "$logs/webhook.log" "$py" "$here/webhook.py" --listen 127.0.0.1:0 --out "$hooks" \
+  --port-file "$tmp/webhook.port"
+for ((i = 0; ; i++)); do
+  [[ -s $tmp/webhook.port ]] && curl -fsS "http://127.0.0.1:$(cat "$tmp/webhook.port")/-/ready" >/dev/null 2>&1 && break
+  alive webhook
+  ((i < 100)) || fail "the webhook receiver did not start"
+  sleep 0.1
+done
+webhook_url=http://127.0.0.1:$(cat "$tmp/webhook.port")/
+
+am_port=$(free_port)
+cat >"$tmp/alertmanager/alertmanager.yml" <<EOF
+route:
+  receiver: webhook
+  group_by: [alertname]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+receivers:
+  - name: webhook
+    webhook_configs:
+      - url: "$webhook_url"
+        send_resolved: true
+EOF
+say "Alertmanager on 127.0.0.1:$am_port, webhook at $webhook_url"
+start_bg alertmanager "$logs/alertmanager.log" prometheus-alertmanager \
+  --config.file="$tmp/alertmanager/alertmanager.yml" --storage.path="$tmp/alertmanager/data" \
+  --web.listen-address="127.0.0.1:$am_port" --cluster.listen-address=
+am_url=http://127.0.0.1:$am_port
+
+"$repo/alerts/shorten_for.sh" "$repo/alerts/pglock.rules.yml" "$tmp/prometheus/pglock.rules.yml" \
+  >"$logs/shorten_for.log" 2>&1 || fail "alerts/shorten_for.sh failed" "$(cat "$logs/shorten_for.log")"
+prom_port=$(free_port)
+cat >"$tmp/prometheus/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files:
+  - "$tmp/prometheus/pglock.rules.yml"
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: ["127.0.0.1:$am_port"]
+scrape_configs:
+  - job_name: pglock
+    static_configs:
+      - targets: ["127.0.0.1:$exporter_port"]
+EOF
+promtool check config "$tmp/prometheus/prometheus.yml" >"$logs/promtool-check-config.log" 2>&1 ||
+  fail "promtool check config rejects the generated Prometheus config" "$(cat "$logs/promtool-check-config.log")"
+say "promtool check config: ok; Prometheus on 127.0.0.1:$prom_port"
+start_bg prometheus "$logs/prometheus.log" prometheus --config.file="$tmp/prometheus/prometheus.yml" \
+  --storage.tsdb.path="$tmp/prometheus/data" --storage.tsdb.retention.time=1d \
+  --web.listen-address="127.0.0.1:$prom_port"
+prom_url=http://127.0.0.1:$prom_port
+
+for svc in alertmanager prometheus; do
+  url=$am_url
+  [[ $svc == prometheus ]] && url=$prom_url
+  for ((i = 0; ; i++)); do
+    curl -fsS "$url/-/ready" >/dev/null 2>&1 && break
+    alive "$svc"
+    ((i < 300)) || fail "$url is not ready after 30 s"
+    sleep 0.1
+  done
+done
+
+# Prometheus query: prints the JSON answer.
+prom_query() { curl -fsS --max-time 10 "$prom_url/api/v1/query" --data-urlencode "query=$1"; }
+# Number of series in an instant vector answer on stdin.
+result_count() { "$py" -c 'import json, sys; print(len(json.load(sys.stdin)["data"]["result"]))'; }
+
+for ((i = 0; ; i++)); do
+  n=$(prom_query 'pglock_up{job="pglock",target="e2e"} == 1' 2>/dev/null | result_count 2>/dev/null || echo 0)
+  [[ $n == 1 ]] && break
+  ((i < 150)) || fail "Prometheus has not scraped pglock_up{target=\"e2e\"} 1 after 30 s" \
+    "$(curl -sS "$prom_url/api/v1/targets" 2>&1 | head -c 2000)"
+  sleep 0.2
+done
+groups=$(curl -fsS "$prom_url/api/v1/rules" | "$py" -c 'import json, sys; print(len(json.load(sys.stdin)["data"]["groups"]))')
+((groups > 0)) || fail "Prometheus loaded no rule groups from the shortened rules"
+say "Prometheus scrapes the exporter; $groups rule groups loaded"
+
+# Alerts Prometheus has in STATE (firing/pending), one line each.
+prom_alerts() {
+  curl -fsS "$prom_url/api/v1/alerts" | "$py" -c '
+import json, sys
+for a in json.load(sys.stdin)["data"]["alerts"]:
+    if a["state"] == sys.argv[1]:
+        l = a["labels"]
+        print("    %s %s {%s} value=%s activeAt=%s" % (a["state"], l.get("alertname"),
+              ", ".join("%s=\"%s\"" % (k, v) for k, v in sorted(l.items()) if k != "alertname"),
+              a.get("value"), a.get("activeAt")))
+' "$1"
+}
+
+# --- 4. quiet baseline ---------------------------------------------------------------------------------
+say "quiet baseline: no workload for ${baseline_seconds}s"
+sleep "$baseline_seconds" &
+wait $!
+firing=$(prom_alerts firing)
+[[ -z $firing ]] || fail "alerts fire with no workload (Prometheus /api/v1/alerts):" "$firing"
+if [[ -s $hooks ]]; then
+  fail "the webhook received notifications with no workload:" "$("$py" "$here/alertlog.py" summary "$hooks")"
+fi
+pending=$(prom_alerts pending)
+[[ -z $pending ]] || say "note: pending (not firing) during the baseline:"$'\n'"$pending"
+say "baseline quiet: no firing alert, webhook received nothing"
+
+# --- 5. scenarios --------------------------------------------------------------------------------------
+# A psql session that runs the SQL lines given, then stays connected and idle (its stdin stays open)
+# until cleanup stops its process group. TCP, so every session has a client_addr.
+hold_session() { # NAME APPLICATION_NAME ROLE SQL...
+  local name=$1 app=$2 role=$3
+  shift 3
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  start_bg "psql:$name" "$logs/psql-$name.log" bash -c \
+    '{ printf "%s\n" "${@:3}"; exec sleep infinity; } | PGAPPNAME=$1 PGUSER=$2 "$PSQL" -X -q -A -t -v ON_ERROR_STOP=0' \
+    _ "$app" "$role" "$@"
+}
+# Waits until SQL (as superuser) prints something non-empty; prints it. TIMEOUT in seconds.
+wait_sql() { # TIMEOUT WHAT SQL
+  local out i
+  for ((i = 0; ; i++)); do
+    out=$(sql "$3")
+    if [[ -n $out ]]; then
+      printf '%s\n' "$out"
+      return 0
+    fi
+    ((i < $1 * 10)) || fail "$2 (no row after $1 s from: $3)"
+    sleep 0.1
+  done
+}
+
+declare -A started=()      # scenario -> start time
+declare -A seen_at=()      # "alertname status" -> webhook receive time
+declare -A seen_scn=()     # "alertname status" -> scenario
+declare -a seen_order=()
+allowed_alerts=(PglockAdvisoryLockWaitLong PglockLockAboutToBeDropped PglockAdvisoryLockLost
+  PglockAdvisoryLockTakeover PglockSessionsEndedByTimeout PglockLockHoldersExhaustClientPool
+  PglockLeaseExpired PglockLeaseExpiredTakeover)
+
+# Waits for an alert at the webhook: SCENARIO TIMEOUT ALERTNAME STATUS [K=V ...]. Prints its JSON.
+expect_alert() {
+  local scn=$1 timeout=$2 name=$3 status=$4 out
+  shift 4
+  local args=()
+  for kv in "$@"; do args+=(--label "$kv"); done
+  local svc
+  for svc in exporter webhook alertmanager prometheus; do alive "$svc"; done
+  if ! out=$("$py" "$here/alertlog.py" wait "$hooks" --alertname "$name" --status "$status" \
+    --timeout "$timeout" "${args[@]}" 2>"$tmp/alertlog.err"); then
+    fail "scenario $scn: $name ($status) with labels $* did not reach the webhook within ${timeout}s" \
+      "$(cat "$tmp/alertlog.err")" "  Prometheus alerts now:" "$(prom_alerts firing; prom_alerts pending)"
+  fi
+  local at
+  at=$(printf '%s' "$out" | "$py" -c 'import json, sys; print(json.load(sys.stdin)["received_at"])')
+  if [[ -z ${seen_at["$name $status"]:-} ]]; then
+    seen_at["$name $status"]=$at
+    seen_scn["$name $status"]=$scn
+    seen_order+=("$name $status")
+  fi
+  say "  $scn: $name $status at the webhook, +$(since "${started[$scn]}" "$at")s after the scenario start"
+  printf '%s\n' "$out" >"$tmp/last_alert.json"
+}
+# Label of the alert saved by the last expect_alert.
+last_label() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["alert"]["labels"].get(sys.argv[2], ""))' "$tmp/last_alert.json" "$1"; }
+last_field() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["alert"].get(sys.argv[2], ""))' "$tmp/last_alert.json" "$1"; }
+# RFC 3339 time (as Alertmanager prints it) to Unix time.
+to_epoch() {
+  "$py" -c '
+import datetime, re, sys
+s = re.sub(r"(\.\d{6})\d+", r"\1", sys.argv[1]).replace("Z", "+00:00")
+print(datetime.datetime.fromisoformat(s).timestamp())' "$1"
+}
+
+say "starting scenarios a (long wait), b (idle-in-transaction timeout), c (pool of four), d (lease) in parallel"
+
+# a. seed 002: a holder of report-daily, and a waiter that blocks behind it.
+started[a]=$(now)
+hold_session a-holder report-daily reporting "SELECT pg_advisory_lock(7742, hashtext('report-daily'));"
+a_holder=$(wait_sql 10 "a: report-daily holder did not get its lock" \
+  "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity s USING (pid)
+   WHERE l.locktype = 'advisory' AND l.granted AND s.application_name = 'report-daily'")
+hold_session a-waiter report-daily-retry reporting "SELECT pg_advisory_lock(7742, hashtext('report-daily'));"
+
+# b. seed 004: run 1 takes rebuild:run on a connection left idle in transaction (role app_worker:
+# 8 s timeout); run 2 retries every 100 ms and takes the lock once the server ended run 1's session.
+started[b]=$(now)
+hold_session b-run1 rebuild app_worker "BEGIN;" \
+  "SELECT 'run 1 took the lock:', pg_try_advisory_lock(hashtextextended('rebuild:run', 0));"
+
+# c. seed 000: billing-worker's pool of four, each connection holding a session lock, idle.
+started[c]=$(now)
+for job in sweep alerts mail-checks uptime:node-a; do
+  hold_session "c-$job" billing-worker billing "SELECT '$job', pg_try_advisory_lock(hashtext('$job'));"
+done
+
+# d. seed 000's lease, taken with the seed's upsert for 3 s and never renewed (the holder crashed).
+lease_upsert() { # HOLDER SECONDS -> prints t when the lease was taken
+  PGAPPNAME=lease-runner PGUSER=scheduler "$PSQL" -X -q -A -t -v ON_ERROR_STOP=1 \
+    -v name=mail-checks -v holder="$1" -v secs="$2" <<'SQL'
+INSERT INTO leases (name, holder, taken_at, expires_at)
+VALUES (:'name', :'holder', now(), now() + make_interval(secs => :secs))
+ON CONFLICT (name) DO UPDATE
+  SET holder = excluded.holder, taken_at = excluded.taken_at, expires_at = excluded.expires_at
+  WHERE leases.expires_at < now()
+RETURNING true;
+SQL
+}
+started[d]=$(now)
+d_holder1="host-a:1234:$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+[[ $(lease_upsert "$d_holder1" 3) == t ]] || fail "d: the first upsert did not take lease mail-checks"
+
+b_run1=$(wait_sql 10 "b: run 1 did not take rebuild:run and go idle in transaction" \
+  "SELECT s.pid || ' ' || extract(epoch FROM s.state_change) FROM pg_locks l JOIN pg_stat_activity s USING (pid)
+   WHERE l.locktype = 'advisory' AND l.granted AND s.application_name = 'rebuild'
+     AND s.state = 'idle in transaction'")
+read -r b_pid b_idle_since <<<"$b_run1"
+hold_session b-run2 rebuild app_worker \
+  "DO \$\$BEGIN WHILE NOT pg_try_advisory_lock(hashtextextended('rebuild:run', 0)) LOOP PERFORM pg_sleep(0.1); END LOOP; END\$\$;" \
+  "INSERT INTO e2e_events (name) VALUES ('run 2 took rebuild:run');"
+a_waiter=$(wait_sql 10 "a: the waiter is not waiting for report-daily" \
+  "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity s USING (pid)
+   WHERE l.locktype = 'advisory' AND NOT l.granted AND s.application_name = 'report-daily-retry'")
+started[a]=$(now) # the wait starts now
+say "  a: pid $a_waiter waits for report-daily held by pid $a_holder"
+say "  b: run 1 (pid $b_pid) holds rebuild:run, idle in transaction; the server ends it at +8 s"
+say "  c: 4 billing-worker sessions hold session locks and sit idle"
+say "  d: lease mail-checks taken by $d_holder1 for 3 s, never renewed"
+
+# d: the lease sits expired -> PglockLeaseExpired; then host-b takes it over -> PglockLeaseExpiredTakeover.
+expect_alert d 30 PglockLeaseExpired firing target=e2e lease=mail-checks severity=warning
+d_holder2="host-b:5678:$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+[[ $(lease_upsert "$d_holder2" 60) == t ]] || fail "d: host-b could not take over the expired lease mail-checks"
+started[d-takeover]=$(now)
+say "  d: lease mail-checks taken over by $d_holder2"
+
+# c: the pool of four.
+expect_alert c 30 PglockLockHoldersExhaustClientPool firing target=e2e severity=critical \
+  application_name=billing-worker usename=billing client_addr=127.0.0.1 datname=postgres
+
+# b: about to be dropped, before the drop; then lost, taken over, sessions ended by timeout.
+expect_alert b 30 PglockLockAboutToBeDropped firing target=e2e severity=critical pid="$b_pid" \
+  application_name=rebuild usename=app_worker datname=postgres
+b_warned_at=$(to_epoch "$(last_field startsAt)")
+b_taken=$(wait_sql 30 "b: run 2 never took rebuild:run (was run 1's session not ended by the timeout?)" \
+  "SELECT extract(epoch FROM at) FROM e2e_events WHERE name = 'run 2 took rebuild:run'")
+started[b-drop]=$b_taken
+b_lead=$(since "$b_warned_at" "$b_taken")
+awk -v l="$b_lead" 'BEGIN { exit !(l > 0) }' ||
+  fail "b: PglockLockAboutToBeDropped started firing ${b_lead#-}s AFTER the lock was dropped (startsAt $b_warned_at, run 2 took the lock at $b_taken)"
+say "  b: PglockLockAboutToBeDropped was firing ${b_lead}s before the drop (run 1 idle in transaction from +$(since "${started[b]}" "$b_idle_since")s, run 2 took the lock at +$(since "${started[b]}" "$b_taken")s)"
+expect_alert b 30 PglockAdvisoryLockLost firing target=e2e severity=critical lock=rebuild:run \
+  cause=idle_in_transaction_timeout datname=postgres
+expect_alert b 30 PglockAdvisoryLockTakeover firing target=e2e severity=critical lock=rebuild:run datname=postgres
+expect_alert b 30 PglockSessionsEndedByTimeout firing target=e2e severity=warning datname=postgres reason=fatal
+
+# d: the takeover.
+expect_alert d 30 PglockLeaseExpiredTakeover firing target=e2e severity=warning lease=mail-checks kind=expired_takeover
+
+# Resolutions: the drop ends PglockLockAboutToBeDropped, the takeover ends PglockLeaseExpired.
+expect_alert b 30 PglockLockAboutToBeDropped resolved target=e2e pid="$b_pid"
+expect_alert d 30 PglockLeaseExpired resolved target=e2e lease=mail-checks
+
+# a: the wait has to pass 30 s (threshold not shortened), plus for: 2s.
+expect_alert a 90 PglockAdvisoryLockWaitLong firing target=e2e severity=warning lock=report-daily \
+  waiter_pid="$a_waiter" blocker_pid="$a_holder" waiter_application_name=report-daily-retry \
+  blocker_application_name=report-daily blocker_usename=reporting datname=postgres
+
+# --- 6. dashboards, while every scenario is still active ------------------------------------------------
+mapfile -t exprs < <("$repo/dashboards/exprs.sh") || true
+((${#exprs[@]} > 0)) || fail "dashboards/exprs.sh printed no expression"
+say "dashboards: sending ${#exprs[@]} expressions to /api/v1/query"
+codes=()
+for i in "${!exprs[@]}"; do
+  codes+=("$(curl -sS --max-time 10 -o "$tmp/dash/$i.json" -w '%{http_code}' \
+    "$prom_url/api/v1/query" --data-urlencode "query=${exprs[i]}" || echo 000)")
+done
+printf '%s\n' "${exprs[@]}" >"$tmp/dash/exprs.txt"
+printf '%s\n' "${codes[@]}" >"$tmp/dash/codes.txt"
+dash_report=$("$py" - "$tmp/dash" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+exprs = open(os.path.join(d, "exprs.txt")).read().splitlines()
+codes = open(os.path.join(d, "codes.txt")).read().splitlines()
+bad, empty, data = [], [], 0
+for i, (e, code) in enumerate(zip(exprs, codes)):
+    try:
+        r = json.load(open(os.path.join(d, "%d.json" % i)))
+    except (OSError, ValueError):
+        r = {}
+    if code != "200" or r.get("status") != "success":
+        bad.append("  HTTP %s %s: %s\n    %s" % (code, r.get("errorType", ""), r.get("error", ""), e))
+        continue
+    res = r["data"]["result"]
+    if r["data"]["resultType"] in ("vector", "matrix") and len(res) == 0:
+        empty.append("    " + e)
+    else:
+        data += 1
+print("BAD %d" % len(bad))
+print("DATA %d %d" % (data, len(exprs)))
+for b in bad:
+    print(b)
+if empty:
+    print("  expressions with no data:")
+    for e in empty:
+        print(e)
+PY
+)
+read -r _ dash_bad <<<"$(sed -n 1p <<<"$dash_report")"
+read -r _ dash_data dash_total <<<"$(sed -n 2p <<<"$dash_report")"
+dash_details=$(sed -n '3,$p' <<<"$dash_report")
+((dash_bad == 0)) || fail "dashboards: $dash_bad of $dash_total expressions are not accepted by Prometheus:" "$dash_details"
+dash_pct=$((100 * dash_data / dash_total))
+say "dashboards: all $dash_total expressions succeed; $dash_data/$dash_total (${dash_pct}%) return data"
+[[ -z $dash_details ]] || printf '%s\n' "$dash_details"
+((dash_pct >= 60)) || fail "dashboards: only $dash_data of $dash_total expressions return data while the scenarios run (want >= 60%)" "$dash_details"
+
+# Event panels use increase() on the raw counters; the alert rules use the *:increase5m recording
+# rules, which also count the first event of a new series (it appears with the value 1). Informational.
+prom_value() { prom_query "$1" | "$py" -c '
+import json, sys
+r = json.load(sys.stdin)["data"]["result"]
+print(r[0]["value"][1] if r else "none")'; }
+for m in advisory_lock_losses advisory_lock_takeovers lease_transitions; do
+  raw=$(prom_value "sum(increase(pglock_${m}_total{target=\"e2e\"}[1m]))")
+  rec=$(prom_value "sum(pglock:${m}:increase5m{target=\"e2e\"})")
+  note=""
+  if awk -v r="$raw" -v c="$rec" 'BEGIN { exit !((r == "none" || r + 0 == 0) && c + 0 > 0) }'; then
+    note="  <- events happened, but increase() on the raw counter (as the dashboards use it) shows none"
+  fi
+  say "  events: sum(increase(pglock_${m}_total[1m])) = $raw, sum(pglock:${m}:increase5m) = $rec$note"
+done
+
+# --- a: end the wait (cancel the waiter) -> PglockAdvisoryLockWaitLong resolves ------------------------
+started[a-end]=$(now)
+[[ $(sql "SELECT pg_cancel_backend($a_waiter)") == t ]] || fail "a: could not cancel the waiter pid $a_waiter"
+expect_alert a-end 30 PglockAdvisoryLockWaitLong resolved target=e2e waiter_pid="$a_waiter"
+
+# --- nothing unexpected fired --------------------------------------------------------------------------
+mapfile -t names < <("$py" "$here/alertlog.py" names "$hooks")
+unexpected=()
+for n in "${names[@]}"; do
+  ok=0
+  for a in "${allowed_alerts[@]}"; do [[ $n == "$a" ]] && ok=1; done
+  ((ok)) || unexpected+=("$n")
+done
+((${#unexpected[@]} == 0)) || fail "alerts that no scenario should cause reached the webhook: ${unexpected[*]}" \
+  "$("$py" "$here/alertlog.py" summary "$hooks")"
+
+# --- 7. summary ----------------------------------------------------------------------------------------
+echo
+echo "Alerts at the webhook (seconds from the scenario step that causes them):"
+printf '  %-36s %-9s %-9s %8s\n' alert status scenario seconds
+for key in "${seen_order[@]}"; do
+  scn=${seen_scn[$key]}
+  ref=${started[$scn]}
+  case "$key" in
+    "PglockAdvisoryLockLost firing" | "PglockAdvisoryLockTakeover firing" | "PglockSessionsEndedByTimeout firing" | \
+      "PglockLockAboutToBeDropped resolved")
+      ref=${started[b-drop]}; scn="b-drop" ;;
+    "PglockLeaseExpiredTakeover firing" | "PglockLeaseExpired resolved")
+      ref=${started[d-takeover]}; scn="d-takeover" ;;
+  esac
+  printf '  %-36s %-9s %-11s %6s\n' "${key% *}" "${key##* }" "$scn" "$(since "$ref" "${seen_at[$key]}")"
+done
+echo "  (a: from the start of the wait; a-end: from pg_cancel_backend of the waiter; b: from run 1's"
+echo "   BEGIN; b-drop: from run 2 taking the lock after the server ended run 1; c: from the pool's"
+echo "   start; d: from the 3 s lease upsert; d-takeover: from host-b's takeover)"
+echo "  PglockLockAboutToBeDropped started firing ${b_lead}s before the server dropped the lock."
+echo "Dashboards: $dash_data/$dash_total expressions returned data (${dash_pct}%), all $dash_total succeeded."
+echo "Everything the webhook received:"
+"$py" "$here/alertlog.py" summary "$hooks"
+echo
+say "PASS ($(since "$t0")s in total)"
