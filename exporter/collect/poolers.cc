@@ -36,12 +36,13 @@ bool ParsePgbouncer(const PgResult& pools, const PgResult& servers, PoolerData* 
   return true;
 }
 
-PoolerData CollectPooler(const PoolerConfig& pooler, SteadyClock::time_point deadline) {
+PoolerData CollectPooler(const PoolerConfig& pooler, SteadyClock::time_point deadline,
+                         const std::atomic<bool>* abort) {
   PoolerData data;
   data.name = pooler.name;
   std::string error;
   auto conn = PgConnection::Connect(pooler.admin_dsn, {{"application_name", "pglock_exporter"}},
-                                    deadline, &error);
+                                    deadline, &error, abort);
   if (!conn) {
     data.error = error;
     return data;

@@ -9,7 +9,9 @@
 
 namespace pglock {
 
-PoolerData CollectPooler(const PoolerConfig& pooler, SteadyClock::time_point deadline);
+// `abort` as in PgConnection::Connect (may be null).
+PoolerData CollectPooler(const PoolerConfig& pooler, SteadyClock::time_point deadline,
+                         const std::atomic<bool>* abort = nullptr);
 
 // Parses SHOW POOLS + SHOW SERVERS results (exposed for tests).
 bool ParsePgbouncer(const PgResult& pools, const PgResult& servers, PoolerData* data,

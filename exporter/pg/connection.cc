@@ -13,13 +13,28 @@ namespace {
 void IgnoreNotice(void*, const char*) {}
 
 std::string TrimMessage(const char* msg) {
-  std::string s = msg != nullptr ? msg : "";
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  // libpq's messages can span lines (DETAIL, HINT); one line keeps logs greppable.
-  for (char& c : s) {
-    if (c == '\n') c = ' ';
+  // libpq's messages span lines: the error, DETAIL/HINT, and for SQL errors a "LINE n:" excerpt
+  // with a caret under it. Keep the meaningful lines, joined, so a log entry stays one line.
+  std::string out;
+  std::string_view rest = msg != nullptr ? msg : "";
+  bool skip_caret = false;
+  while (!rest.empty()) {
+    const auto nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    const bool excerpt = line.rfind("LINE ", 0) == 0;
+    if (excerpt || (skip_caret && line.find_first_not_of(' ') != std::string_view::npos &&
+                    line[line.find_first_not_of(' ')] == '^')) {
+      skip_caret = excerpt;
+      continue;
+    }
+    skip_caret = false;
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
+    if (line.empty()) continue;
+    if (!out.empty()) out += ' ';
+    out += line;
   }
-  return s.empty() ? "unknown libpq error" : s;
+  return out.empty() ? "unknown libpq error" : out;
 }
 
 int RemainingMs(SteadyClock::time_point deadline) {

@@ -152,7 +152,7 @@ bool Poller::Collect(SteadyClock::time_point deadline, PollData* data, std::stri
     }
   }
   for (const PoolerConfig& p : target_.poolers) {
-    data->poolers.push_back(CollectPooler(p, deadline));
+    data->poolers.push_back(CollectPooler(p, deadline, &abort_));
   }
   return true;
 }

@@ -383,6 +383,35 @@ TEST(LockHealth, MissingLeaseTableOrColumnIsItsOwnErrorNotADownTarget) {
   Pg().Exec("DROP TABLE odd_leases");
 }
 
+TEST(LockHealth, TieredPollSeesNewWaitersBetweenInventories) {
+  PollConfig tiered = FastPoll();
+  tiered.inventory_interval = Duration(60'000);
+  Poller poller(Target(), tiered);
+  TestSession holder(Pg().Dsn() + " application_name=tier-holder");
+  auto gone = std::make_unique<TestSession>(Pg().Dsn());
+  holder.Query("SELECT pg_advisory_lock(880)");
+  gone->Query("SELECT pg_advisory_lock(881)");
+  auto samples = PollAndScrape(poller);  // first poll: the inventory
+  EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "880"}}).size(), 1u);
+  EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "881"}}).size(), 1u);
+
+  gone.reset();  // its holder series must go even without an inventory
+  TestSession waiter(Pg().Dsn() + " application_name=tier-waiter");
+  waiter.Send("SELECT pg_advisory_lock(880)");
+  WaitUntilWaiting(waiter.Pid());
+  samples = PollAndScrape(poller);  // a cheap poll: no inventory for another minute
+  const auto edges = Select(samples, "pglock_advisory_lock_wait_seconds", {{"lock", "880"}});
+  ASSERT_EQ(edges.size(), 1u);
+  EXPECT_EQ(edges[0].labels.at("blocker_pid"), std::to_string(holder.Pid()));
+  EXPECT_EQ(edges[0].labels.at("waiter_application_name"), "tier-waiter");
+  EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "880"}}).size(), 1u);
+  EXPECT_TRUE(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "881"}}).empty());
+  // Events wait for the next inventory: the ended holder is not (yet) a release.
+  EXPECT_EQ(testing::Sum(samples, "pglock_advisory_lock_releases_total"), 0);
+  holder.Close();
+  ASSERT_TRUE(WaitFor(5, [&] { return waiter.SendDone(); }));
+}
+
 }  // namespace
 }  // namespace pglock
 
