@@ -14,7 +14,7 @@ namespace {
 constexpr int kExitConfig = 2;
 
 std::optional<std::string> EnvDsn() {
-  const char* v = std::getenv("PGLOCK_EXPORTER_DSN");
+  const char* v = std::getenv("PGLOCK_EXPORTER_DSN");  // NOLINT(concurrency-mt-unsafe): no setenv
   if (v == nullptr) return std::nullopt;
   return std::string(v);
 }

@@ -43,10 +43,12 @@ bool LoadSslCompat(std::string* error) {
   exe[n] = '\0';
   std::string dir(exe);
   dir.resize(dir.rfind('/') + 1);
-  const char* env = std::getenv("PGLOCK_SSL_COMPAT");
+  const char* env =
+      std::getenv("PGLOCK_SSL_COMPAT");  // NOLINT(concurrency-mt-unsafe): nothing sets env
   const std::string path = env != nullptr ? env : dir + "libpglock_ssl_compat.so";
   handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (handle == nullptr) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): the only dlopen of the process, under Start()
     *error = std::string("TLS needs ") + path + " (built with the exporter): " + dlerror();
     return false;
   }
@@ -104,8 +106,8 @@ HttpServer::HttpServer(const WebConfig& web, SnapshotCollectable::Source source,
       auth_(web.basic_auth_users) {}
 
 std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
-                                              SnapshotCollectable::Source source, BuildInfo build,
-                                              std::string* error) {
+                                              const SnapshotCollectable::Source& source,
+                                              const BuildInfo& build, std::string* error) {
   if (g_server.load() != nullptr) {
     *error = "an HTTP server is already running in this process";
     return nullptr;

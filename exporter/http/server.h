@@ -24,8 +24,9 @@ class HttpServer {
  public:
   // Binds and starts serving. nullptr and *error when the address cannot be bound or TLS files
   // cannot be used.
-  static std::unique_ptr<HttpServer> Start(const WebConfig& web, SnapshotCollectable::Source source,
-                                           BuildInfo build, std::string* error);
+  static std::unique_ptr<HttpServer> Start(const WebConfig& web,
+                                           const SnapshotCollectable::Source& source,
+                                           const BuildInfo& build, std::string* error);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

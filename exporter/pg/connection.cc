@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <system_error>
 
 namespace pglock {
 namespace {
@@ -145,7 +146,7 @@ bool PgConnection::Wait(bool for_write, SteadyClock::time_point deadline, std::s
     if (rc > 0) return true;
     if (rc == 0) continue;
     if (errno != EINTR) {
-      *error = std::string("poll: ") + std::strerror(errno);
+      *error = "poll: " + std::generic_category().message(errno);
       return false;
     }
   }
