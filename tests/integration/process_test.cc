@@ -375,6 +375,77 @@ TEST(Process, PasswordsNeverLeakToLogsMetricsOrLandingPage) {
   std::filesystem::remove_all(dir);
 }
 
+// Opens `n` TCP connections to the exporter; each sends `request` (maybe empty) and never reads.
+std::vector<int> OpenIdleClients(int port, int n, const std::string& request) {
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && !request.empty()) {
+      (void)!write(fd, request.data(), request.size());
+    }
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+long RssKb(int pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+TEST(Process, ManyConcurrentAndSlowClientsDoNotStallTheExporter) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/c.toml";
+  WriteFile(path,
+            "[web]\nmax_connections = 16\nrequest_timeout = \"2s\"\n[poll]\ninterval = "
+            "\"500ms\"\n" +
+                MainTarget());
+  Exporter exporter(path);
+  ASSERT_TRUE(exporter.WaitServing());
+  ASSERT_TRUE(WaitFor(5, [&] { return Value(exporter.Scrape(), "pglock_up") == 1; }));
+  const long rss_before = RssKb(exporter.pid());
+
+  // 200 concurrent scrapes: every one answered.
+  const std::string url = exporter.Url("/metrics");
+  const auto burst = RunCommand(
+      "seq 200 | xargs -P 200 -I{} curl -s -o /dev/null --max-time 20 "
+      "-w '%{http_code}\\n' '" +
+      url + "' | sort | uniq -c");
+  EXPECT_NE(burst.output.find("200 200"), std::string::npos) << burst.output;
+
+  // Clients that send a request and never read, and clients that send nothing, fewer than the
+  // worker threads: scrapes stay fast.
+  const int port = std::atoi(url.substr(url.rfind(':') + 1).c_str());
+  auto readers = OpenIdleClients(port, 20, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto silent = OpenIdleClients(port, 8, "");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const HttpResponse during = Get(url);
+  EXPECT_EQ(during.code, 200);
+  EXPECT_LT(during.seconds, 1.0);
+  // Silent clients are dropped after request_timeout.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  for (int fd : silent) {
+    char c;
+    EXPECT_EQ(recv(fd, &c, 1, MSG_DONTWAIT), 0) << "silent client still connected";
+  }
+  for (int fd : readers) close(fd);
+  for (int fd : silent) close(fd);
+
+  // Memory stays flat across another 2,000 scrapes.
+  RunCommand("seq 2000 | xargs -P 8 -I{} curl -s -o /dev/null '" + url + "'");
+  const long rss_after = RssKb(exporter.pid());
+  EXPECT_LT(rss_after - rss_before, 8 * 1024) << rss_before << " kB -> " << rss_after << " kB";
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace pglock
 
