@@ -216,6 +216,51 @@ TEST(Hardening, LeastPrivilegeRoleWorksAndAMissingPgMonitorIsVisible) {
   Pg().Exec("DROP ROLE lp_nobody");
 }
 
+TEST(Hardening, WrongColumnTypeIsALeaseErrorAndASlowServerIsBoundedByTheDeadline) {
+  Pg().Exec("DROP VIEW IF EXISTS slow_leases");
+  Pg().Exec("DROP TABLE IF EXISTS typed_leases");
+  Pg().Exec(
+      "CREATE TABLE typed_leases (name text, holder text, taken_at timestamptz, "
+      "expires_at text)");
+  Pg().Exec("INSERT INTO typed_leases VALUES ('a', 'h', now(), 'tomorrow')");
+  // A relation that answers slowly: every read sleeps 5 s.
+  Pg().Exec(
+      "CREATE VIEW slow_leases AS SELECT 'a'::text AS name, 'h'::text AS holder, "
+      "now() AS taken_at, now() AS expires_at FROM pg_sleep(5)");
+  TargetConfig t;
+  t.name = "faults";
+  t.dsn = Pg().Dsn();
+  LeaseTableConfig typed;
+  typed.table = typed.relation = "typed_leases";
+  t.leases = {typed};
+  {
+    Poller poller(t, Poll());
+    const auto samples = PollAndCheck(poller);
+    EXPECT_EQ(Value(samples, "pglock_up"), 1);
+    EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "typed_leases"}}), 0);
+  }
+  LeaseTableConfig slow;
+  slow.table = slow.relation = "slow_leases";
+  t.leases = {slow};
+  PollConfig p = Poll();
+  p.timeout = Duration(1000);
+  Poller poller(t, p);
+  const auto start = std::chrono::steady_clock::now();
+  poller.PollOnceForTest();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took, 1.5);
+  EXPECT_FALSE(poller.Latest()->up);
+  // The server ends the statement itself (statement_timeout), and the next poll reconnects.
+  EXPECT_TRUE(testing::WaitFor(5, [] {
+    return Pg().Scalar(
+               "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+               "'pglock_exporter' AND state = 'active'") == "0";
+  }));
+  Pg().Exec("DROP VIEW slow_leases");
+  Pg().Exec("DROP TABLE typed_leases");
+}
+
 }  // namespace
 }  // namespace pglock
 
