@@ -36,22 +36,26 @@ bool ParsePgbouncer(const PgResult& pools, const PgResult& servers, PoolerData* 
   return true;
 }
 
-PoolerData CollectPooler(const PoolerConfig& pooler, SteadyClock::time_point deadline,
-                         const std::atomic<bool>* abort) {
+PoolerData CollectPooler(const PoolerConfig& pooler, std::unique_ptr<PgConnection>* conn,
+                         SteadyClock::time_point deadline, const std::atomic<bool>* abort) {
   PoolerData data;
   data.name = pooler.name;
   std::string error;
-  auto conn = PgConnection::Connect(pooler.admin_dsn, {{"application_name", "pglock_exporter"}},
-                                    deadline, &error, abort);
-  if (!conn) {
-    data.error = error;
-    return data;
+  if (*conn && (*conn)->Broken()) conn->reset();
+  if (!*conn) {
+    *conn = PgConnection::Connect(pooler.admin_dsn, {{"application_name", "pglock_exporter"}},
+                                  deadline, &error, abort);
+    if (!*conn) {
+      data.error = error;
+      return data;
+    }
   }
   // The admin console speaks only the simple protocol and one statement per query.
   std::optional<PgResult> pools, servers;
-  if (!conn->ExecOne(queries::kPgbouncerPools, {}, deadline, &pools, &error) ||
-      !conn->ExecOne(queries::kPgbouncerServers, {}, deadline, &servers, &error)) {
+  if (!(*conn)->ExecOne(queries::kPgbouncerPools, {}, deadline, &pools, &error) ||
+      !(*conn)->ExecOne(queries::kPgbouncerServers, {}, deadline, &servers, &error)) {
     data.error = error;
+    conn->reset();
     return data;
   }
   if (!ParsePgbouncer(*pools, *servers, &data, &error)) {

@@ -33,7 +33,7 @@ std::string TrimMessage(const char* msg) {
     while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
     if (line.empty()) continue;
     if (!out.empty()) out += ' ';
-    out += line;
+    for (char c : line) out += c == '\t' ? ' ' : c;
   }
   return out.empty() ? "unknown libpq error" : out;
 }

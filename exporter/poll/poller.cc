@@ -57,6 +57,7 @@ void Poller::Stop() {
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   conn_.reset();
+  pooler_conns_.clear();
 }
 
 std::shared_ptr<const TargetSnapshot> Poller::Latest() const {
@@ -152,7 +153,7 @@ bool Poller::Collect(SteadyClock::time_point deadline, PollData* data, std::stri
     }
   }
   for (const PoolerConfig& p : target_.poolers) {
-    data->poolers.push_back(CollectPooler(p, deadline, &abort_));
+    data->poolers.push_back(CollectPooler(p, &pooler_conns_[p.name], deadline, &abort_));
   }
   return true;
 }

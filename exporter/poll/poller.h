@@ -61,6 +61,7 @@ class Poller {
 
   // Owned by the polling thread only.
   std::unique_ptr<PgConnection> conn_;
+  std::map<std::string, std::unique_ptr<PgConnection>> pooler_conns_;  // by pooler name
   LockNames names_;
   AnalyzeOptions analyze_options_;
   HoldHistory history_;

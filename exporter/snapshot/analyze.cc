@@ -76,6 +76,10 @@ TargetView Analyze(const PollData& data, const AnalyzeOptions& options, HoldHist
   for (const Session& s : data.sessions) blockers.insert(s.blocked_by.begin(), s.blocked_by.end());
 
   // Advisory locks: waits and holds.
+  std::map<AdvisoryKey, std::set<int>> granted;  // key -> pids holding it
+  for (const AdvisoryLock& l : data.locks) {
+    if (l.granted) granted[l.key].insert(l.pid);
+  }
   HoldHistory next_history;
   for (const AdvisoryLock& l : data.locks) {
     const Session* s = index.Find(l.pid);
@@ -93,7 +97,16 @@ TargetView Analyze(const PollData& data, const AnalyzeOptions& options, HoldHist
       ++agg.advisory_waiters;
       agg.advisory_wait_max = std::max(agg.advisory_wait_max, waited);
       if (s != nullptr) {
-        for (int blocker_pid : s->blocked_by) {
+        // pg_blocking_pids() also names sessions queued ahead for the same lock. On-call needs
+        // the holders (the pids to act on), so edges go to the sessions that hold this key;
+        // only when none of the blockers holds it (a queue of waiters) are they all kept.
+        std::vector<int> blockers;
+        const auto holders = granted.find(l.key);
+        for (int pid : s->blocked_by) {
+          if (holders != granted.end() && holders->second.count(pid) != 0) blockers.push_back(pid);
+        }
+        if (blockers.empty()) blockers = s->blocked_by;
+        for (int blocker_pid : blockers) {
           view.waits.push_back({datname, lock, IdentityOf(s, l.pid),
                                 IdentityOf(index.Find(blocker_pid), blocker_pid), waited});
         }

@@ -103,6 +103,31 @@ TEST(LockHealth, WaiterBehindBigintHolderWithNegativeKey) {
   ASSERT_TRUE(WaitFor(5, [&] { return waiter.SendDone(); }));
 }
 
+TEST(LockHealth, QueuedWaitersPointAtTheHolderNotAtEachOther) {
+  TestSession holder(Pg().Dsn()), first(Pg().Dsn()), second(Pg().Dsn());
+  holder.Query("SELECT pg_advisory_lock(515)");
+  first.Send("SELECT pg_advisory_lock(515)");
+  WaitUntilWaiting(first.Pid());
+  second.Send("SELECT pg_advisory_lock(515)");
+  WaitUntilWaiting(second.Pid());
+  // pg_blocking_pids() names the first waiter as a blocker of the second one too.
+  EXPECT_EQ(
+      Pg().Scalar("SELECT cardinality(pg_blocking_pids(" + std::to_string(second.Pid()) + "))"),
+      "2");
+  Poller poller(Target(), FastPoll());
+  const auto samples = PollAndScrape(poller);
+  const auto edges = Select(samples, "pglock_advisory_lock_wait_seconds", {{"lock", "515"}});
+  ASSERT_EQ(edges.size(), 2u);  // one per waiter, both to the holder
+  for (const Sample& e : edges) {
+    EXPECT_EQ(e.labels.at("blocker_pid"), std::to_string(holder.Pid()));
+  }
+  EXPECT_EQ(Value(samples, "pglock_advisory_lock_waiters", {{"datname", "postgres"}}), 2);
+  holder.Close();
+  ASSERT_TRUE(WaitFor(5, [&] { return first.SendDone(); }));
+  first.Close();
+  ASSERT_TRUE(WaitFor(5, [&] { return second.SendDone(); }));
+}
+
 TEST(LockHealth, TwoInt4KeysRenderSignedPair) {
   TestSession holder(Pg().Dsn());
   holder.Query("SELECT pg_advisory_lock(-5, -7)");
