@@ -1,4 +1,5 @@
 // pglock_exporter: flags, config, signals. Everything else lives in the pglock library.
+#include <malloc.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
@@ -27,6 +28,9 @@ bool Load(const pglock::Flags& flags, pglock::Config* config,
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Few malloc arenas: CivetWeb's worker threads would otherwise each keep one with the buffers
+  // of their last scrape, which is most of the process's memory.
+  mallopt(M_ARENA_MAX, 2);
   std::vector<std::string> args(argv + 1, argv + argc);
   pglock::Flags flags;
   std::vector<pglock::ConfigError> errors;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "exporter/snapshot/timeouts.h"
 
@@ -71,67 +72,114 @@ TargetView Analyze(const PollData& data, const AnalyzeOptions& options, HoldHist
     if (!s.datname.empty()) view.databases[s.datname];
   }
 
-  std::set<int> advisory_holders;  // pids holding at least one granted advisory lock
-  std::set<int> blockers;          // pids that block some waiting session
+  std::unordered_set<int> advisory_holders;  // pids holding at least one granted advisory lock
+  std::set<int> blockers;                    // pids that block some waiting session
   for (const Session& s : data.sessions) blockers.insert(s.blocked_by.begin(), s.blocked_by.end());
 
-  // Advisory locks: waits and holds.
-  std::map<AdvisoryKey, std::set<int>> granted;  // key -> pids holding it
+  // Advisory locks, first pass: exact per-database counts and the age of every held lock, with
+  // no strings built, since there can be 100k of them; labels are made for the top_n only.
+  struct HeldCandidate {
+    double seconds;
+    const AdvisoryLock* lock;
+    const Session* session;
+  };
+  std::vector<HeldCandidate> held;
+  held.reserve(data.locks.size());
+  std::unordered_map<uint32_t, DatabaseAggregate> by_datid;
+  std::vector<const AdvisoryLock*> waiting;
+  std::vector<HoldHistory::Entry> next_history;
+  next_history.reserve(data.locks.size());
+  const auto& history_entries = history->first_seen;
   for (const AdvisoryLock& l : data.locks) {
-    if (l.granted) granted[l.key].insert(l.pid);
-  }
-  HoldHistory next_history;
-  for (const AdvisoryLock& l : data.locks) {
-    const Session* s = index.Find(l.pid);
-    const std::string datname = index.Datname(l.key.datid);
-    DatabaseAggregate& agg = view.databases[datname];
-    const std::string lock = LockLabel(l.key, options.names);
     if (!l.granted) {
-      double waited = 0;
-      if (l.waitstart) {
-        waited = data.now - *l.waitstart;
-      } else if (data.server_version_num < 140000 && s != nullptr && s->query_start) {
-        waited = data.now - *s->query_start;
-      }
-      waited = std::max(waited, 0.0);
-      ++agg.advisory_waiters;
-      agg.advisory_wait_max = std::max(agg.advisory_wait_max, waited);
-      if (s != nullptr) {
-        // pg_blocking_pids() also names sessions queued ahead for the same lock. On-call needs
-        // the holders (the pids to act on), so edges go to the sessions that hold this key;
-        // only when none of the blockers holds it (a queue of waiters) are they all kept.
-        std::vector<int> blockers;
-        const auto holders = granted.find(l.key);
-        for (int pid : s->blocked_by) {
-          if (holders != granted.end() && holders->second.count(pid) != 0) blockers.push_back(pid);
-        }
-        if (blockers.empty()) blockers = s->blocked_by;
-        for (int blocker_pid : blockers) {
-          view.waits.push_back({datname, lock, IdentityOf(s, l.pid),
-                                IdentityOf(index.Find(blocker_pid), blocker_pid), waited});
-        }
-      }
+      waiting.push_back(&l);
       continue;
     }
-    ++agg.advisory_locks_held;
+    ++by_datid[l.key.datid].advisory_locks_held;
     advisory_holders.insert(l.pid);
-    const double backend_start = s != nullptr ? s->backend_start : 0;
-    const auto id = std::make_tuple(l.pid, backend_start, l.key);
-    double first_seen = data.now;
-    if (const auto it = history->first_seen.find(id); it != history->first_seen.end()) {
-      first_seen = it->second;
+    const Session* s = index.Find(l.pid);
+    HoldHistory::Entry entry{l.pid, s != nullptr ? s->backend_start : 0, l.key, data.now};
+    const auto it = std::lower_bound(
+        history_entries.begin(), history_entries.end(), entry,
+        [](const HoldHistory::Entry& a, const HoldHistory::Entry& b) { return a.Id() < b.Id(); });
+    if (it != history_entries.end() && it->Id() == entry.Id()) {
+      entry.first_seen = it->first_seen;
     } else if (s != nullptr && s->NotRunning() && s->state_change) {
       // Not running a statement: the lock was taken no later than the last state change.
-      first_seen = std::min(*s->state_change, data.now);
+      entry.first_seen = std::min(*s->state_change, data.now);
     }
-    next_history.first_seen[id] = first_seen;
-    double since = first_seen;
+    double since = entry.first_seen;
     if (s != nullptr && s->xact_start) since = std::max(since, *s->xact_start);
-    const bool session_scope = s != nullptr && !s->state.empty() && !s->xact_start;
-    view.held.push_back({datname, lock, IdentityOf(s, l.pid), session_scope ? "session" : "unknown",
-                         std::max(0.0, data.now - since)});
+    held.push_back({std::max(0.0, data.now - since), &l, s});
+    next_history.push_back(entry);
   }
-  if (data.inventory) history->first_seen = std::move(next_history.first_seen);
+  if (data.inventory) {
+    std::sort(
+        next_history.begin(), next_history.end(),
+        [](const HoldHistory::Entry& a, const HoldHistory::Entry& b) { return a.Id() < b.Id(); });
+    history->first_seen = std::move(next_history);
+  }
+
+  // Waits, with the holders of the keys waited for.
+  std::map<AdvisoryKey, std::set<int>> granted;  // only keys somebody waits for
+  for (const AdvisoryLock* w : waiting) granted[w->key];
+  if (!waiting.empty()) {
+    for (const AdvisoryLock& l : data.locks) {
+      if (!l.granted) continue;
+      if (const auto it = granted.find(l.key); it != granted.end()) it->second.insert(l.pid);
+    }
+  }
+  for (const AdvisoryLock* w : waiting) {
+    const AdvisoryLock& l = *w;
+    const Session* s = index.Find(l.pid);
+    DatabaseAggregate& agg = by_datid[l.key.datid];
+    double waited = 0;
+    if (l.waitstart) {
+      waited = data.now - *l.waitstart;
+    } else if (data.server_version_num < 140000 && s != nullptr && s->query_start) {
+      waited = data.now - *s->query_start;
+    }
+    waited = std::max(waited, 0.0);
+    ++agg.advisory_waiters;
+    agg.advisory_wait_max = std::max(agg.advisory_wait_max, waited);
+    if (s == nullptr) continue;
+    // pg_blocking_pids() also names sessions queued ahead for the same lock. On-call needs the
+    // holders (the pids to act on), so edges go to the sessions that hold this key; only when
+    // none of the blockers holds it (a queue of waiters) are they all kept.
+    std::vector<int> edges;
+    const std::set<int>& holders = granted[l.key];
+    for (int pid : s->blocked_by) {
+      if (holders.count(pid) != 0) edges.push_back(pid);
+    }
+    if (edges.empty()) edges = s->blocked_by;
+    const std::string datname = index.Datname(l.key.datid);
+    const std::string lock = LockLabel(l.key, options.names);
+    for (int blocker_pid : edges) {
+      view.waits.push_back({datname, lock, IdentityOf(s, l.pid),
+                            IdentityOf(index.Find(blocker_pid), blocker_pid), waited});
+    }
+  }
+  for (const auto& [datid, counts] : by_datid) {
+    DatabaseAggregate& agg = view.databases[index.Datname(datid)];
+    agg.advisory_locks_held += counts.advisory_locks_held;
+    agg.advisory_waiters += counts.advisory_waiters;
+    agg.advisory_wait_max = std::max(agg.advisory_wait_max, counts.advisory_wait_max);
+  }
+
+  // Held locks: the top_n oldest get their labels.
+  const size_t keep = std::min(held.size(), top_n);
+  std::partial_sort(
+      held.begin(), held.begin() + static_cast<std::ptrdiff_t>(keep), held.end(),
+      [](const HeldCandidate& a, const HeldCandidate& b) { return a.seconds > b.seconds; });
+  (*dropped)["pglock_advisory_lock_held_seconds"] = static_cast<int64_t>(held.size() - keep);
+  for (size_t i = 0; i < keep; ++i) {
+    const HeldCandidate& h = held[i];
+    const bool session_scope =
+        h.session != nullptr && !h.session->state.empty() && !h.session->xact_start;
+    view.held.push_back({index.Datname(h.lock->key.datid), LockLabel(h.lock->key, options.names),
+                         IdentityOf(h.session, h.lock->pid), session_scope ? "session" : "unknown",
+                         h.seconds});
+  }
 
   // Idle in transaction, and which of those sessions hold something others need.
   for (const Session& s : data.sessions) {
@@ -171,9 +219,6 @@ TargetView Analyze(const PollData& data, const AnalyzeOptions& options, HoldHist
   (*dropped)["pglock_advisory_lock_wait_seconds"] =
       KeepTopN(&view.waits, top_n,
                [](const WaitEdge& a, const WaitEdge& b) { return a.seconds > b.seconds; });
-  (*dropped)["pglock_advisory_lock_held_seconds"] =
-      KeepTopN(&view.held, top_n,
-               [](const HeldLock& a, const HeldLock& b) { return a.seconds > b.seconds; });
   (*dropped)["pglock_idle_in_transaction_holder_seconds"] =
       KeepTopN(&view.idle_holders, top_n, [](const IdleHolder& a, const IdleHolder& b) {
         if (a.remaining.has_value() != b.remaining.has_value()) return a.remaining.has_value();

@@ -21,8 +21,15 @@ namespace pglock {
 // When each (holder session, key) was first seen held; rebuilt on every inventory poll so it only
 // holds what is currently held.
 struct HoldHistory {
-  // (pid, backend_start, key) -> server epoch seconds.
-  std::map<std::tuple<int, double, AdvisoryKey>, double> first_seen;
+  struct Entry {
+    int pid = 0;
+    double backend_start = 0;
+    AdvisoryKey key;
+    double first_seen = 0;  // server epoch seconds
+    auto Id() const { return std::tie(pid, backend_start, key); }
+  };
+  // Sorted by Id(): a flat vector, since it holds one entry per held lock (100k at scale).
+  std::vector<Entry> first_seen;
 };
 
 struct LeaseTableRules {

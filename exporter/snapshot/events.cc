@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <span>
 #include <unordered_map>
 
 #include "exporter/snapshot/analyze.h"
@@ -24,16 +25,66 @@ struct Hold {
   bool exclusive;
 };
 
-std::map<AdvisoryKey, std::vector<Hold>> Holds(const PollData& data) {
-  std::unordered_map<int, double> backend_start;
-  for (const Session& s : data.sessions) backend_start[s.pid] = s.backend_start;
-  std::map<AdvisoryKey, std::vector<Hold>> out;
-  for (const AdvisoryLock& l : data.locks) {
-    if (!l.granted) continue;
-    const auto it = backend_start.find(l.pid);
-    out[l.key].push_back({{l.pid, it == backend_start.end() ? 0 : it->second}, l.exclusive});
+// The granted advisory locks of a poll grouped by key, in flat sorted arrays: at 100k locks a
+// std::map of vectors costs more than the rest of the poll.
+class HoldIndex {
+ public:
+  explicit HoldIndex(const PollData& data) {
+    std::unordered_map<int, double> backend_start;
+    for (const Session& s : data.sessions) backend_start[s.pid] = s.backend_start;
+    std::vector<std::pair<AdvisoryKey, Hold>> rows;
+    rows.reserve(data.locks.size());
+    for (const AdvisoryLock& l : data.locks) {
+      if (!l.granted) continue;
+      const auto it = backend_start.find(l.pid);
+      rows.push_back({l.key, {{l.pid, it == backend_start.end() ? 0 : it->second}, l.exclusive}});
+    }
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    holds_.reserve(rows.size());
+    for (const auto& [key, hold] : rows) {
+      if (keys_.empty() || !(keys_.back() == key)) {
+        keys_.push_back(key);
+        starts_.push_back(holds_.size());
+      }
+      holds_.push_back(hold);
+    }
+    starts_.push_back(holds_.size());
+  }
+
+  size_t size() const { return keys_.size(); }
+  const AdvisoryKey& key(size_t i) const { return keys_[i]; }
+  std::span<const Hold> holds(size_t i) const {
+    return {holds_.data() + starts_[i], starts_[i + 1] - starts_[i]};
+  }
+  // Holds of `key`; empty when nobody holds it.
+  std::span<const Hold> Find(const AdvisoryKey& key) const {
+    const auto it = std::lower_bound(keys_.begin(), keys_.end(), key);
+    if (it == keys_.end() || !(*it == key)) return {};
+    return holds(static_cast<size_t>(it - keys_.begin()));
+  }
+
+ private:
+  std::vector<AdvisoryKey> keys_;  // sorted, unique
+  std::vector<size_t> starts_;     // holds of keys_[i] are holds_[starts_[i] .. starts_[i+1])
+  std::vector<Hold> holds_;
+};
+
+// datid -> datname of a poll, built once per comparison.
+std::unordered_map<uint32_t, std::string> Datnames(const PollData& data) {
+  std::unordered_map<uint32_t, std::string> out;
+  if (data.database_stats) {
+    for (const DatabaseStats& d : *data.database_stats) out[d.datid] = d.datname;
+  }
+  for (const Session& s : data.sessions) {
+    if (!s.datname.empty()) out[s.datid] = s.datname;
   }
   return out;
+}
+
+std::string Lookup(const std::unordered_map<uint32_t, std::string>& names, uint32_t datid) {
+  const auto it = names.find(datid);
+  return it == names.end() ? std::to_string(datid) : it->second;
 }
 
 std::string CounterLock(const AdvisoryKey& key, const LockNames* names) {
@@ -41,18 +92,6 @@ std::string CounterLock(const AdvisoryKey& key, const LockNames* names) {
     return LockLabel(key, names);
   }
   return "unnamed";
-}
-
-std::string Datname(const PollData& data, uint32_t datid) {
-  for (const Session& s : data.sessions) {
-    if (s.datid == datid && !s.datname.empty()) return s.datname;
-  }
-  if (data.database_stats) {
-    for (const DatabaseStats& d : *data.database_stats) {
-      if (d.datid == datid) return d.datname;
-    }
-  }
-  return std::to_string(datid);
 }
 
 int64_t CounterDelta(int64_t prev, int64_t cur) { return cur >= prev ? cur - prev : cur; }
@@ -168,13 +207,17 @@ void EventTracker::CountSessionsEnded(const PollData& cur, Counters* counters) {
 
 void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
                                    const LockNames* names, Counters* counters) {
-  const auto prev_holds = Holds(prev);
-  const auto cur_holds = Holds(cur);
+  const HoldIndex prev_holds(prev);
+  const HoldIndex cur_holds(cur);
+  const auto prev_datnames = Datnames(prev);
+  const auto cur_datnames = Datnames(cur);
 
   if (prev.postmaster_start != cur.postmaster_start) {
     // The server restarted: every lock held before is gone with its session.
-    for (const auto& [key, holds] : prev_holds) {
-      const std::string db = Datname(prev, key.datid), lock = CounterLock(key, names);
+    for (size_t i = 0; i < prev_holds.size(); ++i) {
+      const AdvisoryKey& key = prev_holds.key(i);
+      const auto holds = prev_holds.holds(i);
+      const std::string db = Lookup(prev_datnames, key.datid), lock = CounterLock(key, names);
       counters->releases[{db, lock, "session_ended"}] += static_cast<double>(holds.size());
       counters->losses[{db, lock, "server_restart"}] += static_cast<double>(holds.size());
     }
@@ -210,10 +253,10 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
   // whose timing matches a timeout are attributed first, so they claim the 'fatal' deltas.
   std::map<SessionId, std::string> causes;
   std::vector<std::pair<SessionId, uint32_t>> ended;
-  for (const auto& [key, holds] : prev_holds) {
-    for (const Hold& h : holds) {
+  for (size_t i = 0; i < prev_holds.size(); ++i) {
+    for (const Hold& h : prev_holds.holds(i)) {
       if (alive.count(h.session) == 0 && causes.emplace(h.session, "").second) {
-        ended.emplace_back(h.session, key.datid);
+        ended.emplace_back(h.session, prev_holds.key(i).datid);
       }
     }
   }
@@ -241,15 +284,15 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
     }
   }
 
-  for (const auto& [key, holds] : prev_holds) {
-    const std::string db = Datname(prev, key.datid), lock = CounterLock(key, names);
-    const auto cur_it = cur_holds.find(key);
-    for (const Hold& h : holds) {
-      bool still_held = false;
-      if (cur_it != cur_holds.end()) {
-        for (const Hold& c : cur_it->second) still_held = still_held || c.session == h.session;
-      }
+  for (size_t i = 0; i < prev_holds.size(); ++i) {
+    const AdvisoryKey& key = prev_holds.key(i);
+    const auto now_held = cur_holds.Find(key);
+    for (const Hold& h : prev_holds.holds(i)) {
+      const bool still_held = std::any_of(now_held.begin(), now_held.end(),
+                                          [&](const Hold& c) { return c.session == h.session; });
       if (still_held) continue;
+      // Labels only for the few locks that changed.
+      const std::string db = Lookup(prev_datnames, key.datid), lock = CounterLock(key, names);
       if (alive.count(h.session) != 0) {
         counters->releases[{db, lock, "unlocked"}] += 1;
         continue;
@@ -262,28 +305,32 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
 
   // Takeovers: an exclusive key held by another session than at the last inventory, or taken by
   // another session after its holder's session ended while holding it.
-  for (const auto& [key, holds] : cur_holds) {
-    std::set<SessionId> now_holders, before_holders;
-    for (const Hold& h : holds) {
-      if (h.exclusive) now_holders.insert(h.session);
+  for (size_t i = 0; i < cur_holds.size(); ++i) {
+    const AdvisoryKey& key = cur_holds.key(i);
+    const auto now_held = cur_holds.holds(i);
+    const auto before = prev_holds.Find(key);
+    // Usually one holder on each side: compare in place, without allocating.
+    bool held_now = false, held_before = false, same_holder = false;
+    for (const Hold& b : before) held_before = held_before || b.exclusive;
+    for (const Hold& h : now_held) {
+      if (!h.exclusive) continue;
+      held_now = true;
+      for (const Hold& b : before)
+        same_holder = same_holder || (b.exclusive && b.session == h.session);
     }
-    if (now_holders.empty()) continue;
-    if (const auto p = prev_holds.find(key); p != prev_holds.end()) {
-      for (const Hold& h : p->second) {
-        if (h.exclusive) before_holders.insert(h.session);
-      }
-    }
+    if (!held_now) continue;
     bool takeover = false;
-    if (!before_holders.empty()) {
-      takeover = std::none_of(now_holders.begin(), now_holders.end(),
-                              [&](const SessionId& s) { return before_holders.count(s) != 0; });
+    if (held_before) {
+      takeover = !same_holder;
     } else if (const auto lost = lost_keys_.find(key); lost != lost_keys_.end()) {
-      takeover = now_holders.count({lost->second.pid, lost->second.backend_start}) == 0;
+      const SessionId previous{lost->second.pid, lost->second.backend_start};
+      takeover = std::none_of(now_held.begin(), now_held.end(),
+                              [&](const Hold& h) { return h.exclusive && h.session == previous; });
     }
     if (takeover) {
-      counters->takeovers[{Datname(cur, key.datid), CounterLock(key, names)}] += 1;
+      counters->takeovers[{Lookup(cur_datnames, key.datid), CounterLock(key, names)}] += 1;
     }
-    lost_keys_.erase(key);  // held again: the next change is judged against this holder
+    if (!lost_keys_.empty()) lost_keys_.erase(key);  // held again: judged against this holder
   }
   while (lost_keys_.size() > kMaxLostKeys) {
     auto oldest = std::min_element(
