@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <prometheus/exposer.h>
+#include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -160,8 +161,9 @@ std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
     *error = "cannot listen on " + web.listen_address + ": " + e.what();
     return nullptr;
   }
+  // The telemetry path is answered in BeginRequest from a per-snapshot cache of this
+  // Collectable's output (see Metrics()), so it is not registered with the Exposer.
   server->collectable_ = std::make_shared<SnapshotCollectable>(source, build);
-  server->exposer_->RegisterCollectable(server->collectable_, web.telemetry_path);
   return server;
 }
 
@@ -206,9 +208,25 @@ int HttpServer::Handle(mg_connection* conn) {
     Reply(conn, 200, "OK", "text/html; charset=utf-8", LandingPage());
     return 200;
   }
-  if (uri == web_.telemetry_path) return 0;  // prometheus-cpp's handler serves it
+  if (uri == web_.telemetry_path) {
+    const auto body = Metrics();
+    Reply(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", *body);
+    return 200;
+  }
   Reply(conn, 404, "Not Found", "text/plain; charset=utf-8", "Not Found\n");
   return 404;
+}
+
+std::shared_ptr<const std::string> HttpServer::Metrics() {
+  auto snapshots = source_();
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  // Same snapshot objects (compared by pointer) as last time: the text is still right.
+  if (cache_body_ && snapshots == cache_key_) return cache_body_;
+  std::ostringstream out;
+  prometheus::TextSerializer().Serialize(out, collectable_->Collect());
+  cache_body_ = std::make_shared<const std::string>(out.str());
+  cache_key_ = std::move(snapshots);
+  return cache_body_;
 }
 
 std::string HttpServer::LandingPage() const {
