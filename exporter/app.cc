@@ -2,23 +2,21 @@
 
 #include <spdlog/spdlog.h>
 
+#include "exporter/build_revision.h"
+
 namespace pglock {
 
 #ifndef PGLOCK_VERSION
 #define PGLOCK_VERSION "dev"
 #endif
-#ifndef PGLOCK_REVISION
-#define PGLOCK_REVISION "unknown"
-#endif
-
-BuildInfo CurrentBuildInfo() { return {PGLOCK_VERSION, PGLOCK_REVISION}; }
+BuildInfo CurrentBuildInfo() { return {PGLOCK_VERSION, kBuildRevision}; }
 
 App::~App() { Stop(); }
 
 bool App::Start(const Config& config, std::string* error) {
   config_ = config;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const TargetConfig& t : config.targets) {
       pollers_.push_back(std::make_unique<Poller>(t, config.poll));
       pollers_.back()->Start();
@@ -33,7 +31,7 @@ bool App::Reload(const Config& config, std::string* error) {
   std::vector<std::unique_ptr<Poller>> retired;
   {
     std::vector<std::unique_ptr<Poller>> next;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const TargetConfig& t : config.targets) {
       std::unique_ptr<Poller> kept;
       for (auto& p : pollers_) {
@@ -70,6 +68,12 @@ bool App::Reload(const Config& config, std::string* error) {
       std::string again;
       http_ = HttpServer::Start(
           config_.web, [this] { return Snapshots(); }, CurrentBuildInfo(), &again);
+      if (!http_) {
+        // The old address was taken meanwhile: nothing serves /metrics now, which the missing
+        // scrape makes visible (PglockTargetDown); say why.
+        spdlog::error("reload: cannot listen on the previous address either: {}", again);
+        *error += "; previous listener lost: " + again;
+      }
       Config kept = config;
       kept.web = config_.web;
       config_ = kept;
@@ -84,7 +88,7 @@ void App::Stop() {
   http_.reset();
   std::vector<std::unique_ptr<Poller>> pollers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     pollers = std::move(pollers_);
     pollers_.clear();
   }
@@ -92,7 +96,7 @@ void App::Stop() {
 }
 
 std::vector<std::shared_ptr<const TargetSnapshot>> App::Snapshots() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<std::shared_ptr<const TargetSnapshot>> out;
   out.reserve(pollers_.size());
   for (const auto& p : pollers_) out.push_back(p->Latest());

@@ -4,13 +4,13 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "exporter/config/config.h"
 #include "exporter/http/server.h"
 #include "exporter/poll/poller.h"
+#include "exporter/util/thread_annotations.h"
 
 namespace pglock {
 
@@ -29,13 +29,13 @@ class App {
   bool Reload(const Config& config, std::string* error);
   void Stop();
 
-  std::vector<std::shared_ptr<const TargetSnapshot>> Snapshots() const;
+  std::vector<std::shared_ptr<const TargetSnapshot>> Snapshots() const EXCLUDES(mu_);
   std::vector<int> ListeningPorts() const;
 
  private:
-  mutable std::mutex mu_;
-  std::vector<std::unique_ptr<Poller>> pollers_;  // GUARDED_BY(mu_)
-  Config config_;                                 // only touched by Start/Reload/Stop
+  mutable Mutex mu_;
+  std::vector<std::unique_ptr<Poller>> pollers_ GUARDED_BY(mu_);
+  Config config_;  // only touched by Start/Reload/Stop
   std::unique_ptr<HttpServer> http_;
 };
 

@@ -73,7 +73,7 @@ class TableReader {
     *out = static_cast<int>(n);
   }
 
-  // Returns true when the key was present (and valid or not); *explicitly_set reports validity.
+  // Returns true when the key was present (valid or not: an invalid one is recorded as an error).
   bool DurationValue(const std::string& key, Duration* out) {
     const toml::value* v = Get(key);
     if (v == nullptr) return false;

@@ -55,7 +55,7 @@ bool BasicAuth::Check(const char* header) {
   const std::string prefix = "Basic ";
   if (value.size() <= prefix.size() || value.compare(0, prefix.size(), prefix) != 0) return false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (verified_.count(value) != 0) return true;
   }
   std::string decoded;
@@ -72,7 +72,7 @@ bool BasicAuth::Check(const char* header) {
   const bool ok = it != users_.end() && computed != nullptr && computed[0] != '*' &&
                   ConstantTimeEquals(computed, hash);
   if (ok) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (verified_.size() >= kMaxCached) verified_.clear();
     verified_.insert(value);
   }

@@ -4,9 +4,10 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
+
+#include "exporter/util/thread_annotations.h"
 
 namespace pglock {
 
@@ -17,13 +18,13 @@ class BasicAuth {
   bool enabled() const { return !users_.empty(); }
 
   // `header` is the Authorization header value (nullptr when absent).
-  bool Check(const char* header);
+  bool Check(const char* header) EXCLUDES(mu_);
 
  private:
   static constexpr size_t kMaxCached = 64;
   const std::map<std::string, std::string> users_;  // user -> bcrypt hash
-  std::mutex mu_;
-  std::set<std::string> verified_;  // GUARDED_BY(mu_): header values that passed
+  Mutex mu_;
+  std::set<std::string> verified_ GUARDED_BY(mu_);  // header values that passed
 };
 
 // Decodes standard base64; false on invalid input.

@@ -135,11 +135,12 @@ std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
       *error = "cannot create a private file for the TLS key";
       return nullptr;
     }
-    fchmod(fd, 0600);
+    server->tls_pem_path_ = path;  // removed by ~HttpServer, whatever happens next
     const std::string pem = key + "\n" + cert + "\n";
-    const bool written = write(fd, pem.data(), pem.size()) == static_cast<ssize_t>(pem.size());
+    // mkstemp creates the file 0600 already; fchmod makes sure whatever the umask did.
+    const bool written = fchmod(fd, 0600) == 0 &&
+                         write(fd, pem.data(), pem.size()) == static_cast<ssize_t>(pem.size());
     close(fd);
-    server->tls_pem_path_ = path;
     if (!written) {
       *error = "cannot write the private TLS file";
       return nullptr;
@@ -219,7 +220,7 @@ int HttpServer::Handle(mg_connection* conn) {
 
 std::shared_ptr<const std::string> HttpServer::Metrics() {
   auto snapshots = source_();
-  std::lock_guard<std::mutex> lock(cache_mu_);
+  MutexLock lock(&cache_mu_);
   // Same snapshot objects (compared by pointer) as last time: the text is still right.
   if (cache_body_ && snapshots == cache_key_) return cache_body_;
   std::ostringstream out;
@@ -240,7 +241,7 @@ std::string HttpServer::LandingPage() const {
     << "<ul><li><a href=\"" << HtmlEscape(web_.telemetry_path) << "\">Metrics</a></li>"
     << "<li><a href=\"/-/healthy\">Health</a></li><li><a href=\"/-/ready\">Readiness</a></li>"
        "</ul>\n<h2>Targets</h2>\n<table><tr><th>target</th><th>state</th><th>server</th>"
-       "<th>last poll</th><th>last error</th></tr>\n";
+       "<th>last poll took</th><th>last error</th></tr>\n";
   for (const auto& t : source_()) {
     if (!t) continue;
     o << "<tr><td>" << HtmlEscape(t->target) << "</td><td class=\"" << (t->up ? "up" : "down")

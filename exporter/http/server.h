@@ -6,13 +6,13 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "exporter/config/config.h"
 #include "exporter/http/auth.h"
 #include "exporter/metrics/exposition.h"
+#include "exporter/util/thread_annotations.h"
 
 namespace prometheus {
 class Exposer;
@@ -42,7 +42,7 @@ class HttpServer {
   // The exposition text of the current snapshots. Rendered once per new set of snapshots (a poll
   // publishes one per interval) and shared by every scrape until the next: 50 concurrent scrapes
   // cost one serialisation, not 50.
-  std::shared_ptr<const std::string> Metrics();
+  std::shared_ptr<const std::string> Metrics() EXCLUDES(cache_mu_);
 
   const WebConfig web_;
   const SnapshotCollectable::Source source_;
@@ -52,9 +52,9 @@ class HttpServer {
   std::shared_ptr<SnapshotCollectable> collectable_;
   std::unique_ptr<prometheus::Exposer> exposer_;
 
-  std::mutex cache_mu_;
-  std::vector<std::shared_ptr<const TargetSnapshot>> cache_key_;  // GUARDED_BY(cache_mu_)
-  std::shared_ptr<const std::string> cache_body_;                 // GUARDED_BY(cache_mu_)
+  Mutex cache_mu_;
+  std::vector<std::shared_ptr<const TargetSnapshot>> cache_key_ GUARDED_BY(cache_mu_);
+  std::shared_ptr<const std::string> cache_body_ GUARDED_BY(cache_mu_);
 };
 
 // "HOST:PORT" / ":PORT" / "[v6]:PORT" -> CivetWeb listening_ports syntax, with "s" for TLS.

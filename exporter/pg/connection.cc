@@ -64,9 +64,11 @@ std::optional<int64_t> PgResult::Int(int row, int col) const {
   return v;
 }
 
-std::unique_ptr<PgConnection> PgConnection::Connect(
-    const std::string& conninfo, const std::vector<std::pair<std::string, std::string>>& overrides,
-    SteadyClock::time_point deadline, std::string* error, const std::atomic<bool>* abort) {
+Status PgConnection::Connect(const std::string& conninfo,
+                             const std::vector<std::pair<std::string, std::string>>& overrides,
+                             SteadyClock::time_point deadline, std::unique_ptr<PgConnection>* out,
+                             const std::atomic<bool>* abort) {
+  out->reset();
   std::vector<const char*> keys = {"dbname"};
   std::vector<const char*> values = {conninfo.c_str()};
   for (const auto& [k, v] : overrides) {
@@ -76,33 +78,23 @@ std::unique_ptr<PgConnection> PgConnection::Connect(
   keys.push_back(nullptr);
   values.push_back(nullptr);
   PGconn* raw = PQconnectStartParams(keys.data(), values.data(), /*expand_dbname=*/1);
-  if (raw == nullptr) {
-    *error = "out of memory";
-    return nullptr;
-  }
+  if (raw == nullptr) return Status::ConnectionLost("out of memory");
   std::unique_ptr<PgConnection> conn(new PgConnection(raw, abort));
-  if (PQstatus(raw) == CONNECTION_BAD) {
-    *error = TrimMessage(PQerrorMessage(raw));
-    return nullptr;
-  }
+  if (PQstatus(raw) == CONNECTION_BAD)
+    return Status::ConnectionLost(TrimMessage(PQerrorMessage(raw)));
   PQsetNoticeProcessor(raw, IgnoreNotice, nullptr);
   for (;;) {
     const PostgresPollingStatusType st = PQconnectPoll(raw);
     if (st == PGRES_POLLING_OK) break;
-    if (st == PGRES_POLLING_FAILED) {
-      *error = TrimMessage(PQerrorMessage(raw));
-      return nullptr;
-    }
-    if (!conn->Wait(st == PGRES_POLLING_WRITING, deadline, error)) {
-      *error = "connect: " + *error;
-      return nullptr;
+    if (st == PGRES_POLLING_FAILED) return Status::ConnectionLost(TrimMessage(PQerrorMessage(raw)));
+    if (Status s = conn->Wait(st == PGRES_POLLING_WRITING, deadline); !s.ok()) {
+      return s.WithContext("connect");
     }
   }
-  if (PQsetnonblocking(raw, 1) != 0) {
-    *error = TrimMessage(PQerrorMessage(raw));
-    return nullptr;
-  }
-  return conn;
+  if (PQsetnonblocking(raw, 1) != 0)
+    return Status::ConnectionLost(TrimMessage(PQerrorMessage(raw)));
+  *out = std::move(conn);
+  return Status::Ok();
 }
 
 PgConnection::~PgConnection() { Close(); }
@@ -125,42 +117,32 @@ std::string PgConnection::QuoteIdentifier(const std::string& ident) const {
   return out;
 }
 
-bool PgConnection::Wait(bool for_write, SteadyClock::time_point deadline, std::string* error) {
+Status PgConnection::Wait(bool for_write, SteadyClock::time_point deadline) {
   const int fd = PQsocket(conn_);
-  if (fd < 0) {
-    *error = "no socket";
-    return false;
-  }
+  if (fd < 0) return Status::ConnectionLost("no socket");
   for (;;) {
-    if (abort_ != nullptr && abort_->load()) {
-      *error = "aborted: shutting down";
-      return false;
-    }
+    if (abort_ != nullptr && abort_->load()) return Status::Aborted("aborted: shutting down");
     const int ms = RemainingMs(deadline);
-    if (ms == 0) {
-      *error = "timed out";
-      return false;
-    }
+    if (ms == 0) return Status::Deadline("timed out");
     pollfd p{fd, static_cast<short>(for_write ? POLLOUT : POLLIN), 0};
     const int rc = poll(&p, 1, abort_ != nullptr ? std::min(ms, 100) : ms);
-    if (rc > 0) return true;
+    if (rc > 0) return Status::Ok();
     if (rc == 0) continue;
     if (errno != EINTR) {
-      *error = "poll: " + std::generic_category().message(errno);
-      return false;
+      return Status::ConnectionLost("poll: " + std::generic_category().message(errno));
     }
   }
 }
 
-bool PgConnection::Exec(const std::string& sql, const std::vector<std::string>& params,
-                        SteadyClock::time_point deadline, std::vector<PgResult>* results,
-                        std::string* error) {
+Status PgConnection::CloseWith(Status status) {
+  Close();
+  return status;
+}
+
+Status PgConnection::Exec(const std::string& sql, const std::vector<std::string>& params,
+                          SteadyClock::time_point deadline, std::vector<PgResult>* results) {
   results->clear();
-  last_sqlstate_.clear();
-  if (Broken()) {
-    *error = "connection is closed";
-    return false;
-  }
+  if (Broken()) return Status::ConnectionLost("connection is closed");
   int sent = 0;
   if (params.empty()) {
     sent = PQsendQuery(conn_, sql.c_str());
@@ -171,32 +153,20 @@ bool PgConnection::Exec(const std::string& sql, const std::vector<std::string>& 
     sent = PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(params.size()), nullptr,
                              values.data(), nullptr, nullptr, 0);
   }
-  if (sent == 0) {
-    *error = TrimMessage(PQerrorMessage(conn_));
-    Close();
-    return false;
-  }
+  if (sent == 0) return CloseWith(Status::ConnectionLost(TrimMessage(PQerrorMessage(conn_))));
   // Push the query out, then read until libpq has every result.
   for (;;) {
     const int f = PQflush(conn_);
     if (f == 0) break;
-    if (f < 0 || !Wait(true, deadline, error)) {
-      if (f < 0) *error = TrimMessage(PQerrorMessage(conn_));
-      Close();
-      return false;
-    }
+    if (f < 0) return CloseWith(Status::ConnectionLost(TrimMessage(PQerrorMessage(conn_))));
+    if (Status s = Wait(true, deadline); !s.ok()) return CloseWith(s);
   }
   std::string first_error;
   for (;;) {
     while (PQisBusy(conn_) != 0) {
-      if (!Wait(false, deadline, error)) {
-        Close();
-        return false;
-      }
+      if (Status s = Wait(false, deadline); !s.ok()) return CloseWith(s);
       if (PQconsumeInput(conn_) == 0) {
-        *error = TrimMessage(PQerrorMessage(conn_));
-        Close();
-        return false;
+        return CloseWith(Status::ConnectionLost(TrimMessage(PQerrorMessage(conn_))));
       }
     }
     PGresult* r = PQgetResult(conn_);
@@ -207,34 +177,25 @@ bool PgConnection::Exec(const std::string& sql, const std::vector<std::string>& 
       results->push_back(std::move(result));
     } else if (first_error.empty()) {
       first_error = TrimMessage(PQresultErrorMessage(r));
-      const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-      last_sqlstate_ = state != nullptr ? state : "";
     }
   }
-  if (!first_error.empty()) {
-    *error = first_error;
-    if (Broken()) Close();
-    return false;
-  }
   if (Broken()) {
-    *error = TrimMessage(PQerrorMessage(conn_));
-    Close();
-    return false;
+    const std::string why = first_error.empty() ? TrimMessage(PQerrorMessage(conn_)) : first_error;
+    return CloseWith(Status::ConnectionLost(why));
   }
-  return true;
+  if (!first_error.empty()) return Status::StatementFailed(first_error);
+  return Status::Ok();
 }
 
-bool PgConnection::ExecOne(const std::string& sql, const std::vector<std::string>& params,
-                           SteadyClock::time_point deadline, std::optional<PgResult>* result,
-                           std::string* error) {
+Status PgConnection::ExecOne(const std::string& sql, const std::vector<std::string>& params,
+                             SteadyClock::time_point deadline, std::optional<PgResult>* result) {
   std::vector<PgResult> results;
-  if (!Exec(sql, params, deadline, &results, error)) return false;
+  if (Status s = Exec(sql, params, deadline, &results); !s.ok()) return s;
   if (results.size() != 1) {
-    *error = "expected one result, got " + std::to_string(results.size());
-    return false;
+    return Status::UnexpectedShape("expected one result, got " + std::to_string(results.size()));
   }
   result->emplace(std::move(results[0]));
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace pglock

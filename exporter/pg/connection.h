@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "exporter/util/status.h"
+
 namespace pglock {
 
 using SteadyClock = std::chrono::steady_clock;
@@ -37,6 +39,7 @@ class PgResult {
   std::optional<int64_t> Int(int row, int col) const;
   // PostgreSQL's boolean text "t"/"f"; false for NULL.
   bool Bool(int row, int col) const { return !IsNull(row, col) && Text(row, col) == "t"; }
+  std::string_view ColumnName(int col) const { return PQfname(result_.get(), col); }
   // Column index by name, or -1.
   int Column(const char* name) const { return PQfnumber(result_.get(), name); }
 
@@ -49,15 +52,14 @@ class PgResult {
 
 class PgConnection {
  public:
-  // Opens a connection without blocking past `deadline`. `overrides` are libpq keywords applied
-  // after the conninfo (e.g. application_name). Returns nullptr and fills *error on failure.
-  // `abort`, when given, is checked every 100 ms while waiting: setting it makes the connect or
-  // any later Exec give up at once (used for a prompt shutdown). It must outlive the connection.
-  static std::unique_ptr<PgConnection> Connect(
-      const std::string& conninfo,
-      const std::vector<std::pair<std::string, std::string>>& overrides,
-      SteadyClock::time_point deadline, std::string* error,
-      const std::atomic<bool>* abort = nullptr);
+  // Opens a connection without blocking past `deadline` into *out. `overrides` are libpq keywords
+  // applied after the conninfo (e.g. application_name). `abort`, when given, is checked every
+  // 100 ms while waiting: setting it makes the connect or any later Exec give up at once (used for
+  // a prompt shutdown). It must outlive the connection.
+  static Status Connect(const std::string& conninfo,
+                        const std::vector<std::pair<std::string, std::string>>& overrides,
+                        SteadyClock::time_point deadline, std::unique_ptr<PgConnection>* out,
+                        const std::atomic<bool>* abort = nullptr);
 
   ~PgConnection();
   PgConnection(const PgConnection&) = delete;
@@ -65,34 +67,32 @@ class PgConnection {
 
   // Runs `sql`. Without params it uses the simple protocol, so several ';'-separated statements
   // return one PgResult each (and run in one implicit transaction); with params it uses the
-  // extended protocol (text parameters). Fails with *error on a server error, a broken connection,
-  // or when `deadline` passes; after a timeout the connection is closed (Broken() is true): the
-  // server ends the statement itself through statement_timeout, so no blocking cancel is needed.
-  bool Exec(const std::string& sql, const std::vector<std::string>& params,
-            SteadyClock::time_point deadline, std::vector<PgResult>* results, std::string* error);
+  // extended protocol (text parameters). Fails with kStatementFailed on a server error (the
+  // session stays usable), kConnectionLost on a broken connection, kDeadline when `deadline`
+  // passes: the connection is then closed (Broken() is true), since the server ends the statement
+  // itself through statement_timeout and no blocking cancel is needed.
+  Status Exec(const std::string& sql, const std::vector<std::string>& params,
+              SteadyClock::time_point deadline, std::vector<PgResult>* results);
 
-  // Convenience: exactly one result expected.
-  bool ExecOne(const std::string& sql, const std::vector<std::string>& params,
-               SteadyClock::time_point deadline, std::optional<PgResult>* result,
-               std::string* error);
+  // Convenience: exactly one result expected (else kUnexpectedShape).
+  Status ExecOne(const std::string& sql, const std::vector<std::string>& params,
+                 SteadyClock::time_point deadline, std::optional<PgResult>* result);
 
   bool Broken() const;
   int ServerVersionNum() const { return conn_ ? PQserverVersion(conn_) : 0; }
-  int BackendPid() const { return conn_ ? PQbackendPID(conn_) : 0; }
   // Quotes an identifier for SQL ("a""b"); empty string if the connection is gone.
   std::string QuoteIdentifier(const std::string& ident) const;
-  // The last SQLSTATE of a failed Exec ("" if none).
-  const std::string& LastSqlState() const { return last_sqlstate_; }
 
  private:
   PgConnection(PGconn* conn, const std::atomic<bool>* abort) : conn_(conn), abort_(abort) {}
-  // Waits until the socket is readable (or writable); false on timeout or error.
-  bool Wait(bool for_write, SteadyClock::time_point deadline, std::string* error);
+  // Waits until the socket is readable (or writable); kDeadline, kAborted or kConnectionLost.
+  Status Wait(bool for_write, SteadyClock::time_point deadline);
+  // Closes the connection and returns `status` (failures that leave the session unusable).
+  Status CloseWith(Status status);
   void Close();
 
   PGconn* conn_;  // owned; nullptr after Close()
   const std::atomic<bool>* const abort_;
-  std::string last_sqlstate_;
 };
 
 }  // namespace pglock

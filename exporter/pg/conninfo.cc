@@ -92,7 +92,7 @@ std::string MaskConninfo(const std::string& conninfo) {
   for (const PQconninfoOption* o = opts.get(); o->keyword != nullptr; ++o) {
     if (o->val == nullptr || o->val[0] == '\0') continue;
     const std::string key = o->keyword;
-    // Debug options ("D" in dispchar) such as passwords never leave the process.
+    // Password options ("*" in dispchar) never leave the process.
     const bool secret = key == "password" || key == "sslpassword" ||
                         (o->dispchar != nullptr && o->dispchar[0] == '*');
     if (!out.empty()) out += ' ';

@@ -5,11 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
 
-#include "exporter/collect/core.h"
-#include "exporter/collect/leases.h"
-#include "exporter/collect/poolers.h"
+#include "exporter/collectors/registry.h"
 #include "exporter/pg/conninfo.h"
 #include "exporter/queries.h"
 
@@ -22,10 +19,17 @@ double UnixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+double SecondsSince(SteadyClock::time_point t) {
+  return std::chrono::duration<double>(SteadyClock::now() - t).count();
+}
+
 }  // namespace
 
 Poller::Poller(TargetConfig target, PollConfig poll)
-    : target_(std::move(target)), poll_(poll), masked_dsn_(MaskConninfo(target_.dsn)) {
+    : target_(std::move(target)),
+      poll_(poll),
+      masked_dsn_(MaskConninfo(target_.dsn)),
+      inventory_(poll_.inventory_interval) {
   analyze_options_.top_n = poll_.top_n;
   analyze_options_.names = &names_;
   for (const LeaseTableConfig& t : target_.leases) {
@@ -37,9 +41,11 @@ Poller::Poller(TargetConfig target, PollConfig poll)
     }
     analyze_options_.lease_rules.push_back(std::move(rules));
   }
+  for (const Collector* c : Collectors()) collector_states_.push_back(c->NewState());
   auto initial = std::make_shared<TargetSnapshot>();
   initial->target = target_.name;
   initial->state = "connecting";
+  MutexLock lock(&mu_);
   latest_ = std::move(initial);
 }
 
@@ -51,23 +57,23 @@ void Poller::Start() {
 
 void Poller::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
   abort_.store(true);
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   conn_.reset();
-  pooler_conns_.clear();
+  collector_states_.clear();
 }
 
 std::shared_ptr<const TargetSnapshot> Poller::Latest() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return latest_;
 }
 
 void Poller::Publish(std::shared_ptr<const TargetSnapshot> snapshot) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   latest_ = std::move(snapshot);
 }
 
@@ -83,8 +89,10 @@ void Poller::Run() {
       const int shift = std::min(consecutive_failures_ - 1, 10);
       delay = std::min<SteadyClock::duration>(delay * (1 << shift), cap);
     }
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_until(lock, started + delay, [this] { return stop_; })) return;
+    MutexLock lock(&mu_);
+    const auto wake = started + delay;
+    while (!stop_ && SteadyClock::now() < wake) cv_.wait_until(mu_, wake);
+    if (stop_) return;
   }
 }
 
@@ -106,89 +114,54 @@ void Poller::LogStateChange(bool up, const std::string& error) {
   was_up_ = up;
 }
 
-bool Poller::EnsureConnected(SteadyClock::time_point deadline, std::string* error) {
-  if (conn_ && !conn_->Broken()) return true;
+Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
+  if (conn_ && !conn_->Broken()) return Status::Ok();
   conn_.reset();
-  auto conn = PgConnection::Connect(target_.dsn, {{"application_name", "pglock_exporter"}},
-                                    deadline, error, &abort_);
-  if (!conn) return false;
+  std::unique_ptr<PgConnection> conn;
+  if (Status s = PgConnection::Connect(target_.dsn, {{"application_name", "pglock_exporter"}},
+                                       deadline, &conn, &abort_);
+      !s.ok()) {
+    return s;
+  }
   std::vector<PgResult> ignored;
-  if (!conn->Exec(queries::kSessionSetup, {}, deadline, &ignored, error)) return false;
-  if (!ResolveLockNames(*conn, target_.locks, deadline, &names_, error)) return false;
+  if (Status s = conn->Exec(queries::kSessionSetup, {}, deadline, &ignored); !s.ok()) return s;
+  if (Status s = ResolveLockNames(*conn, target_.locks, deadline, &names_); !s.ok()) return s;
   conn_ = std::move(conn);
-  return true;
+  return Status::Ok();
 }
 
-bool Poller::Collect(SteadyClock::time_point deadline, PollData* data, std::string* error) {
-  if (!EnsureConnected(deadline, error)) return false;
-  const int timeout_ms = static_cast<int>(poll_.timeout.count());
-  CoreQueryOptions options;
-  options.server_version_num = conn_->ServerVersionNum();
-  options.statement_timeout_ms = std::max(timeout_ms, 1);
-  options.lock_timeout_ms = std::clamp(timeout_ms / 4, 1, 500);
-  const auto now = SteadyClock::now();
-  options.inventory = poll_.inventory_interval.count() == 0 || !last_inventory_ ||
-                      now - last_inventory_at_ >= poll_.inventory_interval;
-  if (!CollectCore(*conn_, options, deadline, data, error)) return false;
-  if (options.inventory) {
-    last_inventory_at_ = now;
-  } else if (last_inventory_ && last_inventory_->postmaster_start == data->postmaster_start) {
-    // Between inventories, holders come from the last inventory, kept only for sessions that
-    // are still connected; releases, losses and takeovers wait for the next inventory.
-    std::set<std::pair<int, double>> alive;
-    for (const Session& s : data->sessions) alive.insert({s.pid, s.backend_start});
-    std::map<int, double> old_start;
-    for (const Session& s : last_inventory_->sessions) old_start[s.pid] = s.backend_start;
-    for (const AdvisoryLock& l : last_inventory_->locks) {
-      if (l.granted && alive.count({l.pid, old_start[l.pid]}) != 0) data->locks.push_back(l);
+Status Poller::Collect(SteadyClock::time_point deadline, PollData* data,
+                       std::vector<CollectorStatus>* statuses) {
+  if (Status s = EnsureConnected(deadline); !s.ok()) return s;
+  const auto& collectors = Collectors();
+  const PollPlan plan{conn_->ServerVersionNum(), inventory_.Due(SteadyClock::now())};
+  const QueryTimeouts timeouts = QueryTimeouts::ForPoll(poll_.timeout);
+  StatementBatch batch;
+  for (const Collector* c : collectors) c->Plan(plan, &batch);
+  BatchResults results;
+  if (Status s = batch.Run(*conn_, timeouts, deadline, &results); !s.ok()) return s;
+
+  statuses->clear();
+  for (const Collector* c : collectors) {
+    const auto started = SteadyClock::now();
+    if (Status s = c->Parse(plan, results, data); !s.ok()) return s;
+    statuses->push_back({c->name(), true, SecondsSince(started)});
+  }
+  const PollContext ctx{conn_.get(), &target_, &poll_, timeouts, deadline, &abort_};
+  for (size_t i = 0; i < collectors.size(); ++i) {
+    const auto started = SteadyClock::now();
+    if (Status s = collectors[i]->Collect(ctx, collector_states_[i].get(), data); !s.ok()) {
+      return s;
     }
+    (*statuses)[i].seconds += SecondsSince(started);
+    (*statuses)[i].up = collectors[i]->Healthy(*data);
   }
-  for (const LeaseTableConfig& t : target_.leases) {
-    bool lost = false;
-    data->leases.push_back(CollectLeaseTable(*conn_, t, poll_.max_leases,
-                                             options.statement_timeout_ms, options.lock_timeout_ms,
-                                             deadline, &lost));
-    if (lost) {
-      *error = "lease table " + t.table + ": " + data->leases.back().error;
-      return false;
-    }
-  }
-  for (const PoolerConfig& p : target_.poolers) {
-    data->poolers.push_back(CollectPooler(p, &pooler_conns_[p.name], deadline, &abort_));
-  }
-  return true;
+  return Status::Ok();
 }
 
-bool Poller::PollOnce() {
-  const auto started = SteadyClock::now();
-  const auto deadline = started + poll_.timeout;
-  auto data = std::make_shared<PollData>();
-  std::string error;
-  const bool ok = Collect(deadline, data.get(), &error);
-  const double duration = std::chrono::duration<double>(SteadyClock::now() - started).count();
-
-  auto snap = std::make_shared<TargetSnapshot>();
-  snap->target = target_.name;
-  snap->poll_duration = duration;
-  if (!ok) {
-    if (conn_ && conn_->Broken()) conn_.reset();
-    // A statement that failed on a live connection (permissions, a bad catalog read) leaves the
-    // session usable; anything else reconnects next time.
-    ++poll_errors_;
-    LogStateChange(false, error);
-    snap->up = false;
-    snap->state = "down";
-    snap->last_error = error;
-    snap->poll_errors = poll_errors_;
-    snap->last_success = last_success_;
-    snap->counters = counters_;
-    Publish(std::move(snap));
-    return false;
-  }
-  LogStateChange(true, "");
-
+void Poller::CountCollectorErrors(const PollData& data) {
   // Optional collectors report on their own; they never fail the poll.
-  auto note_collector = [&](const std::string& key, bool ok_now, const std::string& err) {
+  auto note = [&](const std::string& key, bool ok_now, const std::string& err) {
     std::string& last = collector_state_[key];
     if (!ok_now) {
       counters_.collector_errors[key] += 1;
@@ -201,11 +174,48 @@ bool Poller::PollOnce() {
       counters_.collector_errors[key] += 0;
     }
   };
-  for (const LeaseTableData& t : data->leases) note_collector("lease:" + t.table, t.ok, t.error);
-  for (const PoolerData& p : data->poolers) note_collector("pooler:" + p.name, p.ok, p.error);
+  for (const LeaseTableData& t : data.leases) note("lease:" + t.table, t.ok, t.error);
+  for (const PoolerData& p : data.poolers) note("pooler:" + p.name, p.ok, p.error);
+}
 
+bool Poller::PollOnce() {
+  const auto started = SteadyClock::now();
+  const auto deadline = started + poll_.timeout;
+  auto data = std::make_shared<PollData>();
+  std::vector<CollectorStatus> statuses;
+  const Status status = Collect(deadline, data.get(), &statuses);
+
+  auto snap = std::make_shared<TargetSnapshot>();
+  snap->target = target_.name;
+  snap->poll_duration = SecondsSince(started);
+  if (!status.ok()) {
+    // A statement that failed on a live connection (permissions, a bad catalog read) leaves the
+    // session usable; anything else reconnects next time.
+    if (conn_ && conn_->Broken()) conn_.reset();
+    ++poll_errors_;
+    LogStateChange(false, status.message());
+    snap->up = false;
+    snap->state = "down";
+    snap->last_error = status.message();
+    snap->poll_errors = poll_errors_;
+    snap->last_success = last_success_;
+    for (const Collector* c : Collectors()) snap->collectors.push_back({c->name(), false, 0});
+    snap->counters = counters_;
+    Publish(std::move(snap));
+    return false;
+  }
+  LogStateChange(true, "");
+  CountCollectorErrors(*data);
+
+  const std::shared_ptr<const PollData> previous_inventory = inventory_.last();
+  inventory_.Complete(started, &data);
   std::map<std::string, int64_t> dropped;
-  auto view = std::make_shared<TargetView>(Analyze(*data, analyze_options_, &history_, &dropped));
+  std::vector<double> build_seconds;
+  auto view = std::make_shared<TargetView>(
+      Analyze(*data, analyze_options_, &history_, &dropped, &build_seconds));
+  for (size_t i = 0; i < statuses.size() && i < build_seconds.size(); ++i) {
+    statuses[i].seconds += build_seconds[i];
+  }
   for (const auto& [metric, n] : dropped)
     counters_.series_dropped[metric] += static_cast<double>(n);
   if (view->hidden_sessions > 0 && !warned_hidden_) {
@@ -215,8 +225,7 @@ bool Poller::PollOnce() {
         target_.name, view->hidden_sessions);
     warned_hidden_ = true;
   }
-  if (data->inventory) last_inventory_ = data;
-  events_.Observe(data, &names_, &counters_);
+  events_.Observe(data, previous_inventory.get(), &names_, &counters_);
 
   // A poll of 100k locks allocates tens of MB that are free again now; give them back so the
   // resident size follows the current poll, not the largest one ever.
@@ -230,6 +239,7 @@ bool Poller::PollOnce() {
   snap->poll_errors = poll_errors_;
   snap->last_success = last_success_;
   snap->view = std::move(view);
+  snap->collectors = std::move(statuses);
   snap->counters = counters_;
   Publish(std::move(snap));
   return true;

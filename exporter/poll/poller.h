@@ -1,22 +1,27 @@
 // One poller per target: a thread that owns the target's libpq connection, polls every
 // poll.interval with a hard deadline of poll.timeout, turns the result into an immutable
-// TargetSnapshot and swaps it in. Reconnects with capped exponential backoff.
+// TargetSnapshot and swaps it in. Reconnects with capped exponential backoff. A poll runs the
+// collectors (exporter/collectors/registry.cc): their statements in one round trip, then those
+// with round trips of their own, then the view and the event diff.
 // Thread-safety: Latest() may be called from any thread; Start/Stop from the owning thread.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
-#include "exporter/collect/lock_names.h"
+#include "exporter/collectors/collector.h"
+#include "exporter/collectors/lock_names.h"
 #include "exporter/config/config.h"
 #include "exporter/pg/connection.h"
 #include "exporter/snapshot/analyze.h"
 #include "exporter/snapshot/events.h"
+#include "exporter/snapshot/inventory.h"
 #include "exporter/snapshot/snapshot.h"
+#include "exporter/util/thread_annotations.h"
 
 namespace pglock {
 
@@ -30,9 +35,9 @@ class Poller {
   void Start();
   // Wakes the thread and joins it; the connection is closed. Returns within about a second even
   // when a poll is in flight (the poll's own deadline bounds it).
-  void Stop();
+  void Stop() EXCLUDES(mu_);
 
-  std::shared_ptr<const TargetSnapshot> Latest() const;
+  std::shared_ptr<const TargetSnapshot> Latest() const EXCLUDES(mu_);
   const TargetConfig& target() const { return target_; }
   const PollConfig& poll() const { return poll_; }
 
@@ -40,35 +45,38 @@ class Poller {
   void PollOnceForTest() { PollOnce(); }
 
  private:
-  void Run();
+  void Run() EXCLUDES(mu_);
   // One poll: connect if needed, collect, analyze, count events, publish. Returns success.
   bool PollOnce();
-  bool EnsureConnected(SteadyClock::time_point deadline, std::string* error);
-  bool Collect(SteadyClock::time_point deadline, PollData* data, std::string* error);
-  void Publish(std::shared_ptr<const TargetSnapshot> snapshot);
+  Status EnsureConnected(SteadyClock::time_point deadline);
+  // Runs every collector's statements and round trips into *data; *statuses gets each
+  // collector's outcome and time.
+  Status Collect(SteadyClock::time_point deadline, PollData* data,
+                 std::vector<CollectorStatus>* statuses);
+  void CountCollectorErrors(const PollData& data);
+  void Publish(std::shared_ptr<const TargetSnapshot> snapshot) EXCLUDES(mu_);
   void LogStateChange(bool up, const std::string& error);
 
   const TargetConfig target_;
   const PollConfig poll_;
   const std::string masked_dsn_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;                             // GUARDED_BY(mu_)
-  std::atomic<bool> abort_{false};                // makes an in-flight poll give up
-  std::shared_ptr<const TargetSnapshot> latest_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::atomic<bool> abort_{false};  // makes an in-flight poll give up
+  std::shared_ptr<const TargetSnapshot> latest_ GUARDED_BY(mu_);
   std::thread thread_;
 
   // Owned by the polling thread only.
   std::unique_ptr<PgConnection> conn_;
-  std::map<std::string, std::unique_ptr<PgConnection>> pooler_conns_;  // by pooler name
+  std::vector<std::unique_ptr<CollectorState>> collector_states_;  // parallel to Collectors()
   LockNames names_;
   AnalyzeOptions analyze_options_;
   HoldHistory history_;
+  InventoryTier inventory_;
   EventTracker events_;
   Counters counters_;
-  std::shared_ptr<const PollData> last_inventory_;
-  SteadyClock::time_point last_inventory_at_{};
   double poll_errors_ = 0;
   double last_success_ = 0;
   int consecutive_failures_ = 0;

@@ -1,7 +1,6 @@
-// Turns one poll's observations (PollData) into the point-in-time view the metrics show: waits
-// with their blockers, holders and their observed age, idle-in-transaction holders and the time
-// left before a timeout drops their locks, clients, leases. Pure apart from HoldHistory, which
-// carries first-seen times from poll to poll. Thread-compatible.
+// Turns one poll's observations (PollData) into the point-in-time view the metrics show: each
+// collector builds its own part (exporter/collectors); Analyze() runs them all. Pure apart from
+// HoldHistory, which carries first-seen times from poll to poll. Thread-compatible.
 #pragma once
 
 #include <algorithm>
@@ -11,9 +10,10 @@
 #include <tuple>
 #include <vector>
 
-#include "exporter/collect/lock_names.h"
+#include "exporter/collectors/lock_names.h"
 #include "exporter/config/config.h"
 #include "exporter/snapshot/holder_matcher.h"
+#include "exporter/snapshot/poll_index.h"
 #include "exporter/snapshot/snapshot.h"
 
 namespace pglock {
@@ -47,9 +47,21 @@ struct AnalyzeOptions {
 // The `lock` label: the configured name, else the rendered key.
 std::string LockLabel(const AdvisoryKey& key, const LockNames* names);
 
-// Builds the view. Fills *dropped with the detail series each metric left out because of top_n.
+// What each collector's BuildView gets besides the poll.
+struct ViewContext {
+  const AnalyzeOptions* options = nullptr;
+  const PollIndex* index = nullptr;
+  size_t top_n = 20;
+  HoldHistory* history = nullptr;
+  std::map<std::string, int64_t>* dropped = nullptr;  // metric -> series left out by top_n
+};
+
+// Builds the view: every collector's part, in registry order. Fills *dropped with the detail
+// series each metric left out because of top_n, and *build_seconds (when given) with the time
+// each collector took, in registry order.
 TargetView Analyze(const PollData& data, const AnalyzeOptions& options, HoldHistory* history,
-                   std::map<std::string, int64_t>* dropped);
+                   std::map<std::string, int64_t>* dropped,
+                   std::vector<double>* build_seconds = nullptr);
 
 // Keeps the `n` most severe rows (`more_severe(a, b)` true when a comes first); returns how many
 // were dropped.

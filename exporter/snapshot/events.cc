@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "exporter/snapshot/analyze.h"
+#include "exporter/snapshot/poll_index.h"
 #include "exporter/snapshot/timeouts.h"
 
 namespace pglock {
@@ -70,23 +71,6 @@ class HoldIndex {
   std::vector<Hold> holds_;
 };
 
-// datid -> datname of a poll, built once per comparison.
-std::unordered_map<uint32_t, std::string> Datnames(const PollData& data) {
-  std::unordered_map<uint32_t, std::string> out;
-  if (data.database_stats) {
-    for (const DatabaseStats& d : *data.database_stats) out[d.datid] = d.datname;
-  }
-  for (const Session& s : data.sessions) {
-    if (!s.datname.empty()) out[s.datid] = s.datname;
-  }
-  return out;
-}
-
-std::string Lookup(const std::unordered_map<uint32_t, std::string>& names, uint32_t datid) {
-  const auto it = names.find(datid);
-  return it == names.end() ? std::to_string(datid) : it->second;
-}
-
 std::string CounterLock(const AdvisoryKey& key, const LockNames* names) {
   if (names != nullptr && names->count({key.classid, key.objid, key.objsubid}) != 0) {
     return LockLabel(key, names);
@@ -139,21 +123,14 @@ std::string InferLossCause(const Session& last_seen, double last_poll_now, doubl
   return "disconnected";
 }
 
-void EventTracker::Observe(std::shared_ptr<const PollData> cur, const LockNames* names,
-                           Counters* counters) {
+void EventTracker::Observe(std::shared_ptr<const PollData> cur, const PollData* last_inventory,
+                           const LockNames* names, Counters* counters) {
   SeedZeroCounters(*cur, names, counters);
-  if (cur->inventory) {
-    if (last_inventory_) CountLockEvents(*last_inventory_, *cur, names, counters);
+  if (cur->inventory && last_inventory != nullptr) {
+    CountLockEvents(*last_inventory, *cur, names, counters);
   }
   CountSessionsEnded(*cur, counters);
   CountLeaseTransitions(*cur, counters);
-  if (cur->inventory) {
-    last_inventory_ = cur;
-    inventory_stats_.clear();
-    if (cur->database_stats) {
-      for (const DatabaseStats& d : *cur->database_stats) inventory_stats_[d.datid] = d;
-    }
-  }
   last_ = std::move(cur);
 }
 
@@ -209,15 +186,15 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
                                    const LockNames* names, Counters* counters) {
   const HoldIndex prev_holds(prev);
   const HoldIndex cur_holds(cur);
-  const auto prev_datnames = Datnames(prev);
-  const auto cur_datnames = Datnames(cur);
+  const PollIndex prev_index(prev);
+  const PollIndex cur_index(cur);
 
   if (prev.postmaster_start != cur.postmaster_start) {
     // The server restarted: every lock held before is gone with its session.
     for (size_t i = 0; i < prev_holds.size(); ++i) {
       const AdvisoryKey& key = prev_holds.key(i);
       const auto holds = prev_holds.holds(i);
-      const std::string db = Lookup(prev_datnames, key.datid), lock = CounterLock(key, names);
+      const std::string db = prev_index.Datname(key.datid), lock = CounterLock(key, names);
       counters->releases[{db, lock, "session_ended"}] += static_cast<double>(holds.size());
       counters->losses[{db, lock, "server_restart"}] += static_cast<double>(holds.size());
     }
@@ -236,13 +213,15 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
     last_seen_now = last_->now;
   }
 
-  // Deltas of the session end counters per database since the inventory poll.
+  // Deltas of the session end counters per database since the inventory poll (prev).
   std::map<uint32_t, SessionEndDeltas> deltas;
   const bool deltas_known = cur.database_stats.has_value() && prev.database_stats.has_value();
   if (deltas_known) {
+    std::map<uint32_t, const DatabaseStats*> inventory_stats;
+    for (const DatabaseStats& d : *prev.database_stats) inventory_stats[d.datid] = &d;
     for (const DatabaseStats& d : *cur.database_stats) {
-      const auto it = inventory_stats_.find(d.datid);
-      const DatabaseStats p = it == inventory_stats_.end() ? d : it->second;
+      const auto it = inventory_stats.find(d.datid);
+      const DatabaseStats p = it == inventory_stats.end() ? d : *it->second;
       deltas[d.datid] = {CounterDelta(p.sessions_fatal, d.sessions_fatal),
                          CounterDelta(p.sessions_killed, d.sessions_killed),
                          CounterDelta(p.sessions_abandoned, d.sessions_abandoned)};
@@ -292,7 +271,7 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
                                           [&](const Hold& c) { return c.session == h.session; });
       if (still_held) continue;
       // Labels only for the few locks that changed.
-      const std::string db = Lookup(prev_datnames, key.datid), lock = CounterLock(key, names);
+      const std::string db = prev_index.Datname(key.datid), lock = CounterLock(key, names);
       if (alive.count(h.session) != 0) {
         counters->releases[{db, lock, "unlocked"}] += 1;
         continue;
@@ -328,7 +307,7 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
                               [&](const Hold& h) { return h.exclusive && h.session == previous; });
     }
     if (takeover) {
-      counters->takeovers[{Lookup(cur_datnames, key.datid), CounterLock(key, names)}] += 1;
+      counters->takeovers[{cur_index.Datname(key.datid), CounterLock(key, names)}] += 1;
     }
     if (!lost_keys_.empty()) lost_keys_.erase(key);  // held again: judged against this holder
   }

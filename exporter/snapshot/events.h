@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "exporter/collect/lock_names.h"
+#include "exporter/collectors/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/snapshot.h"
 
@@ -39,9 +39,12 @@ class EventTracker {
   EventTracker(const EventTracker&) = delete;
   EventTracker& operator=(const EventTracker&) = delete;
 
-  // Counts what happened between the previous good poll and `cur` into *counters. `names` maps
-  // configured keys to names; other keys count under lock="unnamed".
-  void Observe(std::shared_ptr<const PollData> cur, const LockNames* names, Counters* counters);
+  // Counts what happened between the previous good poll and `cur` into *counters. Lock events
+  // are judged when `cur` is an inventory, against `last_inventory` (InventoryTier::last(), as it
+  // was before `cur`; null at first). `names` maps configured keys to names; other keys count
+  // under lock="unnamed".
+  void Observe(std::shared_ptr<const PollData> cur, const PollData* last_inventory,
+               const LockNames* names, Counters* counters);
 
  private:
   void CountSessionsEnded(const PollData& cur, Counters* counters);
@@ -50,17 +53,16 @@ class EventTracker {
   void CountLeaseTransitions(const PollData& cur, Counters* counters);
   void SeedZeroCounters(const PollData& cur, const LockNames* names, Counters* counters);
 
-  std::shared_ptr<const PollData> last_;            // last successful poll
-  std::shared_ptr<const PollData> last_inventory_;  // last poll that read every advisory lock
+  std::shared_ptr<const PollData> last_;  // last successful poll
   std::map<AdvisoryKey, LostKey> lost_keys_;
-  std::map<uint32_t, DatabaseStats> last_stats_;       // by datid, last good poll
-  std::map<uint32_t, DatabaseStats> inventory_stats_;  // by datid, last inventory poll
+  std::map<uint32_t, DatabaseStats> last_stats_;                        // by datid, last good poll
   std::map<std::string, std::map<std::string, LeaseRow>> last_leases_;  // table -> name -> row
   std::map<std::string, bool> last_leases_complete_;                    // table -> not capped
 };
 
 // The cause of a lost lock from what was last seen of its session and the counter deltas of its
-// database. deltas are nullopt before PostgreSQL 14. Exposed for unit tests.
+// database. deltas_known is false before PostgreSQL 14 (no session counters). Exposed for unit
+// tests.
 struct SessionEndDeltas {
   int64_t fatal = 0;
   int64_t killed = 0;

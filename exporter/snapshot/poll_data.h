@@ -1,5 +1,5 @@
 // What one poll observed on one PostgreSQL server, as plain values: the collectors in
-// exporter/collect fill it, exporter/snapshot turns two of them into metrics and events.
+// exporter/collectors fill it, exporter/snapshot turns two of them into metrics and events.
 // Immutable once built; shared between threads through shared_ptr<const PollData>.
 #pragma once
 
@@ -130,8 +130,6 @@ struct PollData {
   std::optional<std::vector<DatabaseStats>> database_stats;  // 14+
   std::vector<LeaseTableData> leases;
   std::vector<PoolerData> poolers;
-  // Errors of optional collectors ("leases", "poolers", "settings"...) keyed by collector.
-  std::map<std::string, std::string> collector_errors;
   // False when the exporter's role cannot see other sessions' details (no pg_monitor).
   bool full_visibility = true;
 };

@@ -126,6 +126,13 @@ struct Counters {
   std::map<std::string, double> collector_errors;  // collector
 };
 
+// How one collector fared at the last poll.
+struct CollectorStatus {
+  std::string name;
+  bool up = false;
+  double seconds = 0;  // its parse, own round trips and view building
+};
+
 // What a scrape serialises for one target.
 struct TargetSnapshot {
   std::string target;
@@ -136,7 +143,8 @@ struct TargetSnapshot {
   std::string server_version;
   std::string state;  // "connecting", "up", "down": for the landing page
   std::string last_error;
-  std::shared_ptr<const TargetView> view;  // null when the last poll failed
+  std::shared_ptr<const TargetView> view;   // null when the last poll failed
+  std::vector<CollectorStatus> collectors;  // empty before the first poll
   Counters counters;
 };
 

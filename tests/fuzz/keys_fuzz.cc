@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "exporter/collect/lock_names.h"
+#include "exporter/collectors/lock_names.h"
 #include "exporter/snapshot/analyze.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -10,9 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "exporter/collect/core.h"
 #include "exporter/http/server.h"
 #include "exporter/log.h"
+#include "exporter/pg/batch.h"
 #include "exporter/pg/conninfo.h"
 
 namespace pglock {

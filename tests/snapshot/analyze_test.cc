@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "exporter/collect/lock_names.h"
+#include "exporter/collectors/lock_names.h"
 #include "exporter/snapshot/holder_matcher.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/timeouts.h"

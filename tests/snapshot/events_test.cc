@@ -10,7 +10,8 @@
 #include <tuple>
 #include <vector>
 
-#include "exporter/collect/lock_names.h"
+#include "exporter/collectors/lock_names.h"
+#include "exporter/snapshot/inventory.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/snapshot.h"
 
@@ -77,8 +78,13 @@ double Get(const Map& m, const Key& k) {
 // Feeds polls to one EventTracker and reads its counters.
 class Events {
  public:
+  // As the poller does: the inventory tier completes the poll, the tracker compares it with the
+  // inventory before it.
   void Observe(const PollData& d) {
-    tracker_.Observe(std::make_shared<const PollData>(d), &names_, &counters_);
+    auto data = std::make_shared<PollData>(d);
+    const std::shared_ptr<const PollData> previous = inventory_.last();
+    inventory_.Complete(SteadyClock::now(), &data);
+    tracker_.Observe(data, previous.get(), &names_, &counters_);
   }
 
   double Released(const std::string& reason, const std::string& lock = "unnamed") const {
@@ -112,6 +118,7 @@ class Events {
   const Counters& counters() const { return counters_; }
 
  private:
+  InventoryTier inventory_{std::chrono::milliseconds(0)};
   EventTracker tracker_;
   LockNames names_;
   Counters counters_;

@@ -19,7 +19,8 @@ using LockNames = std::map<std::tuple<uint32_t, uint32_t, int>, std::string>;
 void AddBigintName(int64_t key, const std::string& name, LockNames* names);
 void AddPairName(int32_t key1, int32_t key2, const std::string& name, LockNames* names);
 
-bool ResolveLockNames(PgConnection& conn, const std::vector<LockNameConfig>& locks,
-                      SteadyClock::time_point deadline, LockNames* names, std::string* error);
+// Resolves every configured name on `conn` into *names (cleared first).
+Status ResolveLockNames(PgConnection& conn, const std::vector<LockNameConfig>& locks,
+                        SteadyClock::time_point deadline, LockNames* names);
 
 }  // namespace pglock

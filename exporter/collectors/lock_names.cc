@@ -1,4 +1,4 @@
-#include "exporter/collect/lock_names.h"
+#include "exporter/collectors/lock_names.h"
 
 #include "exporter/queries.h"
 
@@ -13,8 +13,8 @@ void AddPairName(int32_t key1, int32_t key2, const std::string& name, LockNames*
   (*names)[{static_cast<uint32_t>(key1), static_cast<uint32_t>(key2), 2}] = name;
 }
 
-bool ResolveLockNames(PgConnection& conn, const std::vector<LockNameConfig>& locks,
-                      SteadyClock::time_point deadline, LockNames* names, std::string* error) {
+Status ResolveLockNames(PgConnection& conn, const std::vector<LockNameConfig>& locks,
+                        SteadyClock::time_point deadline, LockNames* names) {
   names->clear();
   for (const LockNameConfig& lock : locks) {
     std::optional<PgResult> r;
@@ -26,22 +26,22 @@ bool ResolveLockNames(PgConnection& conn, const std::vector<LockNameConfig>& loc
         AddPairName(lock.key1, lock.key2, lock.name, names);
         break;
       case LockNameConfig::Kind::kBigintText:
-        if (!conn.ExecOne(queries::kLockNameBigint, {lock.key_text}, deadline, &r, error)) {
-          *error = "resolving lock \"" + lock.name + "\": " + *error;
-          return false;
+        if (Status s = conn.ExecOne(queries::kLockNameBigint, {lock.key_text}, deadline, &r);
+            !s.ok()) {
+          return s.WithContext("resolving lock \"" + lock.name + "\"");
         }
         AddBigintName(r->Int(0, 0).value_or(0), lock.name, names);
         break;
       case LockNameConfig::Kind::kPairText:
-        if (!conn.ExecOne(queries::kLockNameInt4, {lock.key2_text}, deadline, &r, error)) {
-          *error = "resolving lock \"" + lock.name + "\": " + *error;
-          return false;
+        if (Status s = conn.ExecOne(queries::kLockNameInt4, {lock.key2_text}, deadline, &r);
+            !s.ok()) {
+          return s.WithContext("resolving lock \"" + lock.name + "\"");
         }
         AddPairName(lock.key1, static_cast<int32_t>(r->Int(0, 0).value_or(0)), lock.name, names);
         break;
     }
   }
-  return true;
+  return Status::Ok();
 }
 
 }  // namespace pglock

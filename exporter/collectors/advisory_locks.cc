@@ -1,0 +1,262 @@
+#include "exporter/collectors/advisory_locks.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+#include "exporter/pg/columns.h"
+#include "exporter/queries.h"
+
+namespace pglock {
+namespace {
+
+using prometheus::MetricType;
+
+const MetricDesc kHeld{"pglock_advisory_locks_held",
+                       MetricType::Gauge,
+                       "Granted advisory locks.",
+                       {"target", "datname"}};
+const MetricDesc kWaiters{"pglock_advisory_lock_waiters",
+                          MetricType::Gauge,
+                          "Sessions waiting for an advisory lock.",
+                          {"target", "datname"}};
+const MetricDesc kWaitMax{"pglock_advisory_lock_wait_seconds_max",
+                          MetricType::Gauge,
+                          "Longest current advisory lock wait, 0 if none.",
+                          {"target", "datname"}};
+const MetricDesc kWaitSeconds{
+    "pglock_advisory_lock_wait_seconds",
+    MetricType::Gauge,
+    "How long a session has waited for an advisory lock, one series per waiter->blocker edge "
+    "(top_n by wait; from pg_locks.waitstart on 14+).",
+    {"target", "datname", "lock", "waiter_pid", "waiter_application_name", "blocker_pid",
+     "blocker_application_name", "blocker_client_addr", "blocker_usename", "blocker_state"}};
+const MetricDesc kHeldSeconds{
+    "pglock_advisory_lock_held_seconds",
+    MetricType::Gauge,
+    "Observed age of a held advisory lock (top_n by age): since first seen, or since xact_start "
+    "when later. scope=session when the holder has no open transaction.",
+    {"target", "datname", "lock", "pid", "application_name", "client_addr", "usename", "state",
+     "scope"}};
+const MetricDesc kReleases{
+    "pglock_advisory_lock_releases_total",
+    MetricType::Counter,
+    "Held advisory locks gone at the next poll: unlocked (holder still connected) or "
+    "session_ended.",
+    {"target", "datname", "lock", "reason"}};
+const MetricDesc kLosses{
+    "pglock_advisory_lock_losses_total",
+    MetricType::Counter,
+    "Advisory locks lost because their session ended while holding them, by inferred cause.",
+    {"target", "datname", "lock", "cause"}};
+const MetricDesc kTakeovers{
+    "pglock_advisory_lock_takeovers_total",
+    MetricType::Counter,
+    "An advisory key held by another session than at the last poll, or taken after its holder's "
+    "session ended.",
+    {"target", "datname", "lock"}};
+
+Identity IdentityOf(const Session* s, int pid) {
+  Identity id;
+  id.pid = pid;
+  if (s != nullptr) id = {pid, s->application_name, s->client_addr, s->usename, s->state};
+  return id;
+}
+
+struct HeldCandidate {
+  double seconds;
+  const AdvisoryLock* lock;
+  const Session* session;
+};
+
+// Exact per-database counts and the age of every held lock, with no strings built, since there
+// can be 100k of them; labels are made for the top_n only. Refreshes the hold history on an
+// inventory poll.
+std::vector<HeldCandidate> AgeHeldLocks(const PollData& data, const ViewContext& ctx,
+                                        std::unordered_map<uint32_t, DatabaseAggregate>* by_datid) {
+  std::vector<HeldCandidate> held;
+  held.reserve(data.locks.size());
+  std::vector<HoldHistory::Entry> next_history;
+  next_history.reserve(data.locks.size());
+  const auto& history_entries = ctx.history->first_seen;
+  const auto by_id = [](const HoldHistory::Entry& a, const HoldHistory::Entry& b) {
+    return a.Id() < b.Id();
+  };
+  for (const AdvisoryLock& l : data.locks) {
+    if (!l.granted) continue;
+    ++(*by_datid)[l.key.datid].advisory_locks_held;
+    const Session* s = ctx.index->Find(l.pid);
+    HoldHistory::Entry entry{l.pid, s != nullptr ? s->backend_start : 0, l.key, data.now};
+    const auto it = std::lower_bound(history_entries.begin(), history_entries.end(), entry, by_id);
+    if (it != history_entries.end() && it->Id() == entry.Id()) {
+      entry.first_seen = it->first_seen;
+    } else if (s != nullptr && s->NotRunning() && s->state_change) {
+      // Not running a statement: the lock was taken no later than the last state change.
+      entry.first_seen = std::min(*s->state_change, data.now);
+    }
+    double since = entry.first_seen;
+    if (s != nullptr && s->xact_start) since = std::max(since, *s->xact_start);
+    held.push_back({std::max(0.0, data.now - since), &l, s});
+    next_history.push_back(entry);
+  }
+  if (data.inventory) {
+    std::sort(next_history.begin(), next_history.end(), by_id);
+    ctx.history->first_seen = std::move(next_history);
+  }
+  return held;
+}
+
+// Waits, with edges to the holders of the keys waited for.
+void BuildWaits(const PollData& data, const ViewContext& ctx,
+                std::unordered_map<uint32_t, DatabaseAggregate>* by_datid, TargetView* view) {
+  std::vector<const AdvisoryLock*> waiting;
+  std::map<AdvisoryKey, std::set<int>> granted;  // only keys somebody waits for
+  for (const AdvisoryLock& l : data.locks) {
+    if (!l.granted) {
+      waiting.push_back(&l);
+      granted[l.key];
+    }
+  }
+  if (waiting.empty()) return;
+  for (const AdvisoryLock& l : data.locks) {
+    if (!l.granted) continue;
+    if (const auto it = granted.find(l.key); it != granted.end()) it->second.insert(l.pid);
+  }
+  for (const AdvisoryLock* w : waiting) {
+    const AdvisoryLock& l = *w;
+    const Session* s = ctx.index->Find(l.pid);
+    DatabaseAggregate& agg = (*by_datid)[l.key.datid];
+    double waited = 0;
+    if (l.waitstart) {
+      waited = data.now - *l.waitstart;
+    } else if (data.server_version_num < 140000 && s != nullptr && s->query_start) {
+      waited = data.now - *s->query_start;
+    }
+    waited = std::max(waited, 0.0);
+    ++agg.advisory_waiters;
+    agg.advisory_wait_max = std::max(agg.advisory_wait_max, waited);
+    if (s == nullptr) continue;
+    // pg_blocking_pids() also names sessions queued ahead for the same lock. On-call needs the
+    // holders (the pids to act on), so edges go to the sessions that hold this key; only when
+    // none of the blockers holds it (a queue of waiters) are they all kept.
+    std::vector<int> edges;
+    const std::set<int>& holders = granted[l.key];
+    for (int pid : s->blocked_by) {
+      if (holders.count(pid) != 0) edges.push_back(pid);
+    }
+    if (edges.empty()) edges = s->blocked_by;
+    const std::string datname = ctx.index->Datname(l.key.datid);
+    const std::string lock = LockLabel(l.key, ctx.options->names);
+    for (int blocker_pid : edges) {
+      view->waits.push_back({datname, lock, IdentityOf(s, l.pid),
+                             IdentityOf(ctx.index->Find(blocker_pid), blocker_pid), waited});
+    }
+  }
+}
+
+}  // namespace
+
+void AdvisoryLocksCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
+  const bool v14 = plan.server_version_num >= 140000;
+  if (plan.inventory) {
+    batch->Add(name(), v14 ? queries::kAdvisoryLocks : queries::kAdvisoryLocksPg13);
+  } else if (v14) {
+    batch->Add(name(), queries::kAdvisoryWaiters);
+  }
+}
+
+Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& results,
+                                     PollData* data) const {
+  data->inventory = plan.inventory;
+  data->locks.clear();
+  const PgResult* r = results.Find(name());
+  if (r == nullptr) return Status::Ok();  // a tiered poll on 12/13 reads no locks
+  Columns c(*r, "advisory_locks");
+  const int pid = c["pid"], database = c["database"], classid = c["classid"], objid = c["objid"],
+            objsubid = c["objsubid"], exclusive = c["exclusive"], granted = c["granted"],
+            waitstart = c["waitstart"];
+  if (Status s = c.status(); !s.ok()) return s;
+  data->locks.reserve(static_cast<size_t>(r->Rows()));
+  for (int i = 0; i < r->Rows(); ++i) {
+    AdvisoryLock l;
+    l.pid = static_cast<int>(r->Int(i, pid).value_or(0));
+    l.key.datid = static_cast<uint32_t>(r->Int(i, database).value_or(0));
+    l.key.classid = static_cast<uint32_t>(r->Int(i, classid).value_or(0));
+    l.key.objid = static_cast<uint32_t>(r->Int(i, objid).value_or(0));
+    l.key.objsubid = static_cast<int>(r->Int(i, objsubid).value_or(1));
+    l.exclusive = r->Bool(i, exclusive);
+    l.granted = r->Bool(i, granted);
+    l.waitstart = r->Double(i, waitstart);
+    data->locks.push_back(l);
+  }
+  return Status::Ok();
+}
+
+void AdvisoryLocksCollector::BuildView(const PollData& data, const ViewContext& ctx,
+                                       TargetView* view) const {
+  std::unordered_map<uint32_t, DatabaseAggregate> by_datid;
+  std::vector<HeldCandidate> held = AgeHeldLocks(data, ctx, &by_datid);
+  BuildWaits(data, ctx, &by_datid, view);
+  for (const auto& [datid, counts] : by_datid) {
+    DatabaseAggregate& agg = view->databases[ctx.index->Datname(datid)];
+    agg.advisory_locks_held += counts.advisory_locks_held;
+    agg.advisory_waiters += counts.advisory_waiters;
+    agg.advisory_wait_max = std::max(agg.advisory_wait_max, counts.advisory_wait_max);
+  }
+
+  // Held locks: the top_n oldest get their labels.
+  const size_t keep = std::min(held.size(), ctx.top_n);
+  std::partial_sort(
+      held.begin(), held.begin() + static_cast<std::ptrdiff_t>(keep), held.end(),
+      [](const HeldCandidate& a, const HeldCandidate& b) { return a.seconds > b.seconds; });
+  (*ctx.dropped)[kHeldSeconds.name] = static_cast<int64_t>(held.size() - keep);
+  for (size_t i = 0; i < keep; ++i) {
+    const HeldCandidate& h = held[i];
+    const bool session_scope =
+        h.session != nullptr && !h.session->state.empty() && !h.session->xact_start;
+    view->held.push_back(
+        {ctx.index->Datname(h.lock->key.datid), LockLabel(h.lock->key, ctx.options->names),
+         IdentityOf(h.session, h.lock->pid), session_scope ? "session" : "unknown", h.seconds});
+  }
+  (*ctx.dropped)[kWaitSeconds.name] =
+      KeepTopN(&view->waits, ctx.top_n,
+               [](const WaitEdge& a, const WaitEdge& b) { return a.seconds > b.seconds; });
+}
+
+void AdvisoryLocksCollector::ExposeView(const TargetSnapshot& snap, const TargetView& v,
+                                        Families* f) const {
+  const std::string& tg = snap.target;
+  for (const auto& [db, a] : v.databases) {
+    f->Add(kHeld, {tg, db}, static_cast<double>(a.advisory_locks_held));
+    f->Add(kWaiters, {tg, db}, static_cast<double>(a.advisory_waiters));
+    f->Add(kWaitMax, {tg, db}, a.advisory_wait_max);
+  }
+  for (const WaitEdge& w : v.waits) {
+    f->Add(kWaitSeconds,
+           {tg, w.datname, w.lock, std::to_string(w.waiter.pid), w.waiter.application_name,
+            std::to_string(w.blocker.pid), w.blocker.application_name,
+            AddrLabel(w.blocker.client_addr), w.blocker.usename, StateLabel(w.blocker.state)},
+           w.seconds);
+  }
+  for (const HeldLock& h : v.held) {
+    f->Add(kHeldSeconds,
+           {tg, h.datname, h.lock, std::to_string(h.holder.pid), h.holder.application_name,
+            AddrLabel(h.holder.client_addr), h.holder.usename, StateLabel(h.holder.state), h.scope},
+           h.seconds);
+  }
+}
+
+void AdvisoryLocksCollector::ExposeCounters(const TargetSnapshot& snap, Families* f) const {
+  const std::string& tg = snap.target;
+  const Counters& c = snap.counters;
+  for (const auto& [k, n] : c.releases) {
+    f->Add(kReleases, {tg, std::get<0>(k), std::get<1>(k), std::get<2>(k)}, n);
+  }
+  for (const auto& [k, n] : c.losses) {
+    f->Add(kLosses, {tg, std::get<0>(k), std::get<1>(k), std::get<2>(k)}, n);
+  }
+  for (const auto& [k, n] : c.takeovers)
+    f->Add(kTakeovers, {tg, std::get<0>(k), std::get<1>(k)}, n);
+}
+
+}  // namespace pglock

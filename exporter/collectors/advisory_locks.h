@@ -1,0 +1,22 @@
+// Advisory locks (queries/advisory_locks*.sql over pg_locks, filtered in the server): who holds
+// which key since when (observed) and in which scope, who waits for whom and how long, with edges
+// pointing at the holders. Also owns the families of the lock events that the event diff counts
+// (releases, losses, takeovers). On a tiered poll only waiters' locks are read (InventoryTier).
+// Stateless; thread-safe.
+#pragma once
+
+#include "exporter/collectors/collector.h"
+
+namespace pglock {
+
+class AdvisoryLocksCollector : public Collector {
+ public:
+  const char* name() const override { return "advisory_locks"; }
+  void Plan(const PollPlan& plan, StatementBatch* batch) const override;
+  Status Parse(const PollPlan& plan, const BatchResults& results, PollData* data) const override;
+  void BuildView(const PollData& data, const ViewContext& ctx, TargetView* view) const override;
+  void ExposeView(const TargetSnapshot& snap, const TargetView& view, Families* out) const override;
+  void ExposeCounters(const TargetSnapshot& snap, Families* out) const override;
+};
+
+}  // namespace pglock

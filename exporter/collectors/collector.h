@@ -1,0 +1,89 @@
+// The collector interface: one implementation per signal family (exporter/collectors/*.cc, listed
+// in registry.cc). A collector owns its SQL (queries/<name>.sql), parses its rows by column name,
+// builds its part of the point-in-time view and owns its metric descriptors. A poll:
+//   1. Plan():     every collector adds its statements to the poll's one StatementBatch;
+//   2. Parse():    after the single round trip, each reads its own results into PollData;
+//   3. Collect():  collectors with round trips of their own (lease tables, poolers) run them;
+//   4. BuildView(): each fills its part of the TargetView from the (complete) PollData;
+//   5. ExposeView()/ExposeCounters(): on each scrape, its series from the latest snapshot.
+// Batch statements must succeed (their failure fails the poll); an optional collector's own
+// failure is its own (`pglock_collector_up 0`) and never fails the poll.
+// Collectors are stateless and shared by every target and thread; per-target state lives in a
+// CollectorState owned by that target's poller thread.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "exporter/collectors/lock_names.h"
+#include "exporter/config/config.h"
+#include "exporter/metrics/families.h"
+#include "exporter/pg/batch.h"
+#include "exporter/snapshot/analyze.h"
+#include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/snapshot.h"
+#include "exporter/util/status.h"
+
+namespace pglock {
+
+// What decides a collector's statements for one poll.
+struct PollPlan {
+  int server_version_num = 0;
+  bool inventory = true;  // read every advisory lock (else only waiters': the tiered poll)
+};
+
+// Per-target state a collector keeps between polls (e.g. a pooler's admin connections). Owned
+// by the poller thread.
+class CollectorState {
+ public:
+  virtual ~CollectorState() = default;
+};
+
+// What a collector with its own round trips gets. Valid for one poll.
+struct PollContext {
+  PgConnection* conn = nullptr;  // the target's connection (the batch already succeeded on it)
+  const TargetConfig* target = nullptr;
+  const PollConfig* poll = nullptr;
+  QueryTimeouts timeouts;
+  SteadyClock::time_point deadline;
+  const std::atomic<bool>* abort = nullptr;
+};
+
+class Collector {
+ public:
+  virtual ~Collector() = default;
+
+  // The `collector` label of pglock_collector_up / pglock_collector_duration_seconds.
+  virtual const char* name() const = 0;
+
+  // Statements for the poll's batch.
+  virtual void Plan(const PollPlan& /*plan*/, StatementBatch* /*batch*/) const {}
+  // Reads this collector's results. kUnexpectedShape when a column the SQL promises is missing.
+  virtual Status Parse(const PollPlan& /*plan*/, const BatchResults& /*results*/,
+                       PollData* /*data*/) const {
+    return Status::Ok();
+  }
+
+  virtual std::unique_ptr<CollectorState> NewState() const { return nullptr; }
+  // Round trips of its own, after the batch. Its failures go into *data (the collector is then
+  // down); the returned Status is not ok only when the target's connection was lost.
+  virtual Status Collect(const PollContext& /*ctx*/, CollectorState* /*state*/,
+                         PollData* /*data*/) const {
+    return Status::Ok();
+  }
+  // False when the last Collect() of this collector failed in `data`.
+  virtual bool Healthy(const PollData& /*data*/) const { return true; }
+
+  virtual void BuildView(const PollData& /*data*/, const ViewContext& /*ctx*/,
+                         TargetView* /*view*/) const {}
+
+  // Series of a target whose last poll succeeded.
+  virtual void ExposeView(const TargetSnapshot& /*snap*/, const TargetView& /*view*/,
+                          Families* /*out*/) const {}
+  // Cumulative counters: exposed whether or not the last poll succeeded.
+  virtual void ExposeCounters(const TargetSnapshot& /*snap*/, Families* /*out*/) const {}
+};
+
+}  // namespace pglock

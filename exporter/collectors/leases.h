@@ -1,0 +1,25 @@
+// Lease tables ([[targets.leases]], queries/lease_table.sql): each configured table is read in a
+// round trip of its own, so a missing table or column, a wrong type or a permission problem is that
+// table's error (pglock_lease_table_up 0, pglock_collector_errors_total) and never fails the poll.
+// Identifiers are quoted by libpq. Also owns pglock_lease_transitions_total, which the event diff
+// counts. Stateless; thread-safe.
+#pragma once
+
+#include "exporter/collectors/collector.h"
+
+namespace pglock {
+
+// The SQL for one table; "" when an identifier cannot be quoted (connection gone).
+std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& table, int limit);
+
+class LeasesCollector : public Collector {
+ public:
+  const char* name() const override { return "leases"; }
+  Status Collect(const PollContext& ctx, CollectorState* state, PollData* data) const override;
+  bool Healthy(const PollData& data) const override;
+  void BuildView(const PollData& data, const ViewContext& ctx, TargetView* view) const override;
+  void ExposeView(const TargetSnapshot& snap, const TargetView& view, Families* out) const override;
+  void ExposeCounters(const TargetSnapshot& snap, Families* out) const override;
+};
+
+}  // namespace pglock

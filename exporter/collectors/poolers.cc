@@ -1,0 +1,145 @@
+#include "exporter/collectors/poolers.h"
+
+#include <set>
+#include <unordered_map>
+#include <utility>
+
+#include "exporter/queries.h"
+
+namespace pglock {
+namespace {
+
+using prometheus::MetricType;
+
+const MetricDesc kPoolerUp{"pglock_pooler_up",
+                           MetricType::Gauge,
+                           "1 if the pooler's admin console answered at the last poll.",
+                           {"target", "pooler"}};
+const MetricDesc kPooledLocks{
+    "pglock_pooled_session_advisory_locks",
+    MetricType::Gauge,
+    "Advisory locks held outside a transaction by server connections of a transaction- or "
+    "statement-mode PgBouncer pool: session locks that outlived their client.",
+    {"target", "pooler", "database", "user"}};
+
+// The admin connection of each pooler, by pooler name.
+struct PoolerConnections : CollectorState {
+  std::map<std::string, std::unique_ptr<PgConnection>> by_name;
+};
+
+PoolerData ReadPooler(const PoolerConfig& pooler, std::unique_ptr<PgConnection>* conn,
+                      const PollContext& ctx) {
+  PoolerData data;
+  data.name = pooler.name;
+  if (*conn && (*conn)->Broken()) conn->reset();
+  if (!*conn) {
+    const Status s = PgConnection::Connect(
+        pooler.admin_dsn, {{"application_name", "pglock_exporter"}}, ctx.deadline, conn, ctx.abort);
+    if (!s.ok()) {
+      data.error = s.message();
+      return data;
+    }
+  }
+  // The admin console speaks only the simple protocol and one statement per query.
+  std::optional<PgResult> pools, servers;
+  Status s = (*conn)->ExecOne(queries::kPgbouncerPools, {}, ctx.deadline, &pools);
+  if (s.ok()) s = (*conn)->ExecOne(queries::kPgbouncerServers, {}, ctx.deadline, &servers);
+  if (!s.ok()) {
+    data.error = s.message();
+    conn->reset();
+    return data;
+  }
+  if (s = ParsePgbouncer(*pools, *servers, &data); !s.ok()) {
+    data.error = s.message();
+    return data;
+  }
+  data.ok = true;
+  return data;
+}
+
+}  // namespace
+
+Status ParsePgbouncer(const PgResult& pools, const PgResult& servers, PoolerData* data) {
+  const int p_db = pools.Column("database"), p_user = pools.Column("user"),
+            p_mode = pools.Column("pool_mode");
+  const int s_db = servers.Column("database"), s_user = servers.Column("user"),
+            s_pid = servers.Column("remote_pid");
+  if (p_db < 0 || p_user < 0 || p_mode < 0 || s_db < 0 || s_user < 0 || s_pid < 0) {
+    return Status::UnexpectedShape(
+        "PgBouncer too old: SHOW POOLS needs pool_mode and SHOW SERVERS remote_pid (1.18+)");
+  }
+  std::set<std::pair<std::string, std::string>> transaction_pools;
+  for (int i = 0; i < pools.Rows(); ++i) {
+    const std::string_view mode = pools.Text(i, p_mode);
+    if (mode == "transaction" || mode == "statement") {
+      transaction_pools.emplace(pools.String(i, p_db), pools.String(i, p_user));
+    }
+  }
+  for (int i = 0; i < servers.Rows(); ++i) {
+    PooledServer s;
+    s.database = servers.String(i, s_db);
+    s.user = servers.String(i, s_user);
+    s.remote_pid = static_cast<int>(servers.Int(i, s_pid).value_or(0));
+    if (s.remote_pid != 0 && transaction_pools.count({s.database, s.user}) != 0) {
+      data->servers.push_back(std::move(s));
+    }
+  }
+  return Status::Ok();
+}
+
+std::unique_ptr<CollectorState> PoolersCollector::NewState() const {
+  return std::make_unique<PoolerConnections>();
+}
+
+Status PoolersCollector::Collect(const PollContext& ctx, CollectorState* state,
+                                 PollData* data) const {
+  auto& conns = static_cast<PoolerConnections*>(state)->by_name;
+  for (const PoolerConfig& p : ctx.target->poolers) {
+    data->poolers.push_back(ReadPooler(p, &conns[p.name], ctx));
+  }
+  return Status::Ok();
+}
+
+bool PoolersCollector::Healthy(const PollData& data) const {
+  for (const PoolerData& p : data.poolers) {
+    if (!p.ok) return false;
+  }
+  return true;
+}
+
+void PoolersCollector::BuildView(const PollData& data, const ViewContext& ctx,
+                                 TargetView* view) const {
+  for (const PoolerData& p : data.poolers) {
+    PoolerView pv;
+    pv.name = p.name;
+    pv.ok = p.ok;
+    std::unordered_map<int, const PooledServer*> servers;
+    for (const PooledServer& s : p.servers) {
+      servers[s.remote_pid] = &s;
+      pv.session_locks[{s.database, s.user}];
+    }
+    for (const AdvisoryLock& l : data.locks) {
+      if (!l.granted) continue;
+      const auto it = servers.find(l.pid);
+      if (it == servers.end()) continue;
+      const Session* s = ctx.index->Find(l.pid);
+      // Outside a transaction only a session lock can be held: it has outlived its client.
+      if (s != nullptr && !s->xact_start) {
+        ++pv.session_locks[{it->second->database, it->second->user}];
+      }
+    }
+    view->poolers.push_back(std::move(pv));
+  }
+}
+
+void PoolersCollector::ExposeView(const TargetSnapshot& snap, const TargetView& v,
+                                  Families* f) const {
+  for (const PoolerView& p : v.poolers) {
+    f->Add(kPoolerUp, {snap.target, p.name}, p.ok ? 1 : 0);
+    for (const auto& [key, n] : p.session_locks) {
+      f->Add(kPooledLocks, {snap.target, p.name, key.first, key.second}, static_cast<double>(n));
+    }
+  }
+}
+
+}  // namespace pglock

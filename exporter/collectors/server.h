@@ -1,0 +1,18 @@
+// Server identity and clock (queries/server.sql): version, pg_postmaster_start_time() (a change
+// means a restart: every lock seen before is gone) and now(), against which every age is computed.
+// Emits pglock_postgres_info. Stateless; thread-safe.
+#pragma once
+
+#include "exporter/collectors/collector.h"
+
+namespace pglock {
+
+class ServerCollector : public Collector {
+ public:
+  const char* name() const override { return "server"; }
+  void Plan(const PollPlan& plan, StatementBatch* batch) const override;
+  Status Parse(const PollPlan& plan, const BatchResults& results, PollData* data) const override;
+  void ExposeView(const TargetSnapshot& snap, const TargetView& view, Families* out) const override;
+};
+
+}  // namespace pglock

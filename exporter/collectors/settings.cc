@@ -1,0 +1,55 @@
+#include "exporter/collectors/settings.h"
+
+#include "exporter/config/duration.h"
+#include "exporter/pg/columns.h"
+#include "exporter/queries.h"
+
+namespace pglock {
+namespace {
+
+const MetricDesc kSettingSeconds{"pglock_setting_seconds",
+                                 prometheus::MetricType::Gauge,
+                                 "Server value of a timeout setting, in seconds; 0 = disabled.",
+                                 {"target", "name", "source"}};
+
+}  // namespace
+
+void SettingsCollector::Plan(const PollPlan&, StatementBatch* batch) const {
+  batch->Add(name(), queries::kSettings, StatementBatch::Phase::kBeforeTimeouts);
+}
+
+Status SettingsCollector::Parse(const PollPlan&, const BatchResults& results,
+                                PollData* data) const {
+  const PgResult* r = results.Find(name());
+  if (r == nullptr) return Status::UnexpectedShape("settings: no result");
+  Columns c(*r, "settings");
+  const int setting_name = c["name"], setting = c["setting"], unit = c["unit"],
+            source = c["source"];
+  if (Status s = c.status(); !s.ok()) return s;
+  data->settings.clear();
+  for (int i = 0; i < r->Rows(); ++i) {
+    ServerSetting s;
+    s.name = r->String(i, setting_name);
+    const auto seconds =
+        ParsePgTimeSetting(r->Text(i, setting), PgBaseUnitFromUnitColumn(r->Text(i, unit)));
+    if (!seconds) continue;
+    s.seconds = *seconds < 0 ? 0 : *seconds;
+    s.source = r->String(i, source);
+    data->settings.push_back(std::move(s));
+  }
+  return Status::Ok();
+}
+
+void SettingsCollector::BuildView(const PollData& data, const ViewContext&,
+                                  TargetView* view) const {
+  view->settings = data.settings;
+}
+
+void SettingsCollector::ExposeView(const TargetSnapshot& snap, const TargetView& v,
+                                   Families* f) const {
+  for (const ServerSetting& s : v.settings) {
+    f->Add(kSettingSeconds, {snap.target, s.name, s.source}, s.seconds);
+  }
+}
+
+}  // namespace pglock

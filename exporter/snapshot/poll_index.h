@@ -1,0 +1,30 @@
+// Look-ups over one poll, built once and shared by the view builders and the event diff: a
+// session by pid, and the one datid -> datname mapping (pg_stat_database first, then the
+// sessions' own datname; a datid nobody names is rendered as its number). Thread-compatible;
+// borrows the PollData, which must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "exporter/snapshot/poll_data.h"
+
+namespace pglock {
+
+class PollIndex {
+ public:
+  explicit PollIndex(const PollData& data);
+  PollIndex(const PollIndex&) = delete;
+  PollIndex& operator=(const PollIndex&) = delete;
+
+  // nullptr when no client session has that pid.
+  const Session* Find(int pid) const;
+  std::string Datname(uint32_t datid) const;
+
+ private:
+  std::unordered_map<int, const Session*> by_pid_;
+  std::unordered_map<uint32_t, std::string> datnames_;
+};
+
+}  // namespace pglock

@@ -1,0 +1,45 @@
+// Status: the outcome of an operation that can fail, with a kind that says how the caller should
+// react (reconnect, count a statement error, distrust the SQL/C++ contract, give up on the poll).
+// Replaces bool + std::string* + bool* out-parameters. Immutable value type; thread-compatible.
+#pragma once
+
+#include <string>
+#include <utility>
+
+namespace pglock {
+
+class [[nodiscard]] Status {
+ public:
+  enum class Kind {
+    kOk,
+    kConnectionLost,   // the connection is gone or unusable: reconnect before the next poll
+    kStatementFailed,  // the server rejected a statement; the session is still usable
+    kUnexpectedShape,  // a result lacks a column or row the SQL promises
+    kDeadline,         // the poll's deadline passed (the connection was closed)
+    kAborted,          // shutting down
+  };
+
+  Status() = default;  // ok
+  static Status Ok() { return {}; }
+  static Status ConnectionLost(std::string m) { return {Kind::kConnectionLost, std::move(m)}; }
+  static Status StatementFailed(std::string m) { return {Kind::kStatementFailed, std::move(m)}; }
+  static Status UnexpectedShape(std::string m) { return {Kind::kUnexpectedShape, std::move(m)}; }
+  static Status Deadline(std::string m) { return {Kind::kDeadline, std::move(m)}; }
+  static Status Aborted(std::string m) { return {Kind::kAborted, std::move(m)}; }
+
+  bool ok() const { return kind_ == Kind::kOk; }
+  Kind kind() const { return kind_; }
+  const std::string& message() const { return message_; }
+  // The same kind with "context: " before the message.
+  Status WithContext(const std::string& context) const {
+    return ok() ? *this : Status(kind_, context + ": " + message_);
+  }
+
+ private:
+  Status(Kind kind, std::string message) : kind_(kind), message_(std::move(message)) {}
+
+  Kind kind_ = Kind::kOk;
+  std::string message_;
+};
+
+}  // namespace pglock

@@ -1,0 +1,240 @@
+// Every batch collector against a real PostgreSQL: its statements run and parse; its parser reads
+// columns by name (the same rows in another column order parse to the same data); a missing
+// column is an unexpected-shape error that names it. Also the tiered plan and the one-round-trip
+// batch with its SET LOCAL timeouts.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "exporter/collectors/registry.h"
+#include "exporter/pg/batch.h"
+#include "exporter/pg/connection.h"
+#include "tests/support/pg_environment.h"
+
+namespace pglock {
+namespace {
+
+using testing::Pg;
+using testing::TestSession;
+
+const auto kDeadline = [] { return SteadyClock::now() + std::chrono::seconds(10); };
+
+std::unique_ptr<PgConnection> Connect() {
+  std::unique_ptr<PgConnection> conn;
+  const Status s = PgConnection::Connect(Pg().Dsn(), {}, kDeadline(), &conn);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return conn;
+}
+
+PollPlan Plan(PgConnection& conn, bool inventory) { return {conn.ServerVersionNum(), inventory}; }
+
+// The parts of a poll the batch collectors fill, as text, to compare two parses.
+std::string Fingerprint(const PollData& d) {
+  std::ostringstream o;
+  o << d.server_version << '|' << d.server_version_num << '|' << d.postmaster_start << '|';
+  for (const Session& s : d.sessions) {
+    o << s.pid << ',' << s.datname << ',' << s.usename << ',' << s.application_name << ','
+      << s.state << ',' << s.waiting_on_lock << s.advisory_wait << ',' << s.blocked_by.size()
+      << ';';
+  }
+  o << '|';
+  for (const AdvisoryLock& l : d.locks) {
+    o << l.pid << ',' << RenderAdvisoryKey(l.key) << ',' << l.granted << l.exclusive << ';';
+  }
+  o << '|';
+  for (const ServerSetting& s : d.settings) o << s.name << '=' << s.seconds << ';';
+  for (const SettingOverride& s : d.overrides) o << s.role << ':' << s.name << '=' << s.seconds;
+  o << '|' << (d.database_stats ? d.database_stats->size() : 0);
+  return o.str();
+}
+
+// Runs `batch` and parses it with every collector.
+Status RunAndParse(PgConnection& conn, const PollPlan& plan, const StatementBatch& batch,
+                   PollData* data) {
+  BatchResults results;
+  if (Status s = batch.Run(conn, QueryTimeouts{5000, 500}, kDeadline(), &results); !s.ok()) {
+    return s;
+  }
+  for (const Collector* c : Collectors()) {
+    if (Status s = c->Parse(plan, results, data); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+// The batch of every collector, with `name`'s statement rewritten by `rewrite`.
+template <typename Rewrite>
+StatementBatch Rewritten(const PollPlan& plan, const std::string& name, Rewrite rewrite) {
+  StatementBatch all;
+  for (const Collector* c : Collectors()) c->Plan(plan, &all);
+  StatementBatch out;
+  for (const auto& [n, sql] : all.Statements()) {
+    const auto phase =
+        n == "settings" ? StatementBatch::Phase::kBeforeTimeouts : StatementBatch::Phase::kMain;
+    out.Add(n, n == name ? rewrite(sql) : sql, phase);
+  }
+  return out;
+}
+
+// The column names `sql` returns, in order.
+std::vector<std::string> ColumnsOf(PgConnection& conn, const std::string& sql) {
+  std::optional<PgResult> r;
+  const Status s = conn.ExecOne("SELECT * FROM (" + sql + ") q LIMIT 0", {}, kDeadline(), &r);
+  EXPECT_TRUE(s.ok()) << s.message();
+  std::vector<std::string> out;
+  for (int i = 0; r && i < r->Columns(); ++i) out.emplace_back(r->ColumnName(i));
+  return out;
+}
+
+// SELECT <columns> FROM (<sql>) q
+std::string Project(PgConnection& conn, const std::string& sql,
+                    const std::vector<std::string>& columns) {
+  std::string list;
+  for (const std::string& c : columns) list += (list.empty() ? "" : ", ") + conn.QuoteIdentifier(c);
+  return "SELECT " + list + " FROM (" + sql + ") q";
+}
+
+class CollectorsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    conn_ = Connect();
+    ASSERT_TRUE(conn_);
+    holder_ = std::make_unique<TestSession>(Pg().Dsn());
+    waiter_ = std::make_unique<TestSession>(Pg().Dsn());
+    holder_->Query("SELECT pg_advisory_lock(4242)");
+    waiter_->Send("SELECT pg_advisory_lock(4242)");
+    ASSERT_TRUE(testing::WaitFor(5, [] {
+      return Pg().Scalar(
+                 "SELECT count(*) FROM pg_locks WHERE NOT granted AND "
+                 "locktype = 'advisory'") == "1";
+    }));
+  }
+  void TearDown() override {
+    holder_->Query("SELECT pg_advisory_unlock_all()");
+    ASSERT_TRUE(testing::WaitFor(5, [this] { return waiter_->SendDone(); }));
+  }
+
+  std::unique_ptr<PgConnection> conn_;
+  std::unique_ptr<TestSession> holder_, waiter_;
+};
+
+TEST_F(CollectorsTest, EveryStatementRunsAndParsesInOneBatch) {
+  for (const bool inventory : {true, false}) {
+    SCOPED_TRACE(inventory ? "inventory" : "tiered");
+    const PollPlan plan = Plan(*conn_, inventory);
+    StatementBatch batch;
+    for (const Collector* c : Collectors()) c->Plan(plan, &batch);
+    PollData data;
+    const Status s = RunAndParse(*conn_, plan, batch, &data);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_GT(data.now, 0);
+    EXPECT_EQ(data.inventory, inventory);
+    EXPECT_EQ(data.settings.size(), 7u);
+    EXPECT_TRUE(data.database_stats.has_value());
+    const bool waiter_seen =
+        std::any_of(data.sessions.begin(), data.sessions.end(), [&](const Session& x) {
+          return x.pid == waiter_->Pid() && x.advisory_wait &&
+                 x.blocked_by == std::vector<int>{holder_->Pid()};
+        });
+    EXPECT_TRUE(waiter_seen);
+    // An inventory reads the holder and the waiter; the tiered poll only the waiter.
+    EXPECT_EQ(data.locks.size(), inventory ? 2u : 1u);
+  }
+}
+
+TEST_F(CollectorsTest, TieredPlanReadsNoLocksWhenNobodyWaits) {
+  holder_->Query("SELECT pg_advisory_unlock_all()");
+  ASSERT_TRUE(testing::WaitFor(5, [this] { return waiter_->SendDone(); }));
+  const PollPlan plan = Plan(*conn_, false);
+  StatementBatch batch;
+  for (const Collector* c : Collectors()) c->Plan(plan, &batch);
+  PollData data;
+  const Status s = RunAndParse(*conn_, plan, batch, &data);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(data.locks.empty());  // the waiter holds 4242 now, but tiers skip holders
+  waiter_->Query("SELECT pg_advisory_unlock_all()");
+  holder_->Query("SELECT pg_advisory_lock(4242)");
+  waiter_->Send("SELECT pg_advisory_lock(4242)");
+}
+
+TEST_F(CollectorsTest, ParsersReadColumnsByName) {
+  const PollPlan plan = Plan(*conn_, true);
+  StatementBatch base;
+  for (const Collector* c : Collectors()) c->Plan(plan, &base);
+  PollData expected;
+  ASSERT_TRUE(RunAndParse(*conn_, plan, base, &expected).ok());
+  ASSERT_FALSE(expected.locks.empty());
+  for (const auto& [name, sql] : base.Statements()) {
+    SCOPED_TRACE(name);
+    std::vector<std::string> columns = ColumnsOf(*conn_, sql);
+    ASSERT_GE(columns.size(), 2u);
+    std::rotate(columns.begin(), columns.begin() + 1, columns.end());  // every column moves
+    PollData reordered;
+    const Status s = RunAndParse(
+        *conn_, plan,
+        Rewritten(plan, name, [&](const std::string& q) { return Project(*conn_, q, columns); }),
+        &reordered);
+    ASSERT_TRUE(s.ok()) << s.message();
+    // now() differs between the two transactions; everything else is the same data.
+    EXPECT_EQ(Fingerprint(reordered), Fingerprint(expected));
+  }
+}
+
+TEST_F(CollectorsTest, MissingColumnIsAnUnexpectedShapeNamingIt) {
+  const PollPlan plan = Plan(*conn_, true);
+  StatementBatch base;
+  for (const Collector* c : Collectors()) c->Plan(plan, &base);
+  for (const auto& [name, sql] : base.Statements()) {
+    SCOPED_TRACE(name);
+    std::vector<std::string> columns = ColumnsOf(*conn_, sql);
+    const std::string dropped = columns.back();
+    columns.pop_back();
+    PollData data;
+    const Status s = RunAndParse(
+        *conn_, plan,
+        Rewritten(plan, name, [&](const std::string& q) { return Project(*conn_, q, columns); }),
+        &data);
+    EXPECT_EQ(s.kind(), Status::Kind::kUnexpectedShape) << s.message();
+    EXPECT_NE(s.message().find(dropped), std::string::npos) << s.message();
+  }
+}
+
+TEST_F(CollectorsTest, BatchSetsTheTimeoutsLocallyAfterTheSettings) {
+  StatementBatch batch;
+  batch.Add("before", "SELECT current_setting('statement_timeout') AS v",
+            StatementBatch::Phase::kBeforeTimeouts);
+  batch.Add("after", "SELECT current_setting('statement_timeout') AS v");
+  BatchResults results;
+  ASSERT_TRUE(batch.Run(*conn_, QueryTimeouts{1234, 56}, kDeadline(), &results).ok());
+  EXPECT_EQ(results.Find("before")->Text(0, 0), "0");
+  EXPECT_EQ(results.Find("after")->Text(0, 0), "1234ms");
+  EXPECT_EQ(results.Find("missing"), nullptr);
+  // SET LOCAL: the session's own value is back once the batch's transaction ended.
+  std::optional<PgResult> after;
+  ASSERT_TRUE(conn_->ExecOne("SHOW statement_timeout", {}, kDeadline(), &after).ok());
+  EXPECT_EQ(after->Text(0, 0), "0");
+}
+
+TEST_F(CollectorsTest, StatusKindsOfFailures) {
+  std::vector<PgResult> results;
+  Status s = conn_->Exec("SELECT * FROM no_such_table", {}, kDeadline(), &results);
+  EXPECT_EQ(s.kind(), Status::Kind::kStatementFailed) << s.message();
+  EXPECT_FALSE(conn_->Broken());
+  s = conn_->Exec("SELECT pg_sleep(5)", {}, SteadyClock::now() + std::chrono::milliseconds(200),
+                  &results);
+  EXPECT_EQ(s.kind(), Status::Kind::kDeadline) << s.message();
+  EXPECT_TRUE(conn_->Broken());
+  s = conn_->Exec("SELECT 1", {}, kDeadline(), &results);
+  EXPECT_EQ(s.kind(), Status::Kind::kConnectionLost) << s.message();
+}
+
+}  // namespace
+}  // namespace pglock
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new pglock::testing::PgEnvironment());
+  return RUN_ALL_TESTS();
+}
