@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh Debian machine: installs what is missing, builds, then runs
 # unit tests, integration tests against real PostgreSQL servers started in temporary directories,
-# the end-to-end tests of the binary, the alert rule tests (promtool) and the dashboard checks.
+# the end-to-end tests of the binary, the alert rule tests (promtool), the dashboard checks and the
+# metric name check (code vs alerts, dashboards and README).
 # Usage: scripts/test.sh [--quick]   (--quick skips the sanitizer build and the fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +42,9 @@ if [[ -x dashboards/check.sh ]]; then
   dashboards/check.sh >/dev/null
   echo "dashboards ok"
 fi
+step "metric names: code vs alert rules, dashboards and README"
+scripts/check_metric_names_test.py -q
+scripts/check_metric_names.py
 for t in tests/e2e/*.sh; do
   [[ -x $t ]] || continue
   step "end-to-end: $t"
