@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Live end-to-end alerting test: a real PostgreSQL 15, pglock_exporter, Prometheus with the shipped
+# Live end-to-end alerting test: a real PostgreSQL, pglock_exporter, Prometheus with the shipped
 # alert rules (every `for:` cut to 2s by alerts/shorten_for.sh, thresholds untouched), Alertmanager,
 # and a webhook receiver (tests/e2e/webhook.py) that logs every notification. It checks that:
 #
@@ -24,8 +24,9 @@
 #   PGLOCK_EXPORTER_BINARY   exporter to test (default: <repo>/build/pglock_exporter)
 #   PGLOCK_E2E_KEEP=1        keep the temporary directory (logs, configs, webhook log) on exit
 #   PGLOCK_E2E_BASELINE=20   seconds of quiet baseline
+#   PGLOCK_PG_BINDIR         PostgreSQL server binaries (default: the newest /usr/lib/postgresql/*/bin)
 # Needs (Debian packages): postgresql-15, prometheus (prometheus, promtool), prometheus-alertmanager,
-# python3, curl. Runs PostgreSQL as `postgres` when started as root.
+# python3, curl. Runs PostgreSQL as `postgres` when started as root (scripts/lib/pg.sh).
 set -euo pipefail
 export LC_ALL=C
 
@@ -33,7 +34,8 @@ here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd -- "$here/../.." && pwd)
 exporter=${PGLOCK_EXPORTER_BINARY:-$repo/build/pglock_exporter}
 baseline_seconds=${PGLOCK_E2E_BASELINE:-20}
-pg_bin=/usr/lib/postgresql/15/bin
+# shellcheck source=scripts/lib/pg.sh
+source "$repo/scripts/lib/pg.sh"
 py=/usr/bin/python3
 [[ -x $py ]] || py=$(command -v python3 || echo python3)
 
@@ -52,9 +54,7 @@ fail() {
 
 # --- prerequisites -------------------------------------------------------------------------------------
 [[ -x $exporter ]] || fail "no exporter binary at $exporter (build it with scripts/build.sh, or set PGLOCK_EXPORTER_BINARY)"
-for tool in "$pg_bin/initdb" "$pg_bin/pg_ctl" "$pg_bin/psql"; do
-  [[ -x $tool ]] || fail "$tool not found (Debian package postgresql-15)"
-done
+pg_find_bin || exit 1
 for tool in prometheus promtool prometheus-alertmanager curl; do
   command -v "$tool" >/dev/null || fail "$tool not found (Debian packages prometheus, prometheus-alertmanager, curl)"
 done
@@ -62,13 +62,6 @@ for f in "$repo/alerts/pglock.rules.yml" "$repo/alerts/shorten_for.sh" "$repo/da
   "$here/webhook.py" "$here/alertlog.py"; do
   [[ -r $f ]] || fail "missing $f"
 done
-
-as_pg() {
-  if ((EUID == 0)); then runuser -u postgres -- "$@"; else "$@"; fi
-}
-free_port() {
-  "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # --- process bookkeeping and cleanup -------------------------------------------------------------------
 # Every background process is started with setsid: its pid is its process group, which cleanup stops
@@ -136,10 +129,7 @@ cleanup() {
   stop_named alertmanager
   local i
   for ((i = ${#bg_pids[@]} - 1; i >= 0; i--)); do stop_pid "${bg_pids[i]}"; done
-  if [[ -f $tmp/pgdata/postmaster.pid ]]; then
-    (cd "$tmp" && as_pg "$pg_bin/pg_ctl" -D "$tmp/pgdata" -m immediate -w -t 30 stop >/dev/null 2>&1) ||
-      kill -KILL "$(head -n 1 "$tmp/pgdata/postmaster.pid")" 2>/dev/null
-  fi
+  pg_stop immediate
   if [[ ${PGLOCK_E2E_KEEP:-0} == 1 ]]; then
     echo "e2e: kept $tmp" >&2
   else
@@ -153,42 +143,26 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pglock-e2e.XXXXXX")
-mkdir -p "$tmp/logs" "$tmp/pgsocket" "$tmp/prometheus/data" "$tmp/alertmanager/data" "$tmp/dash"
-if ((EUID == 0)); then
-  chown postgres: "$tmp" "$tmp/pgsocket"
-fi
+mkdir -p "$tmp/logs" "$tmp/prometheus/data" "$tmp/alertmanager/data" "$tmp/dash"
 chmod 700 "$tmp"
 logs=$tmp/logs
 hooks=$tmp/webhook.jsonl
 : >"$hooks"
 
 # --- 1. PostgreSQL -------------------------------------------------------------------------------------
-pg_port=$(free_port)
+pg_init "$tmp" "$logs" --auth-local=trust --auth-host=scram-sha-256 ||
+  fail "initdb failed" "$(tail -n 20 "$logs/initdb.log")"
+pg_port=$PG_PORT
 password=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 printf '127.0.0.1:%s:*:*:%s\n' "$pg_port" "$password" >"$tmp/pgpass"
 chmod 600 "$tmp/pgpass"
-say "PostgreSQL 15 on 127.0.0.1:$pg_port (in $tmp)"
-(cd "$tmp" && as_pg "$pg_bin/initdb" -D "$tmp/pgdata" -U postgres -E UTF8 --locale=C --no-sync \
-  --auth-local=trust --auth-host=scram-sha-256 >"$logs/initdb.log" 2>&1) || fail "initdb failed" "$(tail -n 20 "$logs/initdb.log")"
-cat >>"$tmp/pgdata/postgresql.conf" <<EOF
-
-# tests/e2e/alerts_live.sh
-port = $pg_port
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$tmp/pgsocket'
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-shared_buffers = 32MB
-log_line_prefix = '%m [%p] %q%u@%d/%a '
-EOF
-(cd "$tmp" && as_pg "$pg_bin/pg_ctl" -D "$tmp/pgdata" -l "$tmp/pgdata/postgres.log" -w -t 60 start \
-  >"$logs/pg_ctl.log" 2>&1) || fail "PostgreSQL did not start" "$(tail -n 20 "$tmp/pgdata/postgres.log" 2>/dev/null)"
-ln -s "$tmp/pgdata/postgres.log" "$logs/postgres.log"
+say "PostgreSQL $PG_VERSION on 127.0.0.1:$pg_port (in $tmp)"
+pg_start "shared_buffers = 32MB" "log_line_prefix = '%m [%p] %q%u@%d/%a '" ||
+  fail "PostgreSQL did not start" "$(tail -n 20 "$logs/postgres.log" 2>/dev/null)"
 
 export PGHOST=127.0.0.1 PGPORT=$pg_port PGDATABASE=postgres PGPASSFILE=$tmp/pgpass PGCONNECT_TIMEOUT=5
-export PSQL=$pg_bin/psql
-psql_admin() { "$PSQL" -X -q -v ON_ERROR_STOP=1 -h "$tmp/pgsocket" -U postgres -d postgres "$@"; }
+export PSQL=$PG_BIN/psql
+psql_admin() { pg_psql -d postgres "$@"; }
 sql() { psql_admin -A -t -c "$1"; } # one statement as superuser; prints unaligned tuples
 
 psql_admin -v pw="$password" >"$logs/setup.log" 2>&1 <<'SQL' || fail "database setup failed" "$(cat "$logs/setup.log")"
