@@ -422,17 +422,8 @@ start_bg workload - env PATH="$PG_BIN:$PATH" PGHOST=127.0.0.1 PGPORT="$pg_port" 
 
 # --- 7. wait: one line of alert states every 30 s -------------------------------------------------
 alert_status() {
-  curl -fsS "$prom_url/api/v1/alerts" 2>/dev/null | python3 -c '
-import collections, json, sys
-alerts = json.load(sys.stdin)["data"]["alerts"]
-by_state = collections.defaultdict(collections.Counter)
-for a in alerts:
-    by_state[a["state"]][a["labels"]["alertname"]] += 1
-def fmt(state):
-    c = by_state[state]
-    return ", ".join("%dx%s" % (n, k) if n > 1 else k for k, n in sorted(c.items())) or "-"
-print("firing: %s | pending: %s" % (fmt("firing"), fmt("pending")))
-' 2>/dev/null || echo "(Prometheus did not answer)"
+  curl -fsS "$prom_url/api/v1/alerts" 2>/dev/null | python3 "$demo_dir/alert_status.py" 2>/dev/null ||
+    echo "(Prometheus did not answer)"
 }
 
 started=$SECONDS
