@@ -59,7 +59,7 @@ for tool in prometheus promtool prometheus-alertmanager curl; do
   command -v "$tool" >/dev/null || fail "$tool not found (Debian packages prometheus, prometheus-alertmanager, curl)"
 done
 for f in "$repo/alerts/pglock.rules.yml" "$repo/alerts/shorten_for.sh" "$repo/dashboards/exprs.sh" \
-  "$here/webhook.py" "$here/alertlog.py"; do
+  "$here/webhook.py" "$here/alertlog.py" "$here/promapi.py"; do
   [[ -r $f ]] || fail "missing $f"
 done
 
@@ -301,32 +301,22 @@ done
 
 # Prometheus query: prints the JSON answer.
 prom_query() { curl -fsS --max-time 10 "$prom_url/api/v1/query" --data-urlencode "query=$1"; }
-# Number of series in an instant vector answer on stdin.
-result_count() { "$py" -c 'import json, sys; print(len(json.load(sys.stdin)["data"]["result"]))'; }
+# Reads an answer of the Prometheus API on stdin: promapi.py count|value|groups|alerts STATE.
+promapi() { "$py" "$here/promapi.py" "$@"; }
 
 for ((i = 0; ; i++)); do
-  n=$(prom_query 'pglock_up{job="pglock",target="e2e"} == 1' 2>/dev/null | result_count 2>/dev/null || echo 0)
+  n=$(prom_query 'pglock_up{job="pglock",target="e2e"} == 1' 2>/dev/null | promapi count 2>/dev/null || echo 0)
   [[ $n == 1 ]] && break
   ((i < 150)) || fail "Prometheus has not scraped pglock_up{target=\"e2e\"} 1 after 30 s" \
     "$(curl -sS "$prom_url/api/v1/targets" 2>&1 | head -c 2000)"
   sleep 0.2
 done
-groups=$(curl -fsS "$prom_url/api/v1/rules" | "$py" -c 'import json, sys; print(len(json.load(sys.stdin)["data"]["groups"]))')
+groups=$(curl -fsS "$prom_url/api/v1/rules" | promapi groups)
 ((groups > 0)) || fail "Prometheus loaded no rule groups from the shortened rules"
 say "Prometheus scrapes the exporter; $groups rule groups loaded"
 
 # Alerts Prometheus has in STATE (firing/pending), one line each.
-prom_alerts() {
-  curl -fsS "$prom_url/api/v1/alerts" | "$py" -c '
-import json, sys
-for a in json.load(sys.stdin)["data"]["alerts"]:
-    if a["state"] == sys.argv[1]:
-        l = a["labels"]
-        print("    %s %s {%s} value=%s activeAt=%s" % (a["state"], l.get("alertname"),
-              ", ".join("%s=\"%s\"" % (k, v) for k, v in sorted(l.items()) if k != "alertname"),
-              a.get("value"), a.get("activeAt")))
-' "$1"
-}
+prom_alerts() { curl -fsS "$prom_url/api/v1/alerts" | promapi alerts "$1"; }
 
 # --- 4. quiet baseline ---------------------------------------------------------------------------------
 say "quiet baseline: no workload for ${baseline_seconds}s"
@@ -388,7 +378,7 @@ expect_alert() {
       "$(cat "$tmp/alertlog.err")" "  Prometheus alerts now:" "$(prom_alerts firing; prom_alerts pending)"
   fi
   local at
-  at=$(printf '%s' "$out" | "$py" -c 'import json, sys; print(json.load(sys.stdin)["received_at"])')
+  at=$(printf '%s' "$out" | "$py" "$here/alertlog.py" field received_at)
   if [[ -z ${seen_at["$name $status"]:-} ]]; then
     seen_at["$name $status"]=$at
     seen_scn["$name $status"]=$scn
@@ -397,16 +387,8 @@ expect_alert() {
   say "  $scn: $name $status at the webhook, +$(since "${started[$scn]}" "$at")s after the scenario start"
   printf '%s\n' "$out" >"$tmp/last_alert.json"
 }
-# Label of the alert saved by the last expect_alert.
-last_label() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["alert"]["labels"].get(sys.argv[2], ""))' "$tmp/last_alert.json" "$1"; }
-last_field() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["alert"].get(sys.argv[2], ""))' "$tmp/last_alert.json" "$1"; }
-# RFC 3339 time (as Alertmanager prints it) to Unix time.
-to_epoch() {
-  "$py" -c '
-import datetime, re, sys
-s = re.sub(r"(\.\d{6})\d+", r"\1", sys.argv[1]).replace("Z", "+00:00")
-print(datetime.datetime.fromisoformat(s).timestamp())' "$1"
-}
+# A time field (startsAt, endsAt) of the alert saved by the last expect_alert, as Unix time.
+last_time() { "$py" "$here/alertlog.py" field --epoch "$1" <"$tmp/last_alert.json"; }
 
 say "starting scenarios a (long wait), b (idle-in-transaction timeout), c (pool of four), d (lease) in parallel"
 
@@ -477,7 +459,7 @@ expect_alert c 30 PglockLockHoldersExhaustClientPool firing target=e2e severity=
 # b: about to be dropped, before the drop; then lost, taken over, sessions ended by timeout.
 expect_alert b 30 PglockLockAboutToBeDropped firing target=e2e severity=critical pid="$b_pid" \
   application_name=rebuild usename=app_worker datname=postgres
-b_warned_at=$(to_epoch "$(last_field startsAt)")
+b_warned_at=$(last_time startsAt)
 b_taken=$(wait_sql 30 "b: run 2 never took rebuild:run (was run 1's session not ended by the timeout?)" \
   "SELECT extract(epoch FROM at) FROM e2e_events WHERE name = 'run 2 took rebuild:run'")
 started[b-drop]=$b_taken
@@ -513,35 +495,7 @@ for i in "${!exprs[@]}"; do
 done
 printf '%s\n' "${exprs[@]}" >"$tmp/dash/exprs.txt"
 printf '%s\n' "${codes[@]}" >"$tmp/dash/codes.txt"
-dash_report=$("$py" - "$tmp/dash" <<'PY'
-import json, os, sys
-d = sys.argv[1]
-exprs = open(os.path.join(d, "exprs.txt")).read().splitlines()
-codes = open(os.path.join(d, "codes.txt")).read().splitlines()
-bad, empty, data = [], [], 0
-for i, (e, code) in enumerate(zip(exprs, codes)):
-    try:
-        r = json.load(open(os.path.join(d, "%d.json" % i)))
-    except (OSError, ValueError):
-        r = {}
-    if code != "200" or r.get("status") != "success":
-        bad.append("  HTTP %s %s: %s\n    %s" % (code, r.get("errorType", ""), r.get("error", ""), e))
-        continue
-    res = r["data"]["result"]
-    if r["data"]["resultType"] in ("vector", "matrix") and len(res) == 0:
-        empty.append("    " + e)
-    else:
-        data += 1
-print("BAD %d" % len(bad))
-print("DATA %d %d" % (data, len(exprs)))
-for b in bad:
-    print(b)
-if empty:
-    print("  expressions with no data:")
-    for e in empty:
-        print(e)
-PY
-)
+dash_report=$(promapi dashboards "$tmp/dash")
 read -r _ dash_bad <<<"$(sed -n 1p <<<"$dash_report")"
 read -r _ dash_data dash_total <<<"$(sed -n 2p <<<"$dash_report")"
 dash_details=$(sed -n '3,$p' <<<"$dash_report")
@@ -553,10 +507,7 @@ say "dashboards: all $dash_total expressions succeed; $dash_data/$dash_total (${
 
 # Event panels use increase() on the raw counters; the alert rules use the *:increase5m recording
 # rules, which also count the first event of a new series (it appears with the value 1). Informational.
-prom_value() { prom_query "$1" | "$py" -c '
-import json, sys
-r = json.load(sys.stdin)["data"]["result"]
-print(r[0]["value"][1] if r else "none")'; }
+prom_value() { prom_query "$1" | promapi value; }
 for m in advisory_lock_losses advisory_lock_takeovers lease_transitions; do
   raw=$(prom_value "sum(increase(pglock_${m}_total{target=\"e2e\"}[1m]))")
   rec=$(prom_value "sum(pglock:${m}:increase5m{target=\"e2e\"})")
