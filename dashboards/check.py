@@ -3,7 +3,8 @@
   1. every dashboards/*.json parses and follows the house rules (stable uid, `datasource`,
      `target` and `datname` variables, description and ${datasource} on every panel and query,
      a unit on every visualisation, links to the other pglock dashboards);
-  2. prints every PromQL expression, as stored;
+  2. prints every PromQL expression, as stored, and fails if one uses a variable its dashboard
+     does not define;
   3. syntax-checks each expression with `promtool check rules` (one tiny rules file per
      expression), when /usr/bin/promtool or promtool on PATH exists;
   4. optionally, with PGLOCK_PROMETHEUS_URL=http://host:9090, sends each expression (as printed
@@ -211,17 +212,6 @@ def check_live(base, expressions):
     return bad == 0
 
 
-def expressions_to_query(dashboards):
-    """The expressions as exprs.sh prints them; stops at an unknown variable, after saying so."""
-    found = []
-    try:
-        for line in exprs.expressions(dashboards):
-            found.append(line)
-    except exprs.UnknownVariable as e:
-        print(e, file=sys.stderr)
-    return found
-
-
 def main():
     sys.stdout.reconfigure(line_buffering=True)  # keep stdout and stderr in order
     dashboards = exprs.all_dashboards()
@@ -243,7 +233,11 @@ def main():
     print("== PromQL expressions")
     for line in exprs.expressions(dashboards, raw=True):
         print(line)
-    expressions = expressions_to_query(dashboards)
+    try:
+        expressions = list(exprs.expressions(dashboards))
+    except exprs.UnknownVariable as e:
+        print(e, file=sys.stderr)
+        return 1
     passed = failed = 0
 
     promtool = find_promtool()
