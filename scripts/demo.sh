@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# pglock_exporter demo: a throwaway PostgreSQL 15 with a workload that reproduces the three incidents
+# pglock_exporter demo: a throwaway PostgreSQL with a workload that reproduces the three incidents
 # the exporter was built for (scripts/demo/README.md), the exporter, Prometheus with the alert rules
 # and Alertmanager. Everything runs from one temporary directory on free ports, as the current user
 # (PostgreSQL and PgBouncer as `postgres` when run as root), and is stopped and removed on exit.
@@ -14,11 +14,13 @@
 #   PGLOCK_DEMO_FAST_ALERTS=1 load the rules with every `for:` cut to 2s (alerts/shorten_for.sh)
 #   PGLOCK_DEMO_PGBOUNCER=0   leave out PgBouncer (the transaction-pooler leak)
 #   PGLOCK_DEMO_KEEP=1        keep the temporary directory (logs, data) after stopping
+#   PGLOCK_PG_BINDIR          PostgreSQL server binaries (default: the newest /usr/lib/postgresql/*/bin)
 set -euo pipefail
 
 repo=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 demo_dir=$repo/scripts/demo
-pg_bin=/usr/lib/postgresql/15/bin
+# shellcheck source=scripts/lib/pg.sh
+source "$repo/scripts/lib/pg.sh"
 
 install=1
 for arg in "$@"; do
@@ -68,9 +70,7 @@ exporter=$build_dir/pglock_exporter
 [[ -x $exporter ]] || die "no binary at $exporter after the build"
 
 pgbouncer_bin=$(PATH=$PATH:/usr/sbin:/sbin command -v pgbouncer || true)
-for tool in "$pg_bin/initdb" "$pg_bin/pg_ctl" "$pg_bin/psql"; do
-  [[ -x $tool ]] || die "$tool not found (PostgreSQL 15: scripts/install-deps.sh demo)"
-done
+pg_find_bin || exit 1
 for tool in prometheus prometheus-alertmanager promtool python3 curl; do
   command -v "$tool" >/dev/null || die "$tool not found (scripts/install-deps.sh demo)"
 done
@@ -79,40 +79,8 @@ if [[ $want_pgbouncer == 1 && -z $pgbouncer_bin ]]; then
   want_pgbouncer=0
 fi
 
-# PostgreSQL (and PgBouncer) refuse to run as root: they run as the postgres system user then.
-as_pg() {
-  if ((EUID == 0)); then
-    runuser -u postgres -- "$@"
-  else
-    "$@"
-  fi
-}
-
-# True when nothing listens on HOST:PORT (we can bind it).
-port_free() {
-  python3 - "$1" "$2" <<'EOF'
-import socket, sys
-s = socket.socket()
-try:
-    s.bind((sys.argv[1], int(sys.argv[2])))
-except OSError:
-    sys.exit(1)
-EOF
-}
-# A port nobody listens on at HOST (default $bind): PREFERRED when that is free, else one the kernel
-# picks. Usage: pick_port PREFERRED|"" [HOST]
-pick_port() {
-  local preferred=$1 host=${2:-$bind}
-  if [[ -n $preferred ]] && port_free "$host" "$preferred"; then
-    echo "$preferred"
-    return
-  fi
-  python3 -c 'import socket, sys
-s = socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$host"
-}
-
 # The one fixed port: check it before starting anything.
-port_free "$bind" "$exporter_port" ||
+[[ $(free_port "$bind" "$exporter_port") == "$exporter_port" ]] ||
   die "port $exporter_port is in use: set PGLOCK_DEMO_PORT to a free port"
 
 # --- process bookkeeping and cleanup -----------------------------------------------------------------
@@ -177,10 +145,7 @@ cleanup() {
     kill -TERM "$(cat "$tmp/pgbouncer/pgbouncer.pid")" 2>/dev/null
     sleep 0.5
   fi
-  if [[ -f $tmp/pgdata/postmaster.pid ]]; then
-    (cd "$tmp" && as_pg "$pg_bin/pg_ctl" -D "$tmp/pgdata" -m fast -w -t 30 stop >/dev/null 2>&1) ||
-      kill -KILL "$(head -n 1 "$tmp/pgdata/postmaster.pid")" 2>/dev/null
-  fi
+  pg_stop fast
   if [[ $keep_tmp == 1 ]]; then
     say "stopped everything; kept $tmp (PGLOCK_DEMO_KEEP=1)"
   else
@@ -194,53 +159,37 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/pglock-demo.XXXXXX")
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-mkdir -p "$tmp/logs" "$tmp/pgsocket" "$tmp/prometheus/data" "$tmp/alertmanager/data" "$tmp/pgbouncer"
+mkdir -p "$tmp/logs" "$tmp/prometheus/data" "$tmp/alertmanager/data" "$tmp/pgbouncer"
 if ((EUID == 0)); then
   # Only root and postgres can enter the directory; PostgreSQL and PgBouncer write inside it.
-  chown postgres: "$tmp" "$tmp/logs" "$tmp/pgsocket" "$tmp/pgbouncer"
+  chown postgres: "$tmp" "$tmp/logs" "$tmp/pgbouncer"
 fi
 chmod 700 "$tmp"
 
 # --- 2. PostgreSQL -----------------------------------------------------------------------------------
-pg_port=$(pick_port "" 127.0.0.1)
 password=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 # One password for every demo role; clients find it here (libpq ignores a pgpass others can read).
 printf '127.0.0.1:*:*:*:%s\n' "$password" >"$tmp/pgpass"
 chmod 600 "$tmp/pgpass"
 
-say "starting PostgreSQL 15 on 127.0.0.1:$pg_port (data in $tmp/pgdata)"
-(cd "$tmp" && as_pg "$pg_bin/initdb" -D "$tmp/pgdata" -U postgres -E UTF8 --locale=C --no-sync \
-  --auth-local=trust --auth-host=scram-sha-256 >"$tmp/logs/initdb.log" 2>&1) ||
+pg_init "$tmp" "$tmp/logs" --auth-local=trust --auth-host=scram-sha-256 ||
   die "initdb failed (initdb.log below)"
-cat >>"$tmp/pgdata/postgresql.conf" <<EOF
+pg_port=$PG_PORT
+say "starting PostgreSQL $PG_VERSION on 127.0.0.1:$pg_port (data in $tmp/pgdata)"
+pg_start "shared_buffers = 32MB" "log_line_prefix = '%m [%p] %q%u@%d/%a '" ||
+  die "PostgreSQL did not start"
 
-# pglock_exporter demo
-port = $pg_port
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$tmp/pgsocket'
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-shared_buffers = 32MB
-log_line_prefix = '%m [%p] %q%u@%d/%a '
-EOF
-(cd "$tmp" && as_pg "$pg_bin/pg_ctl" -D "$tmp/pgdata" -l "$tmp/logs/postgres.log" -w -t 60 start \
-  >/dev/null) || die "PostgreSQL did not start"
-
-psql_admin() {
-  "$pg_bin/psql" -X -q -v ON_ERROR_STOP=1 -h "$tmp/pgsocket" -p "$pg_port" -U postgres "$@"
-}
-PGLOCK_DEMO_PASSWORD=$password psql_admin -d postgres -f "$demo_dir/setup.sql" \
+PGLOCK_DEMO_PASSWORD=$password pg_psql -d postgres -f "$demo_dir/setup.sql" \
   >"$tmp/logs/setup.log" 2>&1 || die "setting up the demo database failed"
 # The "pool of four" locks are pg_try_advisory_lock(hashtext(job)): name them by their bigint key.
-read -r key_sweep key_alerts key_mail key_uptime < <(psql_admin -d app -At -F ' ' -c \
+read -r key_sweep key_alerts key_mail key_uptime < <(pg_psql -d app -At -F ' ' -c \
   "SELECT hashtext('sweep'), hashtext('alerts'), hashtext('mail-checks'), hashtext('uptime:node-a')") ||
   die "cannot compute the lock keys"
 
 # --- PgBouncer in transaction pooling mode (seed 002) ------------------------------------------------
 pgbouncer_port=
 if [[ $want_pgbouncer == 1 ]]; then
-  pgbouncer_port=$(pick_port "" 127.0.0.1)
+  pgbouncer_port=$(free_port)
   printf '"billing" "%s"\n"pglock_exporter" "%s"\n' "$password" "$password" \
     >"$tmp/pgbouncer/userlist.txt"
   cat >"$tmp/pgbouncer/pgbouncer.ini" <<EOF
@@ -270,10 +219,10 @@ EOF
   chmod 600 "$tmp/pgbouncer/userlist.txt" "$tmp/pgbouncer/pgbouncer.ini"
   if ((EUID == 0)); then chown postgres: "$tmp/pgbouncer"/*; fi
   say "starting PgBouncer (pool_mode=transaction) on 127.0.0.1:$pgbouncer_port"
-  (cd "$tmp" && as_pg "$pgbouncer_bin" -d -q "$tmp/pgbouncer/pgbouncer.ini") ||
+  (cd "$tmp" && as_postgres "$pgbouncer_bin" -d -q "$tmp/pgbouncer/pgbouncer.ini") ||
     die "PgBouncer did not start"
   for ((i = 0; i < 50; i++)); do
-    "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pgbouncer_port" -U pglock_exporter -d pgbouncer && break
+    "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$pgbouncer_port" -U pglock_exporter -d pgbouncer && break
     sleep 0.1
   done
 fi
@@ -344,7 +293,7 @@ done
 ((up)) || die "pglock_exporter does not report pglock_up{target=\"demo\"} 1 after 30s"
 
 # --- 4. Alertmanager and Prometheus ------------------------------------------------------------------
-am_port=$(pick_port 9093)
+am_port=$(free_port "$bind" 9093)
 cat >"$tmp/alertmanager/alertmanager.yml" <<EOF
 # Nothing is sent anywhere: look at the alerts in the web UI.
 route:
@@ -377,7 +326,7 @@ else
   say "warning: $rules_src not found; Prometheus runs without alert rules"
 fi
 
-prom_port=$(pick_port 9090)
+prom_port=$(free_port "$bind" 9090)
 {
   cat <<EOF
 global:
@@ -467,23 +416,14 @@ echo
 # --- 6. the workload ---------------------------------------------------------------------------------
 # Started last, once the exporter is polling, so that it sees every holder before its lock goes.
 say "starting the workload (psql output in $tmp/logs)"
-start_bg workload - env PATH="$pg_bin:$PATH" PGHOST=127.0.0.1 PGPORT="$pg_port" PGDATABASE=app \
+start_bg workload - env PATH="$PG_BIN:$PATH" PGHOST=127.0.0.1 PGPORT="$pg_port" PGDATABASE=app \
   PGPASSFILE="$tmp/pgpass" DEMO_LOG_DIR="$tmp/logs" DEMO_PGBOUNCER_PORT="$pgbouncer_port" \
   "$demo_dir/workload.sh"
 
 # --- 7. wait: one line of alert states every 30 s -------------------------------------------------
 alert_status() {
-  curl -fsS "$prom_url/api/v1/alerts" 2>/dev/null | python3 -c '
-import collections, json, sys
-alerts = json.load(sys.stdin)["data"]["alerts"]
-by_state = collections.defaultdict(collections.Counter)
-for a in alerts:
-    by_state[a["state"]][a["labels"]["alertname"]] += 1
-def fmt(state):
-    c = by_state[state]
-    return ", ".join("%dx%s" % (n, k) if n > 1 else k for k, n in sorted(c.items())) or "-"
-print("firing: %s | pending: %s" % (fmt("firing"), fmt("pending")))
-' 2>/dev/null || echo "(Prometheus did not answer)"
+  curl -fsS "$prom_url/api/v1/alerts" 2>/dev/null | python3 "$demo_dir/alert_status.py" 2>/dev/null ||
+    echo "(Prometheus did not answer)"
 }
 
 started=$SECONDS

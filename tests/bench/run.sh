@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Performance benchmark of pglock_exporter (see tests/bench/README.md). Not part of the default test
-# run. It starts a throwaway PostgreSQL 15 in a temporary directory on a free port, loads it with a
+# run. It starts a throwaway PostgreSQL in a temporary directory on a free port, loads it with a
 # realistic heavy case (about 250 sessions, 1k / 20k / 100k held advisory locks, 20 and 200 waiters,
 # 50 idle-in-transaction holders, a 1,000-row lease table), and measures, side by side in one run:
 #
@@ -22,16 +22,17 @@
 #   PGLOCK_EXPORTER_BINARY   exporter to measure (default: build it Release into <repo>/build-bench)
 #   BENCH_OUT                output file (default: tests/bench/results/latest.md)
 #   BENCH_KEEP=1             keep the temporary directory (logs, configs) on exit
+#   PGLOCK_PG_BINDIR         PostgreSQL server binaries (default: the newest /usr/lib/postgresql/*/bin)
 # Needs (Debian packages, `scripts/install-deps.sh bench`): postgresql-15 (server, psql, pgbench),
-# prometheus-postgres-exporter, wrk, curl, python3. Runs PostgreSQL as `postgres` when run as root.
+# prometheus-postgres-exporter, wrk, curl, python3. Runs PostgreSQL as `postgres` when run as root
+# (scripts/lib/pg.sh).
 set -euo pipefail
 export LC_ALL=C
 
 here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd -- "$here/../.." && pwd)
-pg_bin=/usr/lib/postgresql/15/bin
-PSQL=$pg_bin/psql
-PGBENCH=$pg_bin/pgbench
+# shellcheck source=scripts/lib/pg.sh
+source "$repo/scripts/lib/pg.sh"
 PGE=/usr/bin/prometheus-postgres-exporter
 out_md=${BENCH_OUT:-$here/results/latest.md}
 out_tsv=${out_md%.md}.tsv
@@ -69,7 +70,10 @@ die() {
 }
 
 # --- prerequisites and build ---------------------------------------------------------------------------
-for tool in "$pg_bin/initdb" "$pg_bin/pg_ctl" "$PSQL" "$PGBENCH" "$PGE" wrk curl python3; do
+pg_find_bin || exit 1
+PSQL=$PG_BIN/psql
+PGBENCH=$PG_BIN/pgbench
+for tool in "$PGBENCH" "$PGE" wrk curl python3; do
   command -v "$tool" >/dev/null || die "$tool not found: run scripts/install-deps.sh bench"
 done
 if [[ -n ${PGLOCK_EXPORTER_BINARY:-} ]]; then
@@ -81,13 +85,6 @@ else
     die "build failed"
 fi
 [[ -x $exporter ]] || die "no exporter binary at $exporter"
-
-as_pg() {
-  if ((EUID == 0)); then runuser -u postgres -- "$@"; else "$@"; fi
-}
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # --- process bookkeeping and cleanup -------------------------------------------------------------------
 # Every background process is started with setsid, so its pid is its process group and stopping it
@@ -136,10 +133,7 @@ cleanup() {
   fi
   local i
   for ((i = ${#bg_pids[@]} - 1; i >= 0; i--)); do stop_pid "${bg_pids[i]}"; done
-  if [[ -f $tmp/pgdata/postmaster.pid ]]; then
-    (cd "$tmp" && as_pg "$pg_bin/pg_ctl" -D "$tmp/pgdata" -m immediate -w -t 30 stop >/dev/null 2>&1) ||
-      kill -KILL "$(head -n 1 "$tmp/pgdata/postmaster.pid")" 2>/dev/null
-  fi
+  pg_stop immediate
   if [[ ${BENCH_KEEP:-0} == 1 ]]; then echo "bench: kept $tmp" >&2; else rm -rf -- "$tmp"; fi
   exit "$rc"
 }
@@ -148,8 +142,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pglock-bench.XXXXXX")
-mkdir -p "$tmp/logs" "$tmp/sock" "$tmp/sql"
-((EUID == 0)) && chown postgres: "$tmp" "$tmp/sock"
+mkdir -p "$tmp/logs" "$tmp/sql"
 chmod 755 "$tmp"
 logs=$tmp/logs
 raw=$tmp/raw.tsv
@@ -157,30 +150,15 @@ raw=$tmp/raw.tsv
 # One raw sample: SECTION POINT METRIC VALUE (report.py aggregates them).
 rec() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$raw"; }
 
-# --- PostgreSQL 15 -------------------------------------------------------------------------------------
-pg_port=$(free_port)
-say "PostgreSQL 15 on 127.0.0.1:$pg_port in $tmp"
-(cd "$tmp" && as_pg "$pg_bin/initdb" -D "$tmp/pgdata" -U postgres -E UTF8 --locale=C --no-sync \
-  --auth=trust >"$logs/initdb.log" 2>&1) || die "initdb failed"
-cat >>"$tmp/pgdata/postgresql.conf" <<EOF
+# --- PostgreSQL ----------------------------------------------------------------------------------------
+pg_init "$tmp" "$logs" --auth=trust || die "initdb failed"
+pg_port=$PG_PORT
+say "PostgreSQL $PG_VERSION on 127.0.0.1:$pg_port in $tmp"
+pg_start "max_connections = 300" \
+  "max_locks_per_transaction = 1024   # lock table: 1024 x 300 slots, room for 100k advisory locks" \
+  "shared_buffers = 128MB" "log_min_messages = warning" || die "PostgreSQL did not start"
 
-# tests/bench/run.sh
-port = $pg_port
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$tmp/sock'
-max_connections = 300
-max_locks_per_transaction = 1024   # lock table: 1024 x 300 slots, room for 100k advisory locks
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-shared_buffers = 128MB
-log_min_messages = warning
-EOF
-ln -s "$tmp/pgdata/postgres.log" "$logs/postgres.log"
-(cd "$tmp" && as_pg "$pg_bin/pg_ctl" -D "$tmp/pgdata" -l "$tmp/pgdata/postgres.log" -w -t 60 start \
-  >"$logs/pg_ctl.log" 2>&1) || die "PostgreSQL did not start"
-
-sql() { "$PSQL" -X -q -v ON_ERROR_STOP=1 -h "$tmp/sock" -p "$pg_port" -U postgres -d postgres -A -t "$@"; }
+sql() { pg_psql -d postgres -A -t "$@"; }
 exporter_dsn="host=127.0.0.1 port=$pg_port dbname=postgres user=pglock_exporter"
 app_conn="host=127.0.0.1 port=$pg_port dbname=postgres user=app"
 
@@ -489,7 +467,7 @@ measure_pge() { # POINT
 printf '\\set k random(1, 100000)\nSELECT pg_advisory_xact_lock(:k);\n' >"$tmp/advisory.sql"
 pgbench_tps() {
   "$PGBENCH" -n -M prepared -c "$pgb_clients" -j 2 -T "$pgb_secs" -f "$tmp/advisory.sql" \
-    -h "$tmp/sock" -p "$pg_port" -U postgres postgres 2>>"$logs/pgbench.log" |
+    -h "$PG_SOCKET" -p "$pg_port" -U postgres postgres 2>>"$logs/pgbench.log" |
     tee -a "$logs/pgbench.log" | awk '/^tps = / { print $3 }'
 }
 scrape_loop() { # PERIOD: scrapes postgres_exporter every PERIOD seconds, logging each scrape's time
@@ -538,7 +516,7 @@ toggle_run() { # POINT CONFIG PGID
   local point=$1 config=$2 pgid=$3 w start bpid
   kill -STOP -- "-$pgid"
   "$PGBENCH" -n -M prepared -c "$pgb_clients" -j 2 -T "$toggle_secs" -P 1 -f "$tmp/advisory.sql" \
-    -h "$tmp/sock" -p "$pg_port" -U postgres postgres >>"$logs/pgbench.log" 2>"$tmp/progress.txt" &
+    -h "$PG_SOCKET" -p "$pg_port" -U postgres postgres >>"$logs/pgbench.log" 2>"$tmp/progress.txt" &
   bpid=$!
   start=$EPOCHREALTIME
   for ((w = 1; w * toggle_win < toggle_secs; w++)); do

@@ -12,12 +12,17 @@
       The alertnames seen, one per line.
   alertlog.py count LOG
       The number of payloads received.
+  alertlog.py field [--epoch] KEY
+      Reads one answer of `wait` on stdin; prints its received_at (KEY received_at) or a field of
+      its alert (startsAt, ...). With --epoch, an RFC 3339 time as Unix time.
 
 Standard library only (Debian python3).
 """
 
 import argparse
+import datetime
 import json
+import re
 import sys
 import time
 
@@ -124,6 +129,17 @@ def cmd_count(args):
     return 0
 
 
+def cmd_field(args):
+    answer = json.load(sys.stdin)
+    value = answer["received_at"] if args.key == "received_at" else answer["alert"].get(args.key, "")
+    if args.epoch:
+        # Alertmanager prints nanoseconds and "Z": what fromisoformat reads before Python 3.11.
+        value = re.sub(r"(\.\d{6})\d+", r"\1", value).replace("Z", "+00:00")
+        value = datetime.datetime.fromisoformat(value).timestamp()
+    print(value)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -138,6 +154,10 @@ def main():
         p = sub.add_parser(name)
         p.add_argument("log")
         p.set_defaults(fn=fn)
+    f = sub.add_parser("field")
+    f.add_argument("--epoch", action="store_true")
+    f.add_argument("key")
+    f.set_defaults(fn=cmd_field)
     args = ap.parse_args()
     sys.exit(args.fn(args))
 

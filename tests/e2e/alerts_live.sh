@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Live end-to-end alerting test: a real PostgreSQL 15, pglock_exporter, Prometheus with the shipped
+# Live end-to-end alerting test: a real PostgreSQL, pglock_exporter, Prometheus with the shipped
 # alert rules (every `for:` cut to 2s by alerts/shorten_for.sh, thresholds untouched), Alertmanager,
 # and a webhook receiver (tests/e2e/webhook.py) that logs every notification. It checks that:
 #
@@ -24,8 +24,9 @@
 #   PGLOCK_EXPORTER_BINARY   exporter to test (default: <repo>/build/pglock_exporter)
 #   PGLOCK_E2E_KEEP=1        keep the temporary directory (logs, configs, webhook log) on exit
 #   PGLOCK_E2E_BASELINE=20   seconds of quiet baseline
+#   PGLOCK_PG_BINDIR         PostgreSQL server binaries (default: the newest /usr/lib/postgresql/*/bin)
 # Needs (Debian packages): postgresql-15, prometheus (prometheus, promtool), prometheus-alertmanager,
-# python3, curl. Runs PostgreSQL as `postgres` when started as root.
+# python3, curl. Runs PostgreSQL as `postgres` when started as root (scripts/lib/pg.sh).
 set -euo pipefail
 export LC_ALL=C
 
@@ -33,7 +34,8 @@ here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd -- "$here/../.." && pwd)
 exporter=${PGLOCK_EXPORTER_BINARY:-$repo/build/pglock_exporter}
 baseline_seconds=${PGLOCK_E2E_BASELINE:-20}
-pg_bin=/usr/lib/postgresql/15/bin
+# shellcheck source=scripts/lib/pg.sh
+source "$repo/scripts/lib/pg.sh"
 py=/usr/bin/python3
 [[ -x $py ]] || py=$(command -v python3 || echo python3)
 
@@ -52,23 +54,14 @@ fail() {
 
 # --- prerequisites -------------------------------------------------------------------------------------
 [[ -x $exporter ]] || fail "no exporter binary at $exporter (build it with scripts/build.sh, or set PGLOCK_EXPORTER_BINARY)"
-for tool in "$pg_bin/initdb" "$pg_bin/pg_ctl" "$pg_bin/psql"; do
-  [[ -x $tool ]] || fail "$tool not found (Debian package postgresql-15)"
-done
+pg_find_bin || exit 1
 for tool in prometheus promtool prometheus-alertmanager curl; do
   command -v "$tool" >/dev/null || fail "$tool not found (Debian packages prometheus, prometheus-alertmanager, curl)"
 done
 for f in "$repo/alerts/pglock.rules.yml" "$repo/alerts/shorten_for.sh" "$repo/dashboards/exprs.sh" \
-  "$here/webhook.py" "$here/alertlog.py"; do
+  "$here/webhook.py" "$here/alertlog.py" "$here/promapi.py"; do
   [[ -r $f ]] || fail "missing $f"
 done
-
-as_pg() {
-  if ((EUID == 0)); then runuser -u postgres -- "$@"; else "$@"; fi
-}
-free_port() {
-  "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 
 # --- process bookkeeping and cleanup -------------------------------------------------------------------
 # Every background process is started with setsid: its pid is its process group, which cleanup stops
@@ -136,10 +129,7 @@ cleanup() {
   stop_named alertmanager
   local i
   for ((i = ${#bg_pids[@]} - 1; i >= 0; i--)); do stop_pid "${bg_pids[i]}"; done
-  if [[ -f $tmp/pgdata/postmaster.pid ]]; then
-    (cd "$tmp" && as_pg "$pg_bin/pg_ctl" -D "$tmp/pgdata" -m immediate -w -t 30 stop >/dev/null 2>&1) ||
-      kill -KILL "$(head -n 1 "$tmp/pgdata/postmaster.pid")" 2>/dev/null
-  fi
+  pg_stop immediate
   if [[ ${PGLOCK_E2E_KEEP:-0} == 1 ]]; then
     echo "e2e: kept $tmp" >&2
   else
@@ -153,42 +143,26 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pglock-e2e.XXXXXX")
-mkdir -p "$tmp/logs" "$tmp/pgsocket" "$tmp/prometheus/data" "$tmp/alertmanager/data" "$tmp/dash"
-if ((EUID == 0)); then
-  chown postgres: "$tmp" "$tmp/pgsocket"
-fi
+mkdir -p "$tmp/logs" "$tmp/prometheus/data" "$tmp/alertmanager/data" "$tmp/dash"
 chmod 700 "$tmp"
 logs=$tmp/logs
 hooks=$tmp/webhook.jsonl
 : >"$hooks"
 
 # --- 1. PostgreSQL -------------------------------------------------------------------------------------
-pg_port=$(free_port)
+pg_init "$tmp" "$logs" --auth-local=trust --auth-host=scram-sha-256 ||
+  fail "initdb failed" "$(tail -n 20 "$logs/initdb.log")"
+pg_port=$PG_PORT
 password=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 printf '127.0.0.1:%s:*:*:%s\n' "$pg_port" "$password" >"$tmp/pgpass"
 chmod 600 "$tmp/pgpass"
-say "PostgreSQL 15 on 127.0.0.1:$pg_port (in $tmp)"
-(cd "$tmp" && as_pg "$pg_bin/initdb" -D "$tmp/pgdata" -U postgres -E UTF8 --locale=C --no-sync \
-  --auth-local=trust --auth-host=scram-sha-256 >"$logs/initdb.log" 2>&1) || fail "initdb failed" "$(tail -n 20 "$logs/initdb.log")"
-cat >>"$tmp/pgdata/postgresql.conf" <<EOF
-
-# tests/e2e/alerts_live.sh
-port = $pg_port
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$tmp/pgsocket'
-fsync = off
-synchronous_commit = off
-full_page_writes = off
-shared_buffers = 32MB
-log_line_prefix = '%m [%p] %q%u@%d/%a '
-EOF
-(cd "$tmp" && as_pg "$pg_bin/pg_ctl" -D "$tmp/pgdata" -l "$tmp/pgdata/postgres.log" -w -t 60 start \
-  >"$logs/pg_ctl.log" 2>&1) || fail "PostgreSQL did not start" "$(tail -n 20 "$tmp/pgdata/postgres.log" 2>/dev/null)"
-ln -s "$tmp/pgdata/postgres.log" "$logs/postgres.log"
+say "PostgreSQL $PG_VERSION on 127.0.0.1:$pg_port (in $tmp)"
+pg_start "shared_buffers = 32MB" "log_line_prefix = '%m [%p] %q%u@%d/%a '" ||
+  fail "PostgreSQL did not start" "$(tail -n 20 "$logs/postgres.log" 2>/dev/null)"
 
 export PGHOST=127.0.0.1 PGPORT=$pg_port PGDATABASE=postgres PGPASSFILE=$tmp/pgpass PGCONNECT_TIMEOUT=5
-export PSQL=$pg_bin/psql
-psql_admin() { "$PSQL" -X -q -v ON_ERROR_STOP=1 -h "$tmp/pgsocket" -U postgres -d postgres "$@"; }
+export PSQL=$PG_BIN/psql
+psql_admin() { pg_psql -d postgres "$@"; }
 sql() { psql_admin -A -t -c "$1"; } # one statement as superuser; prints unaligned tuples
 
 psql_admin -v pw="$password" >"$logs/setup.log" 2>&1 <<'SQL' || fail "database setup failed" "$(cat "$logs/setup.log")"
@@ -327,32 +301,22 @@ done
 
 # Prometheus query: prints the JSON answer.
 prom_query() { curl -fsS --max-time 10 "$prom_url/api/v1/query" --data-urlencode "query=$1"; }
-# Number of series in an instant vector answer on stdin.
-result_count() { "$py" -c 'import json, sys; print(len(json.load(sys.stdin)["data"]["result"]))'; }
+# Reads an answer of the Prometheus API on stdin: promapi.py count|value|groups|alerts STATE.
+promapi() { "$py" "$here/promapi.py" "$@"; }
 
 for ((i = 0; ; i++)); do
-  n=$(prom_query 'pglock_up{job="pglock",target="e2e"} == 1' 2>/dev/null | result_count 2>/dev/null || echo 0)
+  n=$(prom_query 'pglock_up{job="pglock",target="e2e"} == 1' 2>/dev/null | promapi count 2>/dev/null || echo 0)
   [[ $n == 1 ]] && break
   ((i < 150)) || fail "Prometheus has not scraped pglock_up{target=\"e2e\"} 1 after 30 s" \
     "$(curl -sS "$prom_url/api/v1/targets" 2>&1 | head -c 2000)"
   sleep 0.2
 done
-groups=$(curl -fsS "$prom_url/api/v1/rules" | "$py" -c 'import json, sys; print(len(json.load(sys.stdin)["data"]["groups"]))')
+groups=$(curl -fsS "$prom_url/api/v1/rules" | promapi groups)
 ((groups > 0)) || fail "Prometheus loaded no rule groups from the shortened rules"
 say "Prometheus scrapes the exporter; $groups rule groups loaded"
 
 # Alerts Prometheus has in STATE (firing/pending), one line each.
-prom_alerts() {
-  curl -fsS "$prom_url/api/v1/alerts" | "$py" -c '
-import json, sys
-for a in json.load(sys.stdin)["data"]["alerts"]:
-    if a["state"] == sys.argv[1]:
-        l = a["labels"]
-        print("    %s %s {%s} value=%s activeAt=%s" % (a["state"], l.get("alertname"),
-              ", ".join("%s=\"%s\"" % (k, v) for k, v in sorted(l.items()) if k != "alertname"),
-              a.get("value"), a.get("activeAt")))
-' "$1"
-}
+prom_alerts() { curl -fsS "$prom_url/api/v1/alerts" | promapi alerts "$1"; }
 
 # --- 4. quiet baseline ---------------------------------------------------------------------------------
 say "quiet baseline: no workload for ${baseline_seconds}s"
@@ -414,7 +378,7 @@ expect_alert() {
       "$(cat "$tmp/alertlog.err")" "  Prometheus alerts now:" "$(prom_alerts firing; prom_alerts pending)"
   fi
   local at
-  at=$(printf '%s' "$out" | "$py" -c 'import json, sys; print(json.load(sys.stdin)["received_at"])')
+  at=$(printf '%s' "$out" | "$py" "$here/alertlog.py" field received_at)
   if [[ -z ${seen_at["$name $status"]:-} ]]; then
     seen_at["$name $status"]=$at
     seen_scn["$name $status"]=$scn
@@ -423,16 +387,8 @@ expect_alert() {
   say "  $scn: $name $status at the webhook, +$(since "${started[$scn]}" "$at")s after the scenario start"
   printf '%s\n' "$out" >"$tmp/last_alert.json"
 }
-# Label of the alert saved by the last expect_alert.
-last_label() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["alert"]["labels"].get(sys.argv[2], ""))' "$tmp/last_alert.json" "$1"; }
-last_field() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["alert"].get(sys.argv[2], ""))' "$tmp/last_alert.json" "$1"; }
-# RFC 3339 time (as Alertmanager prints it) to Unix time.
-to_epoch() {
-  "$py" -c '
-import datetime, re, sys
-s = re.sub(r"(\.\d{6})\d+", r"\1", sys.argv[1]).replace("Z", "+00:00")
-print(datetime.datetime.fromisoformat(s).timestamp())' "$1"
-}
+# A time field (startsAt, endsAt) of the alert saved by the last expect_alert, as Unix time.
+last_time() { "$py" "$here/alertlog.py" field --epoch "$1" <"$tmp/last_alert.json"; }
 
 say "starting scenarios a (long wait), b (idle-in-transaction timeout), c (pool of four), d (lease) in parallel"
 
@@ -503,7 +459,7 @@ expect_alert c 30 PglockLockHoldersExhaustClientPool firing target=e2e severity=
 # b: about to be dropped, before the drop; then lost, taken over, sessions ended by timeout.
 expect_alert b 30 PglockLockAboutToBeDropped firing target=e2e severity=critical pid="$b_pid" \
   application_name=rebuild usename=app_worker datname=postgres
-b_warned_at=$(to_epoch "$(last_field startsAt)")
+b_warned_at=$(last_time startsAt)
 b_taken=$(wait_sql 30 "b: run 2 never took rebuild:run (was run 1's session not ended by the timeout?)" \
   "SELECT extract(epoch FROM at) FROM e2e_events WHERE name = 'run 2 took rebuild:run'")
 started[b-drop]=$b_taken
@@ -539,35 +495,7 @@ for i in "${!exprs[@]}"; do
 done
 printf '%s\n' "${exprs[@]}" >"$tmp/dash/exprs.txt"
 printf '%s\n' "${codes[@]}" >"$tmp/dash/codes.txt"
-dash_report=$("$py" - "$tmp/dash" <<'PY'
-import json, os, sys
-d = sys.argv[1]
-exprs = open(os.path.join(d, "exprs.txt")).read().splitlines()
-codes = open(os.path.join(d, "codes.txt")).read().splitlines()
-bad, empty, data = [], [], 0
-for i, (e, code) in enumerate(zip(exprs, codes)):
-    try:
-        r = json.load(open(os.path.join(d, "%d.json" % i)))
-    except (OSError, ValueError):
-        r = {}
-    if code != "200" or r.get("status") != "success":
-        bad.append("  HTTP %s %s: %s\n    %s" % (code, r.get("errorType", ""), r.get("error", ""), e))
-        continue
-    res = r["data"]["result"]
-    if r["data"]["resultType"] in ("vector", "matrix") and len(res) == 0:
-        empty.append("    " + e)
-    else:
-        data += 1
-print("BAD %d" % len(bad))
-print("DATA %d %d" % (data, len(exprs)))
-for b in bad:
-    print(b)
-if empty:
-    print("  expressions with no data:")
-    for e in empty:
-        print(e)
-PY
-)
+dash_report=$(promapi dashboards "$tmp/dash")
 read -r _ dash_bad <<<"$(sed -n 1p <<<"$dash_report")"
 read -r _ dash_data dash_total <<<"$(sed -n 2p <<<"$dash_report")"
 dash_details=$(sed -n '3,$p' <<<"$dash_report")
@@ -579,10 +507,7 @@ say "dashboards: all $dash_total expressions succeed; $dash_data/$dash_total (${
 
 # Event panels use increase() on the raw counters; the alert rules use the *:increase5m recording
 # rules, which also count the first event of a new series (it appears with the value 1). Informational.
-prom_value() { prom_query "$1" | "$py" -c '
-import json, sys
-r = json.load(sys.stdin)["data"]["result"]
-print(r[0]["value"][1] if r else "none")'; }
+prom_value() { prom_query "$1" | promapi value; }
 for m in advisory_lock_losses advisory_lock_takeovers lease_transitions; do
   raw=$(prom_value "sum(increase(pglock_${m}_total{target=\"e2e\"}[1m]))")
   rec=$(prom_value "sum(pglock:${m}:increase5m{target=\"e2e\"})")
