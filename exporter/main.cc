@@ -25,6 +25,31 @@ bool Load(const pglock::Flags& flags, pglock::Config* config,
   return pglock::LoadConfig(flags, EnvDsn(), config, errors);
 }
 
+// Handles SIGHUP (reload) until SIGTERM or SIGINT arrives.
+void ServeUntilTerminated(const pglock::Flags& flags, const sigset_t& signals, pglock::App* app) {
+  std::string error;
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig != SIGHUP) {
+      spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      return;
+    }
+    if (!flags.config_file) {
+      spdlog::info("SIGHUP: no config file to reload");
+      continue;
+    }
+    pglock::Config next;
+    std::vector<pglock::ConfigError> reload_errors;
+    if (!Load(flags, &next, &reload_errors)) {
+      for (const auto& e : reload_errors) spdlog::error("reload: {}", e.ToString());
+      spdlog::error("reload: {} error(s); keeping the running configuration", reload_errors.size());
+      continue;
+    }
+    if (app->Reload(next, &error)) spdlog::info("reload: configuration applied");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,28 +112,7 @@ int main(int argc, char** argv) {
   spdlog::info("pglock_exporter {} listening on {} ({} target(s)), metrics at {}", build.version,
                config.web.listen_address, config.targets.size(), config.web.telemetry_path);
 
-  for (;;) {
-    int sig = 0;
-    if (sigwait(&signals, &sig) != 0) continue;
-    if (sig == SIGHUP) {
-      if (!flags.config_file) {
-        spdlog::info("SIGHUP: no config file to reload");
-        continue;
-      }
-      pglock::Config next;
-      std::vector<pglock::ConfigError> reload_errors;
-      if (!Load(flags, &next, &reload_errors)) {
-        for (const auto& e : reload_errors) spdlog::error("reload: {}", e.ToString());
-        spdlog::error("reload: {} error(s); keeping the running configuration",
-                      reload_errors.size());
-        continue;
-      }
-      if (app.Reload(next, &error)) spdlog::info("reload: configuration applied");
-      continue;
-    }
-    spdlog::info("received {}, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    break;
-  }
+  ServeUntilTerminated(flags, signals, &app);
   app.Stop();
   return 0;
 }

@@ -310,6 +310,31 @@ void ParseLease(TableReader& r, LeaseTableConfig* lease) {
   r.RejectUnknown();
 }
 
+void ParsePooler(TableReader& pr, PoolerConfig* pooler, bool* secret) {
+  std::string admin_dsn_file;
+  pr.String("name", &pooler->name);
+  pr.String("admin_dsn", &pooler->admin_dsn);
+  pr.String("admin_dsn_file", &admin_dsn_file);
+  if (pooler->name.empty()) pr.TableError("name", "every [[targets.poolers]] needs a name");
+  if (!admin_dsn_file.empty()) {
+    std::string why;
+    if (pr.Has("admin_dsn")) {
+      pr.TableError("admin_dsn_file", "set either admin_dsn or admin_dsn_file, not both");
+    } else if (!ReadSecretFile(admin_dsn_file, &pooler->admin_dsn, &why)) {
+      pr.TableError("admin_dsn_file", why);
+    }
+  } else if (pooler->admin_dsn.empty()) {
+    pr.TableError("admin_dsn", "pooler \"" + pooler->name + "\" needs admin_dsn");
+  } else if (ConninfoHasPassword(pooler->admin_dsn)) {
+    *secret = true;
+  }
+  if (!pooler->admin_dsn.empty()) {
+    std::string why;
+    if (!ValidateConninfo(pooler->admin_dsn, &why)) pr.TableError("admin_dsn", why);
+  }
+  pr.RejectUnknown();
+}
+
 void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigError>* errors,
                  TargetConfig* target, bool* secret) {
   r.String("name", &target->name);
@@ -357,31 +382,10 @@ void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigErro
   for (const toml::value* t : r.Tables("poolers")) {
     TableReader pr(*t, r.Dotted("poolers"), file, errors);
     PoolerConfig pooler;
-    std::string admin_dsn_file;
-    pr.String("name", &pooler.name);
-    pr.String("admin_dsn", &pooler.admin_dsn);
-    pr.String("admin_dsn_file", &admin_dsn_file);
-    if (pooler.name.empty()) pr.TableError("name", "every [[targets.poolers]] needs a name");
+    ParsePooler(pr, &pooler, secret);
     if (!pooler.name.empty() && !poolers.insert(pooler.name).second) {
       pr.TableError("name", "duplicate pooler name \"" + pooler.name + "\"");
     }
-    if (!admin_dsn_file.empty()) {
-      std::string why;
-      if (pr.Has("admin_dsn")) {
-        pr.TableError("admin_dsn_file", "set either admin_dsn or admin_dsn_file, not both");
-      } else if (!ReadSecretFile(admin_dsn_file, &pooler.admin_dsn, &why)) {
-        pr.TableError("admin_dsn_file", why);
-      }
-    } else if (pooler.admin_dsn.empty()) {
-      pr.TableError("admin_dsn", "pooler \"" + pooler.name + "\" needs admin_dsn");
-    } else if (ConninfoHasPassword(pooler.admin_dsn)) {
-      *secret = true;
-    }
-    if (!pooler.admin_dsn.empty()) {
-      std::string why;
-      if (!ValidateConninfo(pooler.admin_dsn, &why)) pr.TableError("admin_dsn", why);
-    }
-    pr.RejectUnknown();
     target->poolers.push_back(std::move(pooler));
   }
   r.RejectUnknown();
