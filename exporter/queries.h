@@ -12,6 +12,7 @@ extern const char* const kDatabaseStats;
 extern const char* const kLeaseTable;
 extern const char* const kLockNameBigint;
 extern const char* const kLockNameInt4;
+extern const char* const kPgbouncerClients;
 extern const char* const kPgbouncerPools;
 extern const char* const kPgbouncerServers;
 extern const char* const kPollTimeouts;

@@ -41,19 +41,28 @@ const MetricDesc kHeldSeconds{
 const MetricDesc kReleases{
     "pglock_advisory_lock_releases_total",
     MetricType::Counter,
-    "Held advisory locks gone at the next poll: unlocked (holder still connected) or "
-    "session_ended.",
+    "Advisory locks let go on purpose between two polls: unlocked (the holder is still "
+    "connected: unlock or transaction end) or session_closed (the client closed its session "
+    "cleanly while holding it).",
     {"target", "datname", "lock", "reason"}};
 const MetricDesc kLosses{
     "pglock_advisory_lock_losses_total",
     MetricType::Counter,
-    "Advisory locks lost because their session ended while holding them, by inferred cause.",
+    "Advisory locks lost: their session ended against the holder's will while holding them "
+    "(timeout, terminated, connection lost, server restart, or an abnormal end of unknown "
+    "cause). The application may still believe it holds the lock.",
     {"target", "datname", "lock", "cause"}};
+const MetricDesc kHandovers{
+    "pglock_advisory_lock_handovers_total",
+    MetricType::Counter,
+    "An advisory key held by another session than at the last poll after its holder released "
+    "it: locks doing their job (informational).",
+    {"target", "datname", "lock"}};
 const MetricDesc kTakeovers{
     "pglock_advisory_lock_takeovers_total",
     MetricType::Counter,
-    "An advisory key held by another session than at the last poll, or taken after its holder's "
-    "session ended.",
+    "An advisory key taken by another session after its holder lost it (within "
+    "events.takeover_window; one per loss): two runs may overlap.",
     {"target", "datname", "lock"}};
 
 Identity IdentityOf(const Session* s, int pid) {
@@ -255,8 +264,12 @@ void AdvisoryLocksCollector::ExposeCounters(const TargetSnapshot& snap, Families
   for (const auto& [k, n] : c.losses) {
     f->Add(kLosses, {tg, std::get<0>(k), std::get<1>(k), std::get<2>(k)}, n);
   }
-  for (const auto& [k, n] : c.takeovers)
+  for (const auto& [k, n] : c.handovers) {
+    f->Add(kHandovers, {tg, std::get<0>(k), std::get<1>(k)}, n);
+  }
+  for (const auto& [k, n] : c.takeovers) {
     f->Add(kTakeovers, {tg, std::get<0>(k), std::get<1>(k)}, n);
+  }
 }
 
 }  // namespace pglock

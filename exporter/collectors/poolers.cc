@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "exporter/queries.h"
+#include "exporter/snapshot/pooled_locks.h"
 
 namespace pglock {
 namespace {
@@ -18,8 +19,15 @@ const MetricDesc kPoolerUp{"pglock_pooler_up",
 const MetricDesc kPooledLocks{
     "pglock_pooled_session_advisory_locks",
     MetricType::Gauge,
-    "Advisory locks held outside a transaction by server connections of a transaction- or "
-    "statement-mode PgBouncer pool: session locks that outlived their client.",
+    "Session advisory locks held by server connections of a transaction- or statement-mode "
+    "PgBouncer pool: known session-scoped from the first poll that saw one held outside a "
+    "transaction or across two transactions, until released.",
+    {"target", "pooler", "database", "user"}};
+const MetricDesc kInherited{
+    "pglock_pooled_session_lock_inherited_total",
+    MetricType::Counter,
+    "A pooled server connection holding a session advisory lock served another client, which now "
+    "holds the lock without having taken it (its own lock calls succeed re-entrantly).",
     {"target", "pooler", "database", "user"}};
 
 // The admin connection of each pooler, by pooler name.
@@ -41,15 +49,16 @@ PoolerData ReadPooler(const PoolerConfig& pooler, std::unique_ptr<PgConnection>*
     }
   }
   // The admin console speaks only the simple protocol and one statement per query.
-  std::optional<PgResult> pools, servers;
+  std::optional<PgResult> pools, servers, clients;
   Status s = (*conn)->ExecOne(queries::kPgbouncerPools, {}, ctx.deadline, &pools);
   if (s.ok()) s = (*conn)->ExecOne(queries::kPgbouncerServers, {}, ctx.deadline, &servers);
+  if (s.ok()) s = (*conn)->ExecOne(queries::kPgbouncerClients, {}, ctx.deadline, &clients);
   if (!s.ok()) {
     data.error = s.message();
     conn->reset();
     return data;
   }
-  if (s = ParsePgbouncer(*pools, *servers, &data); !s.ok()) {
+  if (s = ParsePgbouncer(*pools, *servers, *clients, &data); !s.ok()) {
     data.error = s.message();
     return data;
   }
@@ -59,14 +68,25 @@ PoolerData ReadPooler(const PoolerConfig& pooler, std::unique_ptr<PgConnection>*
 
 }  // namespace
 
-Status ParsePgbouncer(const PgResult& pools, const PgResult& servers, PoolerData* data) {
+Status ParsePgbouncer(const PgResult& pools, const PgResult& servers, const PgResult& clients,
+                      PoolerData* data) {
   const int p_db = pools.Column("database"), p_user = pools.Column("user"),
             p_mode = pools.Column("pool_mode");
   const int s_db = servers.Column("database"), s_user = servers.Column("user"),
-            s_pid = servers.Column("remote_pid");
-  if (p_db < 0 || p_user < 0 || p_mode < 0 || s_db < 0 || s_user < 0 || s_pid < 0) {
+            s_pid = servers.Column("remote_pid"), s_link = servers.Column("link");
+  const int c_ptr = clients.Column("ptr"), c_addr = clients.Column("addr"),
+            c_port = clients.Column("port");
+  if (p_db < 0 || p_user < 0 || p_mode < 0 || s_db < 0 || s_user < 0 || s_pid < 0 || s_link < 0 ||
+      c_ptr < 0 || c_addr < 0 || c_port < 0) {
     return Status::UnexpectedShape(
-        "PgBouncer too old: SHOW POOLS needs pool_mode and SHOW SERVERS remote_pid (1.18+)");
+        "PgBouncer too old: SHOW POOLS needs pool_mode, SHOW SERVERS remote_pid and link, SHOW "
+        "CLIENTS ptr (1.18+)");
+  }
+  // The client each server connection serves right now: SHOW SERVERS.link = SHOW CLIENTS.ptr.
+  std::map<std::string, std::string, std::less<>> client_by_ptr;
+  for (int i = 0; i < clients.Rows(); ++i) {
+    client_by_ptr[clients.String(i, c_ptr)] =
+        clients.String(i, c_addr) + ":" + clients.String(i, c_port);
   }
   std::set<std::pair<std::string, std::string>> transaction_pools;
   for (int i = 0; i < pools.Rows(); ++i) {
@@ -80,6 +100,9 @@ Status ParsePgbouncer(const PgResult& pools, const PgResult& servers, PoolerData
     s.database = servers.String(i, s_db);
     s.user = servers.String(i, s_user);
     s.remote_pid = static_cast<int>(servers.Int(i, s_pid).value_or(0));
+    if (const auto it = client_by_ptr.find(servers.Text(i, s_link)); it != client_by_ptr.end()) {
+      s.linked_client = it->second;
+    }
     if (s.remote_pid != 0 && transaction_pools.count({s.database, s.user}) != 0) {
       data->servers.push_back(std::move(s));
     }
@@ -109,24 +132,24 @@ bool PoolersCollector::Healthy(const PollData& data) const {
 
 void PoolersCollector::BuildView(const PollData& data, const ViewContext& ctx,
                                  TargetView* view) const {
+  PooledLockTracker this_poll_only;
+  const PooledLockTracker* tracker = ctx.options->pooled;
+  if (tracker == nullptr) {
+    this_poll_only.Observe(data, nullptr);
+    tracker = &this_poll_only;
+  }
+  const auto locks = tracker->Locks();
   for (const PoolerData& p : data.poolers) {
     PoolerView pv;
     pv.name = p.name;
     pv.ok = p.ok;
-    std::unordered_map<int, const PooledServer*> servers;
-    for (const PooledServer& s : p.servers) {
-      servers[s.remote_pid] = &s;
-      pv.session_locks[{s.database, s.user}];
-    }
-    for (const AdvisoryLock& l : data.locks) {
-      if (!l.granted) continue;
-      const auto it = servers.find(l.pid);
-      if (it == servers.end()) continue;
-      const Session* s = ctx.index->Find(l.pid);
-      // Outside a transaction only a session lock can be held: it has outlived its client.
-      if (s != nullptr && !s->xact_start) {
-        ++pv.session_locks[{it->second->database, it->second->user}];
-      }
+    for (const PooledServer& s : p.servers) pv.session_locks[{s.database, s.user}];
+    for (const PooledLock* l : locks) {
+      if (l->pooler != p.name || !l->session_scoped) continue;
+      ++pv.session_locks[{l->database, l->user}];
+      pv.locks.push_back({l->database, l->user, LockLabel(l->key, ctx.options->names), l->pid,
+                          l->first_client, l->current_client,
+                          std::max(0.0, data.now - l->first_seen), l->inherited});
     }
     view->poolers.push_back(std::move(pv));
   }
@@ -139,6 +162,12 @@ void PoolersCollector::ExposeView(const TargetSnapshot& snap, const TargetView& 
     for (const auto& [key, n] : p.session_locks) {
       f->Add(kPooledLocks, {snap.target, p.name, key.first, key.second}, static_cast<double>(n));
     }
+  }
+}
+
+void PoolersCollector::ExposeCounters(const TargetSnapshot& snap, Families* f) const {
+  for (const auto& [k, n] : snap.counters.pooled_inherited) {
+    f->Add(kInherited, {snap.target, std::get<0>(k), std::get<1>(k), std::get<2>(k)}, n);
   }
 }
 

@@ -9,8 +9,9 @@
 
 namespace pglock {
 
-// Parses SHOW POOLS + SHOW SERVERS results (exposed for tests).
-Status ParsePgbouncer(const PgResult& pools, const PgResult& servers, PoolerData* data);
+// Parses SHOW POOLS + SHOW SERVERS + SHOW CLIENTS results (exposed for tests).
+Status ParsePgbouncer(const PgResult& pools, const PgResult& servers, const PgResult& clients,
+                      PoolerData* data);
 
 class PoolersCollector : public Collector {
  public:
@@ -20,6 +21,7 @@ class PoolersCollector : public Collector {
   bool Healthy(const PollData& data) const override;
   void BuildView(const PollData& data, const ViewContext& ctx, TargetView* view) const override;
   void ExposeView(const TargetSnapshot& snap, const TargetView& view, Families* out) const override;
+  void ExposeCounters(const TargetSnapshot& snap, Families* out) const override;
 };
 
 }  // namespace pglock

@@ -451,6 +451,12 @@ void ParseDocument(const toml::value& doc, const std::string& file, Config* conf
     }
     r.RejectUnknown();
   }
+  if (const toml::value* events = root.Table("events")) {
+    TableReader r(*events, "events", file, errors);
+    r.DurationValue("takeover_window", &config->poll.takeover_window);
+    (*lines)[r.Dotted("takeover_window")] = r.LineOf("takeover_window");
+    r.RejectUnknown();
+  }
   if (const toml::value* log = root.Table("log")) {
     TableReader r(*log, "log", file, errors);
     r.String("level", &config->log.level);
@@ -495,6 +501,9 @@ void ValidateMerged(Config* config, bool timeout_set, const KeyLines& lines,
     err("poll.timeout", "(" + FormatDuration(config->poll.timeout) +
                             ") must not exceed poll.interval (" +
                             FormatDuration(config->poll.interval) + ")");
+  }
+  if (config->poll.takeover_window <= Duration(0)) {
+    err("events.takeover_window", "must be greater than 0s");
   }
   if (config->poll.inventory_interval != Duration(0) &&
       config->poll.inventory_interval < config->poll.interval) {

@@ -88,6 +88,9 @@ struct PollConfig {
   Duration inventory_interval = Duration(0);
   int top_n = 20;
   int max_leases = 1000;
+  // [events] takeover_window: how long a lost advisory key is remembered; another session taking
+  // it within that time is a takeover.
+  Duration takeover_window = Duration(3'600'000);
 
   bool operator==(const PollConfig&) const = default;
 };

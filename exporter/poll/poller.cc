@@ -29,9 +29,11 @@ Poller::Poller(TargetConfig target, PollConfig poll)
     : target_(std::move(target)),
       poll_(poll),
       masked_dsn_(MaskConninfo(target_.dsn)),
-      inventory_(poll_.inventory_interval) {
+      inventory_(poll_.inventory_interval),
+      events_(std::chrono::duration<double>(poll_.takeover_window).count()) {
   analyze_options_.top_n = poll_.top_n;
   analyze_options_.names = &names_;
+  analyze_options_.pooled = &events_.pooled();
   for (const LeaseTableConfig& t : target_.leases) {
     LeaseTableRules rules;
     rules.table = t.table;
@@ -209,6 +211,8 @@ bool Poller::PollOnce() {
 
   const std::shared_ptr<const PollData> previous_inventory = inventory_.last();
   inventory_.Complete(started, &data);
+  // Events first: the view shows the pooled-lock state this poll leads to.
+  events_.Observe(data, previous_inventory.get(), &names_, &counters_);
   std::map<std::string, int64_t> dropped;
   std::vector<double> build_seconds;
   auto view = std::make_shared<TargetView>(
@@ -225,7 +229,6 @@ bool Poller::PollOnce() {
         target_.name, view->hidden_sessions);
     warned_hidden_ = true;
   }
-  events_.Observe(data, previous_inventory.get(), &names_, &counters_);
 
   // A poll of 100k locks allocates tens of MB that are free again now; give them back so the
   // resident size follows the current poll, not the largest one ever.

@@ -38,9 +38,14 @@ struct LeaseTableRules {
   std::shared_ptr<const HolderMatcher> matcher;  // null: the holder text stays whole
 };
 
+class PooledLockTracker;
+
 struct AnalyzeOptions {
   int top_n = 20;
   const LockNames* names = nullptr;
+  // The poller's tracker of session locks on pooled connections; null: judged from this poll
+  // alone (a lock held outside a transaction).
+  const PooledLockTracker* pooled = nullptr;
   std::vector<LeaseTableRules> lease_rules;
 };
 

@@ -17,7 +17,7 @@ using SessionId = std::pair<int, double>;  // pid, backend_start: pids are reuse
 const char* const kCauses[] = {"idle_in_transaction_timeout",
                                "idle_session_timeout",
                                "terminated",
-                               "disconnected",
+                               "connection_lost",
                                "server_restart",
                                "unknown"};
 
@@ -85,27 +85,12 @@ int64_t CounterDelta(int64_t prev, int64_t cur) { return cur >= prev ? cur - pre
 std::string InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
                            double idle_in_transaction_timeout, double idle_session_timeout,
                            SessionEndDeltas* deltas, bool deltas_known) {
-  // Idle time the session would have reached by the current poll had it stayed idle.
-  const double idle_by_now = last_seen.state_change
-                                 ? (last_poll_now - *last_seen.state_change) +
-                                       (cur_poll_now - last_poll_now) + kTimeoutSlackSeconds
-                                 : 0;
-  const bool iit_match = last_seen.IdleInTransaction() && idle_in_transaction_timeout > 0 &&
-                         idle_by_now >= idle_in_transaction_timeout;
-  const bool idle_match =
-      last_seen.state == "idle" && idle_session_timeout > 0 && idle_by_now >= idle_session_timeout;
-  if (!deltas_known) {
-    if (iit_match) return "idle_in_transaction_timeout";
-    if (idle_match) return "idle_session_timeout";
-    return "unknown";
-  }
-  if (iit_match && deltas->fatal > 0) {
+  const std::string timeout = TimeoutMatch(last_seen, last_poll_now, cur_poll_now,
+                                           idle_in_transaction_timeout, idle_session_timeout);
+  if (!deltas_known) return timeout;  // 12/13: without session counters only a timeout is a loss
+  if (!timeout.empty() && deltas->fatal > 0) {
     --deltas->fatal;
-    return "idle_in_transaction_timeout";
-  }
-  if (idle_match && deltas->fatal > 0) {
-    --deltas->fatal;
-    return "idle_session_timeout";
+    return timeout;
   }
   if (deltas->killed > 0) {
     --deltas->killed;
@@ -113,14 +98,30 @@ std::string InferLossCause(const Session& last_seen, double last_poll_now, doubl
   }
   if (deltas->abandoned > 0) {
     --deltas->abandoned;
-    return "disconnected";
+    return "connection_lost";
   }
   if (deltas->fatal > 0) {
     --deltas->fatal;
     return "unknown";
   }
-  // No abnormal end was counted: the client closed its connection.
-  return "disconnected";
+  return "";  // no abnormal end was counted: the client closed its session
+}
+
+std::string TimeoutMatch(const Session& last_seen, double last_poll_now, double cur_poll_now,
+                         double idle_in_transaction_timeout, double idle_session_timeout) {
+  // Idle time the session would have reached by the current poll had it stayed idle.
+  if (!last_seen.state_change) return "";
+  const double idle_by_now = (last_poll_now - *last_seen.state_change) +
+                             (cur_poll_now - last_poll_now) + kTimeoutSlackSeconds;
+  if (last_seen.IdleInTransaction() && idle_in_transaction_timeout > 0 &&
+      idle_by_now >= idle_in_transaction_timeout) {
+    return "idle_in_transaction_timeout";
+  }
+  if (last_seen.state == "idle" && idle_session_timeout > 0 &&
+      idle_by_now >= idle_session_timeout) {
+    return "idle_session_timeout";
+  }
+  return "";
 }
 
 void EventTracker::Observe(std::shared_ptr<const PollData> cur, const PollData* last_inventory,
@@ -131,6 +132,7 @@ void EventTracker::Observe(std::shared_ptr<const PollData> cur, const PollData* 
   }
   CountSessionsEnded(*cur, counters);
   CountLeaseTransitions(*cur, counters);
+  pooled_.Observe(*cur, counters);
   last_ = std::move(cur);
 }
 
@@ -149,10 +151,11 @@ void EventTracker::SeedZeroCounters(const PollData& cur, const LockNames* names,
   for (const std::string& db : datnames) {
     for (const std::string& lock : locks) {
       for (const char* cause : kCauses) counters->losses[{db, lock, cause}] += 0;
-      for (const char* reason : {"unlocked", "session_ended"}) {
+      for (const char* reason : {"unlocked", "session_closed"}) {
         counters->releases[{db, lock, reason}] += 0;
       }
       counters->takeovers[{db, lock}] += 0;
+      counters->handovers[{db, lock}] += 0;
     }
   }
   for (const LeaseTableData& t : cur.leases) {
@@ -182,108 +185,82 @@ void EventTracker::CountSessionsEnded(const PollData& cur, Counters* counters) {
   }
 }
 
-void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
-                                   const LockNames* names, Counters* counters) {
-  const HoldIndex prev_holds(prev);
-  const HoldIndex cur_holds(cur);
-  const PollIndex prev_index(prev);
-  const PollIndex cur_index(cur);
+namespace {
 
-  if (prev.postmaster_start != cur.postmaster_start) {
-    // The server restarted: every lock held before is gone with its session.
-    for (size_t i = 0; i < prev_holds.size(); ++i) {
-      const AdvisoryKey& key = prev_holds.key(i);
-      const auto holds = prev_holds.holds(i);
-      const std::string db = prev_index.Datname(key.datid), lock = CounterLock(key, names);
-      counters->releases[{db, lock, "session_ended"}] += static_cast<double>(holds.size());
-      counters->losses[{db, lock, "server_restart"}] += static_cast<double>(holds.size());
-    }
-    lost_keys_.clear();
-    return;
-  }
+using LostKeys = std::map<AdvisoryKey, LostKey>;
 
+// How each session that held a lock at `prev` and is gone at `cur` ended: "" for a clean close,
+// else the cause of the loss. `last` is the most recent poll before `cur` (even a cheap one).
+std::map<SessionId, std::string> EndCauses(const PollData& prev, const PollData& cur,
+                                           const PollData* last) {
   std::set<SessionId> alive;
   for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
   // The most recent sight of each session: the last poll (even a cheap one) beats the inventory.
   std::map<SessionId, const Session*> last_seen;
   for (const Session& s : prev.sessions) last_seen[{s.pid, s.backend_start}] = &s;
   double last_seen_now = prev.now;
-  if (last_ && last_.get() != &prev && last_->postmaster_start == cur.postmaster_start) {
-    for (const Session& s : last_->sessions) last_seen[{s.pid, s.backend_start}] = &s;
-    last_seen_now = last_->now;
+  if (last != nullptr && last != &prev && last->postmaster_start == cur.postmaster_start) {
+    for (const Session& s : last->sessions) last_seen[{s.pid, s.backend_start}] = &s;
+    last_seen_now = last->now;
+  }
+  const PollIndex prev_index(prev);
+  std::set<SessionId> holders;
+  for (const AdvisoryLock& l : prev.locks) {
+    if (!l.granted) continue;
+    const Session* s = prev_index.Find(l.pid);
+    holders.insert({l.pid, s != nullptr ? s->backend_start : 0});
   }
 
   // Deltas of the session end counters per database since the inventory poll (prev).
   std::map<uint32_t, SessionEndDeltas> deltas;
   const bool deltas_known = cur.database_stats.has_value() && prev.database_stats.has_value();
   if (deltas_known) {
-    std::map<uint32_t, const DatabaseStats*> inventory_stats;
-    for (const DatabaseStats& d : *prev.database_stats) inventory_stats[d.datid] = &d;
+    std::map<uint32_t, const DatabaseStats*> before;
+    for (const DatabaseStats& d : *prev.database_stats) before[d.datid] = &d;
     for (const DatabaseStats& d : *cur.database_stats) {
-      const auto it = inventory_stats.find(d.datid);
-      const DatabaseStats p = it == inventory_stats.end() ? d : *it->second;
+      const auto it = before.find(d.datid);
+      const DatabaseStats p = it == before.end() ? d : *it->second;
       deltas[d.datid] = {CounterDelta(p.sessions_fatal, d.sessions_fatal),
                          CounterDelta(p.sessions_killed, d.sessions_killed),
                          CounterDelta(p.sessions_abandoned, d.sessions_abandoned)};
     }
   }
 
-  // Sessions that ended while holding a lock, each with one cause for all its locks. Sessions
-  // whose timing matches a timeout are attributed first, so they claim the 'fatal' deltas.
+  // Every session seen before and gone now. Those whose idle time matches a timeout claim the
+  // 'fatal' deltas first, lock holders or not: a server that reaps idle sessions counts a fatal
+  // end for each, and those must not be pinned on a holder that closed its session cleanly.
   std::map<SessionId, std::string> causes;
-  std::vector<std::pair<SessionId, uint32_t>> ended;
-  for (size_t i = 0; i < prev_holds.size(); ++i) {
-    for (const Hold& h : prev_holds.holds(i)) {
-      if (alive.count(h.session) == 0 && causes.emplace(h.session, "").second) {
-        ended.emplace_back(h.session, prev_holds.key(i).datid);
-      }
+  std::vector<std::pair<SessionId, uint32_t>> undecided;  // holders without a timeout match
+  for (const auto& [sid, s] : last_seen) {
+    if (alive.count(sid) != 0) continue;
+    const double iit = EffectiveTimeout("idle_in_transaction_session_timeout", s->datid,
+                                        s->usesysid, prev.settings, prev.overrides);
+    const double idle = EffectiveTimeout("idle_session_timeout", s->datid, s->usesysid,
+                                         prev.settings, prev.overrides);
+    const std::string timeout = TimeoutMatch(*s, last_seen_now, cur.now, iit, idle);
+    SessionEndDeltas& d = deltas[s->datid];
+    if (!timeout.empty() && (!deltas_known || d.fatal > 0)) {
+      if (deltas_known) --d.fatal;
+      if (holders.count(sid) != 0) causes[sid] = timeout;
+    } else if (holders.count(sid) != 0) {
+      undecided.emplace_back(sid, s->datid);
     }
   }
-  for (int pass = 0; pass < 2; ++pass) {
-    for (const auto& [sid, datid] : ended) {
-      if (!causes[sid].empty()) continue;
-      const auto it = last_seen.find(sid);
-      if (it == last_seen.end()) {
-        causes[sid] = "unknown";
-        continue;
-      }
-      const Session& s = *it->second;
-      const double iit = EffectiveTimeout("idle_in_transaction_session_timeout", s.datid,
-                                          s.usesysid, prev.settings, prev.overrides);
-      const double idle = EffectiveTimeout("idle_session_timeout", s.datid, s.usesysid,
-                                           prev.settings, prev.overrides);
-      SessionEndDeltas scratch = deltas[s.datid];
-      const std::string probe =
-          InferLossCause(s, last_seen_now, cur.now, iit, idle, &scratch, deltas_known);
-      const bool timeout_cause =
-          probe == "idle_in_transaction_timeout" || probe == "idle_session_timeout";
-      if (pass == 0 && !timeout_cause) continue;
-      causes[sid] =
-          InferLossCause(s, last_seen_now, cur.now, iit, idle, &deltas[s.datid], deltas_known);
-    }
+  for (const auto& [sid, datid] : undecided) {
+    causes[sid] = InferLossCause(Session{}, 0, 0, 0, 0, &deltas[datid], deltas_known);
   }
+  // A holder never seen as a session has no evidence of an abnormal end: a clean close.
+  for (const SessionId& sid : holders) {
+    if (alive.count(sid) == 0) causes.emplace(sid, "");
+  }
+  return causes;
+}
 
-  for (size_t i = 0; i < prev_holds.size(); ++i) {
-    const AdvisoryKey& key = prev_holds.key(i);
-    const auto now_held = cur_holds.Find(key);
-    for (const Hold& h : prev_holds.holds(i)) {
-      const bool still_held = std::any_of(now_held.begin(), now_held.end(),
-                                          [&](const Hold& c) { return c.session == h.session; });
-      if (still_held) continue;
-      // Labels only for the few locks that changed.
-      const std::string db = prev_index.Datname(key.datid), lock = CounterLock(key, names);
-      if (alive.count(h.session) != 0) {
-        counters->releases[{db, lock, "unlocked"}] += 1;
-        continue;
-      }
-      counters->releases[{db, lock, "session_ended"}] += 1;
-      counters->losses[{db, lock, causes[h.session]}] += 1;
-      if (h.exclusive) lost_keys_[key] = {h.session.first, h.session.second, prev.now};
-    }
-  }
-
-  // Takeovers: an exclusive key held by another session than at the last inventory, or taken by
-  // another session after its holder's session ended while holding it.
+// Changes of exclusive holder between prev and cur: a takeover when the key was lost (in this
+// interval, or within the takeover window), else a hand-over.
+void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
+                        const PollIndex& cur_index, const LockNames* names, LostKeys* lost_keys,
+                        Counters* counters) {
   for (size_t i = 0; i < cur_holds.size(); ++i) {
     const AdvisoryKey& key = cur_holds.key(i);
     const auto now_held = cur_holds.holds(i);
@@ -297,20 +274,59 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
       for (const Hold& b : before)
         same_holder = same_holder || (b.exclusive && b.session == h.session);
     }
-    if (!held_now) continue;
-    bool takeover = false;
-    if (held_before) {
-      takeover = !same_holder;
-    } else if (const auto lost = lost_keys_.find(key); lost != lost_keys_.end()) {
-      const SessionId previous{lost->second.pid, lost->second.backend_start};
-      takeover = std::none_of(now_held.begin(), now_held.end(),
-                              [&](const Hold& h) { return h.exclusive && h.session == previous; });
-    }
-    if (takeover) {
+    if (!held_now || same_holder) continue;
+    if (const auto lost = lost_keys->find(key); lost != lost_keys->end()) {
       counters->takeovers[{cur_index.Datname(key.datid), CounterLock(key, names)}] += 1;
+      lost_keys->erase(lost);  // one takeover per loss
+    } else if (held_before) {
+      counters->handovers[{cur_index.Datname(key.datid), CounterLock(key, names)}] += 1;
     }
-    if (!lost_keys_.empty()) lost_keys_.erase(key);  // held again: judged against this holder
   }
+}
+
+}  // namespace
+
+void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
+                                   const LockNames* names, Counters* counters) {
+  const HoldIndex prev_holds(prev);
+  const HoldIndex cur_holds(cur);
+  const PollIndex prev_index(prev);
+  const PollIndex cur_index(cur);
+  const bool restarted = prev.postmaster_start != cur.postmaster_start;
+  // A restart ends every session: every lock held before is lost, and the next run that takes
+  // one of them may overlap a run that still believes it holds it.
+  const std::map<SessionId, std::string> causes =
+      restarted ? std::map<SessionId, std::string>{} : EndCauses(prev, cur, last_.get());
+  for (size_t i = 0; i < prev_holds.size(); ++i) {
+    const AdvisoryKey& key = prev_holds.key(i);
+    const auto now_held = restarted ? std::span<const Hold>{} : cur_holds.Find(key);
+    for (const Hold& h : prev_holds.holds(i)) {
+      const bool still_held = std::any_of(now_held.begin(), now_held.end(),
+                                          [&](const Hold& c) { return c.session == h.session; });
+      if (still_held) continue;
+      // Labels only for the few locks that changed.
+      const std::string db = prev_index.Datname(key.datid), lock = CounterLock(key, names);
+      const auto ended = causes.find(h.session);
+      const std::string cause = restarted               ? "server_restart"
+                                : ended == causes.end() ? "-"
+                                                        : ended->second;
+      if (cause == "-") {
+        counters->releases[{db, lock, "unlocked"}] += 1;  // the holder is still connected
+      } else if (cause.empty()) {
+        counters->releases[{db, lock, "session_closed"}] += 1;
+      } else {
+        counters->losses[{db, lock, cause}] += 1;
+        if (h.exclusive) lost_keys_[key] = {h.session.first, h.session.second, prev.now};
+      }
+    }
+  }
+  // Forget losses older than the takeover window: a key taken that much later is a new run.
+  for (auto it = lost_keys_.begin(); it != lost_keys_.end();) {
+    it = cur.now - it->second.lost_at > takeover_window_seconds_ ? lost_keys_.erase(it) : ++it;
+  }
+  const HoldIndex nothing_held{PollData{}};
+  CountHolderChanges(restarted ? nothing_held : prev_holds, cur_holds, cur_index, names,
+                     &lost_keys_, counters);
   while (lost_keys_.size() > kMaxLostKeys) {
     auto oldest = std::min_element(
         lost_keys_.begin(), lost_keys_.end(),

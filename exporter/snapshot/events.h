@@ -13,6 +13,7 @@
 
 #include "exporter/collectors/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/pooled_locks.h"
 #include "exporter/snapshot/snapshot.h"
 
 namespace pglock {
@@ -35,7 +36,9 @@ struct LostKey {
 
 class EventTracker {
  public:
-  EventTracker() = default;
+  // A key taken by another session within `takeover_window_seconds` of its loss is a takeover.
+  explicit EventTracker(double takeover_window_seconds = 3600)
+      : takeover_window_seconds_(takeover_window_seconds) {}
   EventTracker(const EventTracker&) = delete;
   EventTracker& operator=(const EventTracker&) = delete;
 
@@ -46,6 +49,9 @@ class EventTracker {
   void Observe(std::shared_ptr<const PollData> cur, const PollData* last_inventory,
                const LockNames* names, Counters* counters);
 
+  // Session locks on pooled server connections, as of the last Observe().
+  const PooledLockTracker& pooled() const { return pooled_; }
+
  private:
   void CountSessionsEnded(const PollData& cur, Counters* counters);
   void CountLockEvents(const PollData& prev, const PollData& cur, const LockNames* names,
@@ -53,16 +59,19 @@ class EventTracker {
   void CountLeaseTransitions(const PollData& cur, Counters* counters);
   void SeedZeroCounters(const PollData& cur, const LockNames* names, Counters* counters);
 
+  const double takeover_window_seconds_;
   std::shared_ptr<const PollData> last_;  // last successful poll
   std::map<AdvisoryKey, LostKey> lost_keys_;
+  PooledLockTracker pooled_;
   std::map<uint32_t, DatabaseStats> last_stats_;                        // by datid, last good poll
   std::map<std::string, std::map<std::string, LeaseRow>> last_leases_;  // table -> name -> row
   std::map<std::string, bool> last_leases_complete_;                    // table -> not capped
 };
 
-// The cause of a lost lock from what was last seen of its session and the counter deltas of its
-// database. deltas_known is false before PostgreSQL 14 (no session counters). Exposed for unit
-// tests.
+// How a session that held a lock ended, from what was last seen of it and the counter deltas of its
+// database: "" for a clean close (a release), else the cause of the loss. Each abnormal end
+// explains one session (the delta is consumed). deltas_known is false before PostgreSQL 14 (no
+// session counters). Exposed for unit tests.
 struct SessionEndDeltas {
   int64_t fatal = 0;
   int64_t killed = 0;
@@ -71,5 +80,11 @@ struct SessionEndDeltas {
 std::string InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
                            double idle_in_transaction_timeout, double idle_session_timeout,
                            SessionEndDeltas* deltas, bool deltas_known);
+
+// "idle_in_transaction_timeout" / "idle_session_timeout" when the session, last seen idle (in
+// transaction) at last_poll_now, would have reached that timeout by cur_poll_now (with
+// kTimeoutSlackSeconds of slack); else "".
+std::string TimeoutMatch(const Session& last_seen, double last_poll_now, double cur_poll_now,
+                         double idle_in_transaction_timeout, double idle_session_timeout);
 
 }  // namespace pglock

@@ -92,11 +92,24 @@ struct LeaseTableView {
   std::vector<LeaseView> leases;
 };
 
+// A session advisory lock known to sit on a pooled server connection.
+struct PooledLockRow {
+  std::string database;
+  std::string user;
+  std::string lock;
+  int pid = 0;  // the server connection's backend
+  std::string first_client;
+  std::string current_client;
+  double seconds = 0;  // since first seen
+  int64_t inherited = 0;
+};
+
 struct PoolerView {
   std::string name;
   bool ok = false;
-  // (database, user) -> advisory locks held outside a transaction by that pool's servers.
+  // (database, user) -> session locks known held by that pool's server connections.
   std::map<std::pair<std::string, std::string>, int64_t> session_locks;
+  std::vector<PooledLockRow> locks;
 };
 
 // Everything a successful poll shows at one point in time.
@@ -119,7 +132,10 @@ struct Counters {
   std::map<std::tuple<std::string, std::string, std::string>, double> releases;  // db, lock, reason
   std::map<std::tuple<std::string, std::string, std::string>, double> losses;    // db, lock, cause
   std::map<std::tuple<std::string, std::string>, double> takeovers;              // db, lock
-  std::map<std::tuple<std::string, std::string>, double> sessions_ended;         // db, reason
+  std::map<std::tuple<std::string, std::string>, double> handovers;              // db, lock
+  // pooler, database, user
+  std::map<std::tuple<std::string, std::string, std::string>, double> pooled_inherited;
+  std::map<std::tuple<std::string, std::string>, double> sessions_ended;  // db, reason
   std::map<std::tuple<std::string, std::string, std::string>, double>
       lease_transitions;                           // table, lease, kind
   std::map<std::string, double> series_dropped;    // metric

@@ -112,7 +112,7 @@ std::shared_ptr<TargetSnapshot> FullSnapshot(const std::string& target,
 
   Counters& c = t->counters;
   c.releases[{db, "unnamed", "unlocked"}] = 4;
-  c.releases[{db, "sweep", "session_ended"}] = 1;
+  c.releases[{db, "sweep", "session_closed"}] = 1;
   c.losses[{db, "sweep", "idle_in_transaction_timeout"}] = 1;
   c.takeovers[{db, "unnamed"}] = 2;
   c.sessions_ended[{db, "fatal"}] = 7;

@@ -78,6 +78,8 @@ double Get(const Map& m, const Key& k) {
 // Feeds polls to one EventTracker and reads its counters.
 class Events {
  public:
+  explicit Events(double takeover_window_seconds = 3600) : tracker_(takeover_window_seconds) {}
+
   // As the poller does: the inventory tier completes the poll, the tracker compares it with the
   // inventory before it.
   void Observe(const PollData& d) {
@@ -97,6 +99,9 @@ class Events {
     double n = 0;
     for (const auto& [k, v] : counters_.losses) n += v;
     return n;
+  }
+  double Handovers(const std::string& lock = "unnamed") const {
+    return Get(counters_.handovers, std::make_tuple(std::string("appdb"), lock));
   }
   double Takeovers(const std::string& lock = "unnamed") const {
     return Get(counters_.takeovers, std::make_tuple(std::string("appdb"), lock));
@@ -133,12 +138,13 @@ TEST(EventTrackerTest, FirstPollCountsNothingButSeedsZeroSeries) {
   EXPECT_EQ(e.Released("unlocked"), 0);
   // Zero series exist for every cause and reason, so increase() sees the first event.
   for (const char* cause : {"idle_in_transaction_timeout", "idle_session_timeout", "terminated",
-                            "disconnected", "server_restart", "unknown"}) {
+                            "connection_lost", "server_restart", "unknown"}) {
     EXPECT_EQ(e.counters().losses.count({"appdb", "unnamed", cause}), 1u) << cause;
   }
   EXPECT_EQ(e.counters().releases.count({"appdb", "unnamed", "unlocked"}), 1u);
-  EXPECT_EQ(e.counters().releases.count({"appdb", "unnamed", "session_ended"}), 1u);
+  EXPECT_EQ(e.counters().releases.count({"appdb", "unnamed", "session_closed"}), 1u);
   EXPECT_EQ(e.counters().takeovers.count({"appdb", "unnamed"}), 1u);
+  EXPECT_EQ(e.counters().handovers.count({"appdb", "unnamed"}), 1u);
 }
 
 TEST(EventTrackerTest, CleanUnlockIsAReleaseNotALoss) {
@@ -147,7 +153,7 @@ TEST(EventTrackerTest, CleanUnlockIsAReleaseNotALoss) {
   e.Observe(Poll(kStart, {s}, {Held(10, 1), Held(10, 2)}));
   e.Observe(Poll(kStart + 5, {s}, {Held(10, 2)}));
   EXPECT_EQ(e.Released("unlocked"), 1);
-  EXPECT_EQ(e.Released("session_ended"), 0);
+  EXPECT_EQ(e.Released("session_closed"), 0);
   EXPECT_EQ(e.TotalLost(), 0);
   EXPECT_EQ(e.Takeovers(), 0);
 }
@@ -161,14 +167,35 @@ TEST(EventTrackerTest, StillHeldCountsNothing) {
   EXPECT_EQ(e.Takeovers(), 0);
 }
 
-TEST(EventTrackerTest, SessionGoneWithoutCounterDeltaIsDisconnected) {
+TEST(EventTrackerTest, SessionClosedWithoutAbnormalEndIsAReleaseNotALoss) {
+  // A job library's unlock-then-close, or a close without unlock, between two polls.
   Events e;
   e.Observe(Poll(kStart, {MakeSession(10, "idle", kStart - 5)}, {Held(10, 1), Held(10, 2)}));
   e.Observe(Poll(kStart + 5, {}, {}));
-  EXPECT_EQ(e.Released("session_ended"), 2);
+  EXPECT_EQ(e.Released("session_closed"), 2);
   EXPECT_EQ(e.Released("unlocked"), 0);
-  EXPECT_EQ(e.Lost("disconnected"), 2);
-  EXPECT_EQ(e.TotalLost(), 2);
+  EXPECT_EQ(e.TotalLost(), 0);
+  // The next run taking the key later is a new acquisition, not a takeover.
+  e.Observe(Poll(kStart + 60, {MakeSession(11, "idle", kStart + 55)}, {Held(11, 1)}));
+  EXPECT_EQ(e.Takeovers(), 0);
+  EXPECT_EQ(e.Handovers(), 0);
+}
+
+TEST(EventTrackerTest, ReapedIdleSessionsDoNotMakeACleanCloseALoss) {
+  // idle_session_timeout reaps an idle session holding nothing (a 'fatal' end) while a lock
+  // holder closes its session cleanly in the same interval: the reaped session explains the
+  // fatal delta.
+  Events e;
+  PollData p1 =
+      Poll(kStart, {MakeSession(10, "active", kStart - 1), MakeSession(20, "idle", kStart - 29)},
+           {Held(10, 1)});
+  p1.settings = {{"idle_session_timeout", 30, "configuration file"}};
+  e.Observe(p1);
+  PollData p2 = Poll(kStart + 5, {}, {}, Stats(1, 0, 0));
+  p2.settings = p1.settings;
+  e.Observe(p2);
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Released("session_closed"), 1);
 }
 
 TEST(EventTrackerTest, PidReuseIsASessionEnd) {
@@ -177,7 +204,7 @@ TEST(EventTrackerTest, PidReuseIsASessionEnd) {
   e.Observe(Poll(kStart, {s}, {Held(10, 1)}));
   s.backend_start = kStart + 1;  // same pid, new backend
   e.Observe(Poll(kStart + 5, {s}, {}));
-  EXPECT_EQ(e.Released("session_ended"), 1);
+  EXPECT_EQ(e.Released("session_closed"), 1);
   EXPECT_EQ(e.Released("unlocked"), 0);
 }
 
@@ -222,11 +249,11 @@ TEST(EventTrackerTest, KilledDeltaIsTerminated) {
   EXPECT_EQ(e.Ended("killed"), 1);
 }
 
-TEST(EventTrackerTest, AbandonedDeltaIsDisconnected) {
+TEST(EventTrackerTest, AbandonedDeltaIsConnectionLost) {
   Events e;
   e.Observe(Poll(kStart, {MakeSession(10, "active", kStart - 1)}, {Held(10, 1)}));
   e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 0, 1)));
-  EXPECT_EQ(e.Lost("disconnected"), 1);
+  EXPECT_EQ(e.Lost("connection_lost"), 1);
   EXPECT_EQ(e.Ended("abandoned"), 1);
 }
 
@@ -240,13 +267,14 @@ TEST(EventTrackerTest, FatalWithoutTimeoutMatchIsUnknown) {
   EXPECT_EQ(e.Lost("idle_in_transaction_timeout"), 0);
 }
 
-TEST(EventTrackerTest, TimeoutMatchWithoutFatalDeltaIsDisconnected) {
+TEST(EventTrackerTest, TimeoutMatchWithoutFatalDeltaIsACleanClose) {
   Events e;
   PollData p1 = Poll(kStart, {MakeSession(10, "idle in transaction", kStart - 58)}, {Held(10, 1)});
   p1.settings = {{kIit, 60, "configuration file"}};
   e.Observe(p1);
   e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 0, 0)));
-  EXPECT_EQ(e.Lost("disconnected"), 1);
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Released("session_closed"), 1);
 }
 
 TEST(EventTrackerTest, Pre14InfersFromTimeoutsOnly) {
@@ -258,9 +286,10 @@ TEST(EventTrackerTest, Pre14InfersFromTimeoutsOnly) {
   p1.settings = {{kIit, 60, "configuration file"}};
   e.Observe(p1);
   e.Observe(Poll(kStart + 5, {}, {}, std::nullopt));
+  // Without session counters only a timeout match is a loss; the other end counts as clean.
   EXPECT_EQ(e.Lost("idle_in_transaction_timeout"), 1);
-  EXPECT_EQ(e.Lost("unknown"), 1);
-  EXPECT_EQ(e.TotalLost(), 2);
+  EXPECT_EQ(e.TotalLost(), 1);
+  EXPECT_EQ(e.Released("session_closed"), 1);
   EXPECT_TRUE(e.counters().sessions_ended.empty());
 }
 
@@ -294,7 +323,8 @@ TEST(EventTrackerTest, TimeoutMatchClaimsTheFatalDeltaFirst) {
   e.Observe(p1);
   e.Observe(Poll(kStart + 5, {}, {}, Stats(1, 0, 0)));
   EXPECT_EQ(e.Lost("idle_in_transaction_timeout", "timed-out"), 1);
-  EXPECT_EQ(e.Lost("disconnected", "plain"), 1);
+  EXPECT_EQ(e.Released("session_closed", "plain"), 1);
+  EXPECT_EQ(e.TotalLost(), 1);
 }
 
 TEST(EventTrackerTest, OneCausePerSessionForAllItsLocks) {
@@ -334,13 +364,13 @@ TEST(InferLossCauseTest, Rules) {
     SessionEndDeltas d{0, 1, 1};
     EXPECT_EQ(InferLossCause(active, 1000, 1005, 0, 0, &d, true), "terminated");
     EXPECT_EQ(d.killed, 0);
-    EXPECT_EQ(InferLossCause(active, 1000, 1005, 0, 0, &d, true), "disconnected");
+    EXPECT_EQ(InferLossCause(active, 1000, 1005, 0, 0, &d, true), "connection_lost");
     EXPECT_EQ(d.abandoned, 0);
-    EXPECT_EQ(InferLossCause(active, 1000, 1005, 0, 0, &d, true), "disconnected");
+    EXPECT_EQ(InferLossCause(active, 1000, 1005, 0, 0, &d, true), "");  // a clean close
   }
   EXPECT_EQ(InferLossCause(iit, 1000, 1005, 100, 0, &none, false), "idle_in_transaction_timeout");
   EXPECT_EQ(InferLossCause(idle, 1000, 1005, 0, 100, &none, false), "idle_session_timeout");
-  EXPECT_EQ(InferLossCause(active, 1000, 1005, 100, 100, &none, false), "unknown");
+  EXPECT_EQ(InferLossCause(active, 1000, 1005, 100, 100, &none, false), "");
   // Without state_change nothing can match a timeout.
   Session blind = iit;
   blind.state_change.reset();
@@ -353,33 +383,73 @@ TEST(InferLossCauseTest, SlackOfOneSecond) {
   SessionEndDeltas none{};
   // Idle 100 + 5 = 105s by now; the slack lets a 106s timeout match, not a 107s one.
   EXPECT_EQ(InferLossCause(iit, 1000, 1005, 106, 0, &none, false), "idle_in_transaction_timeout");
-  EXPECT_EQ(InferLossCause(iit, 1000, 1005, 107, 0, &none, false), "unknown");
+  EXPECT_EQ(InferLossCause(iit, 1000, 1005, 107, 0, &none, false), "");
 }
 
 // ---- Takeovers ------------------------------------------------------------------------------
 
-TEST(EventTrackerTest, TakeoverAtConsecutivePolls) {
+TEST(EventTrackerTest, UnlockAndRetakeByAnotherBetweenPollsIsAHandover) {
   Events e;
   const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
   e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
   e.Observe(Poll(kStart + 5, {a, b}, {Held(11, 1)}));
-  EXPECT_EQ(e.Takeovers(), 1);
+  EXPECT_EQ(e.Takeovers(), 0);
+  EXPECT_EQ(e.Handovers(), 1);
   EXPECT_EQ(e.Released("unlocked"), 1);
+}
+
+TEST(EventTrackerTest, CloseAndRetakeByTheNextWorkerIsAHandover) {
+  // Two workers contending: the first closes its session, the second gets the key, both between
+  // two polls.
+  Events e;
+  const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "active", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {b}, {Held(11, 1)}));
+  EXPECT_EQ(e.Handovers(), 1);
+  EXPECT_EQ(e.Takeovers(), 0);
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Released("session_closed"), 1);
+}
+
+TEST(EventTrackerTest, LossAndRetakeBetweenPollsIsATakeover) {
+  Events e;
+  const Session a = MakeSession(10, "active", kStart - 5),
+                b = MakeSession(11, "active", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {b}, {Held(11, 1)}, Stats(0, 1, 0)));  // a was terminated
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  EXPECT_EQ(e.Takeovers(), 1);
+  EXPECT_EQ(e.Handovers(), 0);
 }
 
 TEST(EventTrackerTest, TakeoverAfterLossAndEmptyPolls) {
   Events e;
   const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
   e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
-  e.Observe(Poll(kStart + 5, {b}, {}));  // a's session ended holding the key
-  e.Observe(Poll(kStart + 10, {b}, {}));
-  e.Observe(Poll(kStart + 15, {b}, {}));
+  e.Observe(Poll(kStart + 5, {b}, {}, Stats(0, 1, 0)));  // a was terminated holding the key
+  e.Observe(Poll(kStart + 10, {b}, {}, Stats(0, 1, 0)));
+  e.Observe(Poll(kStart + 15, {b}, {}, Stats(0, 1, 0)));
   EXPECT_EQ(e.Takeovers(), 0);
-  e.Observe(Poll(kStart + 20, {b}, {Held(11, 1)}));
+  e.Observe(Poll(kStart + 20, {b}, {Held(11, 1)}, Stats(0, 1, 0)));
   EXPECT_EQ(e.Takeovers(), 1);
   // Held on by the same session: no further takeover.
-  e.Observe(Poll(kStart + 25, {b}, {Held(11, 1)}));
+  e.Observe(Poll(kStart + 25, {b}, {Held(11, 1)}, Stats(0, 1, 0)));
   EXPECT_EQ(e.Takeovers(), 1);
+  // Released and taken by yet another session: one takeover per loss, then hand-overs.
+  const Session c2 = MakeSession(12, "idle", kStart - 5);
+  e.Observe(Poll(kStart + 30, {b, c2}, {Held(12, 1)}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Takeovers(), 1);
+  EXPECT_EQ(e.Handovers(), 1);
+}
+
+TEST(EventTrackerTest, LostKeyTakenAfterTheTakeoverWindowIsNoTakeover) {
+  Events e(/*takeover_window_seconds=*/60);
+  const Session a = MakeSession(10, "active", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {b}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  e.Observe(Poll(kStart + 70, {b}, {Held(11, 1)}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Takeovers(), 0);
 }
 
 TEST(EventTrackerTest, SameSessionReHoldingIsNoTakeover) {
@@ -414,11 +484,11 @@ TEST(EventTrackerTest, TakeoverOfANamedKeyCarriesTheName) {
   AddBigintName(1, "sweep", &e.names());
   const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
   e.Observe(Poll(kStart, {a, b}, {Held(10, 1), Held(10, 2)}));
-  e.Observe(Poll(kStart + 5, {a, b}, {Held(11, 1), Held(11, 2)}));
+  e.Observe(Poll(kStart + 5, {b}, {Held(11, 1), Held(11, 2)}, Stats(0, 1, 0)));
   EXPECT_EQ(e.Takeovers("sweep"), 1);
   EXPECT_EQ(e.Takeovers("unnamed"), 1);
-  EXPECT_EQ(e.Released("unlocked", "sweep"), 1);
-  EXPECT_EQ(e.Released("unlocked", "unnamed"), 1);
+  EXPECT_EQ(e.Lost("terminated", "sweep"), 1);
+  EXPECT_EQ(e.Lost("terminated", "unnamed"), 1);
   // Rendered keys never become counter labels.
   for (const auto& [k, v] : e.counters().takeovers) {
     EXPECT_TRUE(std::get<1>(k) == "sweep" || std::get<1>(k) == "unnamed") << std::get<1>(k);
@@ -427,7 +497,7 @@ TEST(EventTrackerTest, TakeoverOfANamedKeyCarriesTheName) {
 
 // ---- Server restart -------------------------------------------------------------------------
 
-TEST(EventTrackerTest, ServerRestartLosesEverythingWithoutTakeovers) {
+TEST(EventTrackerTest, ServerRestartLosesEverythingAndTheNextHolderTakesOver) {
   Events e;
   const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "active", kStart - 5);
   e.Observe(Poll(kStart, {a, b}, {Held(10, 1), Held(11, 2)}));
@@ -436,21 +506,22 @@ TEST(EventTrackerTest, ServerRestartLosesEverythingWithoutTakeovers) {
   e.Observe(after);
   EXPECT_EQ(e.Lost("server_restart"), 2);
   EXPECT_EQ(e.TotalLost(), 2);
-  EXPECT_EQ(e.Released("session_ended"), 2);
-  EXPECT_EQ(e.Takeovers(), 0);
-  // Nor later: the keys lost before the restart are forgotten.
+  EXPECT_EQ(e.Released("session_closed"), 0);
+  // A run that still believes it holds key 1 may overlap the new holder.
+  EXPECT_EQ(e.Takeovers(), 1);
+  // Key 2, lost in the restart, taken later: its own takeover; key 1 is not counted again.
   PollData later = after;
   later.now = kStart + 35;
   later.locks = {Held(12, 1), Held(12, 2)};
   e.Observe(later);
-  EXPECT_EQ(e.Takeovers(), 0);
+  EXPECT_EQ(e.Takeovers(), 2);
 }
 
-TEST(EventTrackerTest, LossThenRestartThenNewHolderIsNoTakeover) {
+TEST(EventTrackerTest, LossThenRestartThenNewHolderIsOneTakeover) {
   Events e;
   const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
   e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
-  e.Observe(Poll(kStart + 5, {b}, {}));  // lost
+  e.Observe(Poll(kStart + 5, {b}, {}, Stats(0, 1, 0)));  // lost
   PollData after = Poll(kStart + 30, {MakeSession(12, "idle", kStart + 25)}, {});
   after.postmaster_start = kStart + 20;
   e.Observe(after);
@@ -458,7 +529,8 @@ TEST(EventTrackerTest, LossThenRestartThenNewHolderIsNoTakeover) {
   later.now = kStart + 35;
   later.locks = {Held(12, 1)};
   e.Observe(later);
-  EXPECT_EQ(e.Takeovers(), 0);
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  EXPECT_EQ(e.Takeovers(), 1);
 }
 
 // ---- Polls without inventory ----------------------------------------------------------------

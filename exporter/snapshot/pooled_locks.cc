@@ -1,0 +1,84 @@
+#include "exporter/snapshot/pooled_locks.h"
+
+#include <set>
+#include <unordered_map>
+
+#include "exporter/snapshot/poll_index.h"
+
+namespace pglock {
+namespace {
+
+std::string ClientLabel(const std::string& application_name, const std::string& linked) {
+  if (linked.empty()) return application_name;
+  return application_name.empty() ? linked : application_name + " (" + linked + ")";
+}
+
+}  // namespace
+
+void PooledLockTracker::Observe(const PollData& data, Counters* counters) {
+  const PollIndex index(data);
+  std::set<Id> seen;
+  std::set<std::string> readable;  // poolers read at this poll
+  for (const PoolerData& p : data.poolers) {
+    if (!p.ok) continue;
+    readable.insert(p.name);
+    std::unordered_map<int, const PooledServer*> servers;
+    for (const PooledServer& s : p.servers) servers[s.remote_pid] = &s;
+    for (const AdvisoryLock& l : data.locks) {
+      if (!l.granted) continue;
+      const auto it = servers.find(l.pid);
+      const Session* s = index.Find(l.pid);
+      if (it == servers.end() || s == nullptr) continue;
+      const PooledServer& server = *it->second;
+      const Id id{p.name, l.pid, s->backend_start, l.key};
+      seen.insert(id);
+      const std::string client = ClientLabel(s->application_name, server.linked_client);
+      auto [entry, added] = locks_.try_emplace(id);
+      PooledLock& lock = entry->second;
+      if (added) {
+        lock = {p.name, server.database, server.user, l.pid, s->backend_start, l.key};
+        lock.first_client = client;
+        lock.current_client = client;
+        lock.last_application_name = s->application_name;
+        lock.last_linked_client = server.linked_client;
+        lock.first_seen = data.now;
+      }
+      // Outside a transaction only a session lock can be held; across two transactions too.
+      if (!s->xact_start ||
+          (lock.last_xact_start && s->xact_start && *lock.last_xact_start != *s->xact_start)) {
+        lock.session_scoped = true;
+      }
+      lock.last_xact_start = s->xact_start;
+      const bool other_app = s->application_name != lock.last_application_name;
+      const bool other_link = !server.linked_client.empty() && !lock.last_linked_client.empty() &&
+                              server.linked_client != lock.last_linked_client;
+      if (lock.session_scoped && (other_app || other_link)) {
+        ++lock.inherited;
+        if (counters != nullptr)
+          counters->pooled_inherited[{p.name, lock.database, lock.user}] += 1;
+      }
+      if (!server.linked_client.empty()) lock.last_linked_client = server.linked_client;
+      lock.last_application_name = s->application_name;
+      if (other_app || !server.linked_client.empty()) lock.current_client = client;
+    }
+  }
+  // Released: gone from a complete read of its pooler and of pg_locks.
+  for (auto it = locks_.begin(); it != locks_.end();) {
+    const bool judged = data.inventory && readable.count(std::get<0>(it->first)) != 0;
+    it = judged && seen.count(it->first) == 0 ? locks_.erase(it) : ++it;
+  }
+  if (counters == nullptr) return;
+  for (const PoolerData& p : data.poolers) {
+    for (const PooledServer& s : p.servers)
+      counters->pooled_inherited[{p.name, s.database, s.user}];
+  }
+}
+
+std::vector<const PooledLock*> PooledLockTracker::Locks() const {
+  std::vector<const PooledLock*> out;
+  out.reserve(locks_.size());
+  for (const auto& [id, lock] : locks_) out.push_back(&lock);
+  return out;
+}
+
+}  // namespace pglock
