@@ -34,8 +34,10 @@ const MetricDesc kLeaseHolderInfo{"pglock_lease_holder_info",
 const MetricDesc kTransitions{
     "pglock_lease_transitions_total",
     MetricType::Counter,
-    "Lease changes between polls: acquired, released, renewed, expired_takeover (work may have "
-    "run twice), overlap (mutual exclusion broken).",
+    "Lease changes between polls: acquired, released (row gone or expiry moved back by its "
+    "holder), renewed, handover (given back and taken by another), expired_takeover (work may "
+    "have run twice), overlap (changed holder while valid and not given back: mutual exclusion "
+    "broken).",
     {"target", "table", "lease", "kind"}};
 
 // "schema"."table" or "table"; "" when an identifier cannot be quoted (connection gone).
