@@ -10,6 +10,7 @@ extern const char* const kAdvisoryLocksPg13;
 extern const char* const kAdvisoryWaiters;
 extern const char* const kDatabaseStats;
 extern const char* const kLeaseTable;
+extern const char* const kLeaseTableWrites;
 extern const char* const kLockNameBigint;
 extern const char* const kLockNameInt4;
 extern const char* const kPgbouncerClients;

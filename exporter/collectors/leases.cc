@@ -34,24 +34,56 @@ const MetricDesc kLeaseHolderInfo{"pglock_lease_holder_info",
 const MetricDesc kTransitions{
     "pglock_lease_transitions_total",
     MetricType::Counter,
-    "Lease changes between polls: acquired, released, renewed, expired_takeover (work may have "
-    "run twice), overlap (mutual exclusion broken).",
+    "Lease changes between polls: acquired, released (row gone or expiry moved back by its "
+    "holder), renewed, handover (given back and taken by another), expired_takeover (work may "
+    "have run twice), overlap (changed holder while valid and not given back: mutual exclusion "
+    "broken).",
     {"target", "table", "lease", "kind"}};
+
+// "schema"."table" or "table"; "" when an identifier cannot be quoted (connection gone).
+std::string QuotedRelation(const PgConnection& conn, const LeaseTableConfig& table) {
+  std::string relation = conn.QuoteIdentifier(table.relation);
+  if (relation.empty()) return "";
+  if (!table.schema.empty()) {
+    const std::string schema = conn.QuoteIdentifier(table.schema);
+    if (schema.empty()) return "";
+    relation = schema + "." + relation;
+  }
+  return relation;
+}
+
+// The table's write counters, when they follow its writes.
+Status ParseWrites(const PgResult& r, LeaseTableData* out) {
+  Columns c(r, "lease_table_writes");
+  const int updated = c["updated"], deleted = c["deleted"], counted = c["counted"];
+  if (Status s = c.status(); !s.ok()) return s;
+  if (r.Rows() == 1 && r.String(0, counted) == "t") {
+    out->writes = TableWrites{r.Int(0, updated).value_or(0), r.Int(0, deleted).value_or(0)};
+  }
+  return Status::Ok();
+}
 
 // Reads one table into *out; the Status is not ok only when the target's connection was lost.
 Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table, LeaseTableData* out) {
   out->table = table.table;
   const std::string sql = LeaseTableSql(*ctx.conn, table, ctx.poll->max_leases);
-  if (sql.empty()) {
+  const std::string writes_sql = LeaseTableWritesSql(*ctx.conn, table);
+  if (sql.empty() || writes_sql.empty()) {
     out->error = "cannot quote identifiers";
     return ctx.conn->Broken() ? Status::ConnectionLost(out->error) : Status::Ok();
   }
   StatementBatch batch;
+  // The counters first: see queries/lease_table_writes.sql.
+  batch.Add("lease_table_writes", writes_sql);
   batch.Add("lease_table", sql);
   BatchResults results;
   if (Status s = batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &results); !s.ok()) {
     out->error = s.message();
     return ctx.conn->Broken() ? s : Status::Ok();
+  }
+  if (Status s = ParseWrites(*results.Find("lease_table_writes"), out); !s.ok()) {
+    out->error = s.message();
+    return Status::Ok();
   }
   const PgResult& r = *results.Find("lease_table");
   Columns c(r, "lease_table");
@@ -81,13 +113,8 @@ Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table, LeaseTab
 }  // namespace
 
 std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& table, int limit) {
-  std::string relation = conn.QuoteIdentifier(table.relation);
+  const std::string relation = QuotedRelation(conn, table);
   if (relation.empty()) return "";
-  if (!table.schema.empty()) {
-    const std::string schema = conn.QuoteIdentifier(table.schema);
-    if (schema.empty()) return "";
-    relation = schema + "." + relation;
-  }
   const std::vector<std::pair<std::string, std::string>> values = {
       {"table", relation},
       {"name", conn.QuoteIdentifier(table.name_column)},
@@ -100,6 +127,14 @@ std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& tabl
     if (v.empty()) return "";
   }
   return FillTemplate(queries::kLeaseTable, values);
+}
+
+std::string LeaseTableWritesSql(const PgConnection& conn, const LeaseTableConfig& table) {
+  const std::string relation = QuotedRelation(conn, table);
+  if (relation.empty()) return "";
+  const std::string literal = conn.QuoteLiteral(relation);
+  if (literal.empty()) return "";
+  return FillTemplate(queries::kLeaseTableWrites, {{"relation", literal}});
 }
 
 Status LeasesCollector::Collect(const PollContext& ctx, CollectorState*, PollData* data) const {

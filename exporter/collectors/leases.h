@@ -1,8 +1,9 @@
 // Lease tables ([[targets.leases]], queries/lease_table.sql): each configured table is read in a
 // round trip of its own, so a missing table or column, a wrong type or a permission problem is that
 // table's error (pglock_lease_table_up 0, pglock_collector_errors_total) and never fails the poll.
-// Identifiers are quoted by libpq. Also owns pglock_lease_transitions_total, which the event diff
-// counts. Stateless; thread-safe.
+// Identifiers are quoted by libpq. The same round trip reads the table's write counters, which
+// the event diff needs to tell a hand-over from an overlap. Also owns
+// pglock_lease_transitions_total, which the event diff counts. Stateless; thread-safe.
 #pragma once
 
 #include "exporter/collectors/collector.h"
@@ -11,6 +12,8 @@ namespace pglock {
 
 // The SQL for one table; "" when an identifier cannot be quoted (connection gone).
 std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& table, int limit);
+// The SQL of the table's write counters (queries/lease_table_writes.sql); "" likewise.
+std::string LeaseTableWritesSql(const PgConnection& conn, const LeaseTableConfig& table);
 
 class LeasesCollector : public Collector {
  public:

@@ -13,6 +13,17 @@ namespace {
 
 void IgnoreNotice(void*, const char*) {}
 
+// `text` quoted by libpq's PQescapeIdentifier or PQescapeLiteral; "" without a connection.
+std::string Quote(PGconn* conn, const std::string& text,
+                  char* (*escape)(PGconn*, const char*, size_t)) {
+  if (conn == nullptr) return "";
+  char* q = escape(conn, text.c_str(), text.size());
+  if (q == nullptr) return "";
+  std::string out(q);
+  PQfreemem(q);
+  return out;
+}
+
 std::string TrimMessage(const char* msg) {
   // libpq's messages span lines: the error, DETAIL/HINT, and for SQL errors a "LINE n:" excerpt
   // with a caret under it. Keep the meaningful lines, joined, so a log entry stays one line.
@@ -109,12 +120,11 @@ void PgConnection::Close() {
 bool PgConnection::Broken() const { return conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK; }
 
 std::string PgConnection::QuoteIdentifier(const std::string& ident) const {
-  if (conn_ == nullptr) return "";
-  char* q = PQescapeIdentifier(conn_, ident.c_str(), ident.size());
-  if (q == nullptr) return "";
-  std::string out(q);
-  PQfreemem(q);
-  return out;
+  return Quote(conn_, ident, PQescapeIdentifier);
+}
+
+std::string PgConnection::QuoteLiteral(const std::string& text) const {
+  return Quote(conn_, text, PQescapeLiteral);
 }
 
 Status PgConnection::Wait(bool for_write, SteadyClock::time_point deadline) {

@@ -82,6 +82,8 @@ class PgConnection {
   int ServerVersionNum() const { return conn_ ? PQserverVersion(conn_) : 0; }
   // Quotes an identifier for SQL ("a""b"); empty string if the connection is gone.
   std::string QuoteIdentifier(const std::string& ident) const;
+  // Quotes a string literal for SQL ('it''s'); empty string if the connection is gone.
+  std::string QuoteLiteral(const std::string& text) const;
 
  private:
   PgConnection(PGconn* conn, const std::atomic<bool>* abort) : conn_(conn), abort_(abort) {}

@@ -80,6 +80,37 @@ std::string CounterLock(const AdvisoryKey& key, const LockNames* names) {
 
 int64_t CounterDelta(int64_t prev, int64_t cur) { return cur >= prev ? cur - prev : cur; }
 
+// Counts lease transitions of one table; names beyond kMaxLeaseCounterNames count as "other".
+class LeaseCounter {
+ public:
+  LeaseCounter(std::string table, Counters* counters)
+      : table_(std::move(table)), counters_(counters) {}
+
+  void operator()(const std::string& lease, const char* kind) {
+    if (!scanned_) {  // only when something is counted: most polls count nothing
+      for (const auto& [k, v] : counters_->lease_transitions) {
+        if (std::get<0>(k) == table_) known_.insert(std::get<1>(k));
+      }
+      scanned_ = true;
+    }
+    std::string label = lease;
+    if (known_.count(lease) == 0) {
+      if (known_.size() >= kMaxLeaseCounterNames) {
+        label = "other";
+      } else {
+        known_.insert(lease);
+      }
+    }
+    counters_->lease_transitions[{table_, label, kind}] += 1;
+  }
+
+ private:
+  const std::string table_;
+  Counters* const counters_;
+  bool scanned_ = false;
+  std::set<std::string> known_;  // distinct names already counted for this table
+};
+
 }  // namespace
 
 std::string InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
@@ -161,7 +192,8 @@ void EventTracker::SeedZeroCounters(const PollData& cur, const LockNames* names,
   for (const LeaseTableData& t : cur.leases) {
     if (!t.ok || t.rows.size() > kMaxSeededLeases) continue;
     for (const LeaseRow& r : t.rows) {
-      for (const char* kind : {"acquired", "released", "renewed", "expired_takeover", "overlap"}) {
+      for (const char* kind :
+           {"acquired", "released", "renewed", "handover", "expired_takeover", "overlap"}) {
         counters->lease_transitions[{t.table, r.name, kind}] += 0;
       }
     }
@@ -337,53 +369,117 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
 
 void EventTracker::CountLeaseTransitions(const PollData& cur, Counters* counters) {
   for (const LeaseTableData& t : cur.leases) {
-    if (!t.ok) continue;  // keep the last good rows; compare against them next time
-    std::map<std::string, LeaseRow> rows;
-    for (const LeaseRow& r : t.rows) rows[r.name] = r;
-    const bool complete = static_cast<int64_t>(t.rows.size()) >= t.total;
-    const auto prev_it = last_leases_.find(t.table);
-    if (prev_it != last_leases_.end()) {
-      const auto& prev = prev_it->second;
-      const bool both_complete = complete && last_leases_complete_[t.table];
-      // Distinct names already counted for this table (for the cardinality cap).
-      std::set<std::string> known;
-      for (const auto& [k, v] : counters->lease_transitions) {
-        if (std::get<0>(k) == t.table) known.insert(std::get<1>(k));
-      }
-      auto count = [&](const std::string& lease, const char* kind) {
-        std::string label = lease;
-        if (known.count(lease) == 0) {
-          if (known.size() >= kMaxLeaseCounterNames) {
-            label = "other";
-          } else {
-            known.insert(lease);
-          }
-        }
-        counters->lease_transitions[{t.table, label, kind}] += 1;
-      };
-      for (const auto& [name, row] : rows) {
-        const auto p = prev.find(name);
-        if (p == prev.end()) {
-          if (both_complete) count(name, "acquired");
-          continue;
-        }
-        const LeaseRow& old = p->second;
-        if (row.holder != old.holder) {
-          // Judged by the database's own timestamps, never the exporter's clock.
-          count(name, row.taken_at >= old.expires_at ? "expired_takeover" : "overlap");
-        } else if (row.expires_at != old.expires_at || row.taken_at != old.taken_at) {
-          count(name, "renewed");
-        }
-      }
-      if (both_complete) {
-        for (const auto& [name, row] : prev) {
-          if (rows.count(name) == 0) count(name, "released");
-        }
-      }
-    }
-    last_leases_[t.table] = std::move(rows);
-    last_leases_complete_[t.table] = complete;
+    if (!t.ok) continue;  // keep the last good read; compare against it next time
+    LeaseTableState& st = lease_tables_[t.table];
+    LeaseWriteMark mark{st.next_seq++, t.now, t.writes, {}};
+    CompareLeaseRows(t, &st, &mark, counters);
+    st.marks.push_back(mark);
+    ResolveHolderChanges(t.table, &st, counters);
+    // Keep the marks that pending changes are judged against, and the last one as the next base.
+    uint64_t keep_from = st.marks.back().seq;
+    for (const PendingHolderChange& p : st.pending) keep_from = std::min(keep_from, p.base_seq);
+    while (st.marks.front().seq < keep_from) st.marks.pop_front();
   }
+}
+
+void EventTracker::CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st,
+                                    LeaseWriteMark* mark, Counters* counters) {
+  const bool complete = static_cast<int64_t>(t.rows.size()) >= t.total;
+  std::map<std::string, LeaseSeen> seen;
+  for (const LeaseRow& row : t.rows) seen[row.name].row = row;
+  if (st->marks.empty()) {  // the first good read: nothing to compare with
+    st->leases = std::move(seen);
+    st->complete = complete;
+    return;
+  }
+  const double prev_now = st->marks.back().now;
+  const uint64_t base_seq = st->marks.back().seq;
+  const bool both_complete = complete && st->complete;
+  LeaseCounter count(t.table, counters);
+  for (const LeaseRow& row : t.rows) {
+    LeaseSeen& now_seen = seen[row.name];
+    const auto p = st->leases.find(row.name);
+    if (p == st->leases.end()) {
+      if (both_complete) count(row.name, "acquired");
+      continue;
+    }
+    const LeaseRow& old = p->second.row;
+    // Judged by the database's own timestamps, never the exporter's clock.
+    if (row.holder == old.holder) {
+      const bool moved_back =
+          row.expires_at < old.expires_at && row.expires_at <= t.now && old.expires_at > prev_now;
+      if (moved_back) {
+        count(row.name, "released");  // given back by moving its expiry to the past
+        now_seen.given_back = true;
+        mark->explained.updated += 1;
+      } else if (row.expires_at != old.expires_at || row.taken_at != old.taken_at) {
+        count(row.name, "renewed");
+        now_seen.given_back = p->second.given_back && row.expires_at <= t.now;
+        mark->explained.updated += 1;
+      } else {
+        now_seen.given_back = p->second.given_back;
+      }
+    } else if (p->second.given_back) {
+      count(row.name, "handover");
+    } else if (row.taken_at >= old.expires_at) {
+      count(row.name, "expired_takeover");
+    } else if (row.taken_at == old.taken_at) {
+      // Edited in place, not taken (a take writes taken_at): no give-back can explain it.
+      count(row.name, old.expires_at > t.now ? "overlap" : "expired_takeover");
+    } else {
+      st->pending.push_back({row.name, base_seq, mark->seq});
+    }
+  }
+  if (both_complete) {
+    for (const auto& [name, old] : st->leases) {
+      if (seen.count(name) != 0) continue;
+      count(name, "released");
+      mark->explained.deleted += 1;
+    }
+  }
+  st->leases = std::move(seen);
+  st->complete = complete;
+}
+
+void EventTracker::ResolveHolderChanges(const std::string& table, LeaseTableState* st,
+                                        Counters* counters) {
+  if (st->pending.empty()) return;
+  LeaseCounter count(table, counters);
+  const LeaseWriteMark& cur = st->marks.back();
+  auto find = [&](uint64_t seq) {
+    return std::find_if(st->marks.begin(), st->marks.end(),
+                        [&](const LeaseWriteMark& m) { return m.seq == seq; });
+  };
+  std::vector<PendingHolderChange> still;
+  for (const PendingHolderChange& p : st->pending) {
+    const auto base = find(p.base_seq);
+    const auto seen = find(p.seen_seq);
+    // Without counters on both sides, or across a counter reset, nothing shows an overlap.
+    if (!base->writes || !cur.writes || cur.writes->updated < base->writes->updated ||
+        cur.writes->deleted < base->writes->deleted) {
+      count(p.lease, "handover");
+      continue;
+    }
+    // Writes since the read before the change that nothing seen since accounts for.
+    int64_t deleted = cur.writes->deleted - base->writes->deleted;
+    int64_t updated = cur.writes->updated - base->writes->updated;
+    for (auto m = std::next(base); m != st->marks.end(); ++m) {
+      deleted -= m->explained.deleted;
+      updated -= m->explained.updated;
+    }
+    if (deleted >= 1) {  // deleted, then inserted by the next holder
+      seen->explained.deleted += 1;
+      count(p.lease, "handover");
+    } else if (updated >= 2) {  // expiry moved to the past, then taken by an upsert
+      seen->explained.updated += 2;
+      count(p.lease, "handover");
+    } else if (cur.now - seen->now >= kLeaseWritesDelaySeconds) {
+      count(p.lease, "overlap");
+    } else {
+      still.push_back(p);
+    }
+  }
+  st->pending = std::move(still);
 }
 
 }  // namespace pglock

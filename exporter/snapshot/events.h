@@ -1,12 +1,17 @@
 // Events between polls: compares a poll with the previous good one and counts lock releases and
 // losses (with an inferred cause), takeovers, sessions ended (pg_stat_database) and lease
-// transitions into the target's cumulative Counters. The state carried from poll to poll survives
-// failed polls (a reconnect is not a release) but not a server restart (everything is lost then).
-// Thread-compatible: owned by one poller.
+// transitions into the target's cumulative Counters. A lease that changed holder while valid is a
+// hand-over or an overlap according to its table's write counters, which may be judged a few
+// polls later (README, "How a hand-over is told from an overlap"). The state carried from poll to
+// poll survives failed polls (a reconnect is not a release) but not a server restart (everything is
+// lost then). Thread-compatible: owned by one poller.
 #pragma once
 
+#include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -27,6 +32,11 @@ inline constexpr size_t kMaxLostKeys = 10'000;
 inline constexpr size_t kMaxLeaseCounterNames = 1'000;
 // Lease tables with at most this many rows get their transition counters created at 0.
 inline constexpr size_t kMaxSeededLeases = 100;
+// How long a lease that changed holder while valid waits for its table's write counters to show
+// that it was given back before it counts as an overlap. PostgreSQL 15+ backends flush their
+// counters at transaction end at most once a second (PGSTAT_MIN_INTERVAL) and, when that defers
+// them, at the latest 10 s after going idle (PGSTAT_IDLE_INTERVAL); 2 s of margin.
+inline constexpr double kLeaseWritesDelaySeconds = 12.0;
 
 struct LostKey {
   int pid = 0;
@@ -56,16 +66,50 @@ class EventTracker {
   void CountSessionsEnded(const PollData& cur, Counters* counters);
   void CountLockEvents(const PollData& prev, const PollData& cur, const LockNames* names,
                        Counters* counters);
+  // What the last good read of a lease table showed, and the evidence kept for the holder changes
+  // still waiting for it.
+  struct LeaseSeen {
+    LeaseRow row;
+    bool given_back = false;  // its holder moved its expiry to the past, seen by a poll
+  };
+  // The table's write counters at one good read, and the writes that what that read showed
+  // accounts for (releases, renewals, and the give-backs claimed by hand-overs).
+  struct LeaseWriteMark {
+    uint64_t seq = 0;
+    double now = 0;
+    std::optional<TableWrites> writes;
+    TableWrites explained;
+  };
+  // A lease whose holder changed while valid, with a new taken_at (it was taken, not edited in
+  // place): a hand-over when the counters show a give-back, an overlap when they still do not
+  // after kLeaseWritesDelaySeconds.
+  struct PendingHolderChange {
+    std::string lease;
+    uint64_t base_seq = 0;  // the read before the change
+    uint64_t seen_seq = 0;  // the read that showed it
+  };
+  struct LeaseTableState {
+    std::map<std::string, LeaseSeen> leases;  // by name
+    bool complete = false;                    // not capped by max_leases
+    uint64_t next_seq = 0;
+    std::deque<LeaseWriteMark> marks;          // oldest first; back() is the last good read
+    std::vector<PendingHolderChange> pending;  // oldest first
+  };
+
   void CountLeaseTransitions(const PollData& cur, Counters* counters);
+  // Compares one table's rows with its last good read; adds what they explain to *mark.
+  void CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st, LeaseWriteMark* mark,
+                        Counters* counters);
+  // Judges the pending holder changes against the counters of the read just added to st->marks.
+  void ResolveHolderChanges(const std::string& table, LeaseTableState* st, Counters* counters);
   void SeedZeroCounters(const PollData& cur, const LockNames* names, Counters* counters);
 
   const double takeover_window_seconds_;
   std::shared_ptr<const PollData> last_;  // last successful poll
   std::map<AdvisoryKey, LostKey> lost_keys_;
   PooledLockTracker pooled_;
-  std::map<uint32_t, DatabaseStats> last_stats_;                        // by datid, last good poll
-  std::map<std::string, std::map<std::string, LeaseRow>> last_leases_;  // table -> name -> row
-  std::map<std::string, bool> last_leases_complete_;                    // table -> not capped
+  std::map<uint32_t, DatabaseStats> last_stats_;         // by datid, last good poll
+  std::map<std::string, LeaseTableState> lease_tables_;  // by table
 };
 
 // How a session that held a lock ended, from what was last seen of it and the counter deltas of its

@@ -92,6 +92,13 @@ struct LeaseRow {
   double expires_at = 0;  // server epoch seconds
 };
 
+// A lease table's cumulative write counters (pg_stat_all_tables.n_tup_upd, n_tup_del). They are
+// the evidence that a lease was given back before it changed holder (exporter/snapshot/events.h).
+struct TableWrites {
+  int64_t updated = 0;
+  int64_t deleted = 0;
+};
+
 struct LeaseTableData {
   std::string table;
   bool ok = false;
@@ -101,6 +108,9 @@ struct LeaseTableData {
   double now = 0;              // the server clock when the table was read
   int64_t held = 0;            // exact counts over the whole table
   int64_t expired = 0;
+  // Read just before `rows`; absent when the counters do not follow the table's writes (standby,
+  // track_counts off, not a plain table).
+  std::optional<TableWrites> writes;
 };
 
 // A PgBouncer server connection (SHOW SERVERS) of a transaction- or statement-mode pool.

@@ -14,6 +14,8 @@
 #        c. seed 000: four idle lock-holding sessions of one client -> PglockLockHoldersExhaustClientPool
 #        d. seed 000's leases: a lease left to expire, then taken over -> PglockLeaseExpired,
 #           PglockLeaseExpiredTakeover
+#        e. seed 000's own lease cycle for two minutes (take, 1.5 s of work, DELETE, the next round
+#           taking at once: hand-overs)         -> no lease alert, no overlap counted (issue 17)
 #      and that alerts resolve (Alertmanager sends status "resolved") when their condition ends;
 #   2. every dashboard expression (dashboards/exprs.sh) is accepted by Prometheus, and most return
 #      data while the scenarios are active.
@@ -25,6 +27,7 @@
 #   PGLOCK_E2E_KEEP=1        keep the temporary directory (logs, configs, webhook log) on exit
 #   PGLOCK_E2E_BASELINE=20   seconds of quiet baseline
 #   PGLOCK_PG_BINDIR         PostgreSQL server binaries (default: the newest /usr/lib/postgresql/*/bin)
+#   PGLOCK_E2E_LEASE_CYCLE=120  seconds of scenario e's lease cycle
 # Needs (Debian packages): postgresql-15, prometheus (prometheus, promtool), prometheus-alertmanager,
 # python3, curl. Runs PostgreSQL as `postgres` when started as root (scripts/lib/pg.sh).
 set -euo pipefail
@@ -59,7 +62,7 @@ for tool in prometheus promtool prometheus-alertmanager curl; do
   command -v "$tool" >/dev/null || fail "$tool not found (Debian packages prometheus, prometheus-alertmanager, curl)"
 done
 for f in "$repo/alerts/pglock.rules.yml" "$repo/alerts/shorten_for.sh" "$repo/dashboards/exprs.sh" \
-  "$here/webhook.py" "$here/alertlog.py" "$here/promapi.py"; do
+  "$here/webhook.py" "$here/alertlog.py" "$here/promapi.py" "$here/lease_cycle.py"; do
   [[ -r $f ]] || fail "missing $f"
 done
 
@@ -390,7 +393,16 @@ expect_alert() {
 # A time field (startsAt, endsAt) of the alert saved by the last expect_alert, as Unix time.
 last_time() { "$py" "$here/alertlog.py" field --epoch "$1" <"$tmp/last_alert.json"; }
 
-say "starting scenarios a (long wait), b (idle-in-transaction timeout), c (pool of four), d (lease) in parallel"
+say "starting scenarios a (long wait), b (idle-in-transaction timeout), c (pool of four), d (lease), e (lease cycle) in parallel"
+
+# e. seed 000's cycle on lease "sweep", one psql session paced by tests/e2e/lease_cycle.py.
+e_seconds=${PGLOCK_E2E_LEASE_CYCLE:-120}
+started[e]=$(now)
+# shellcheck disable=SC2016 # expanded by the inner bash
+start_bg e-cycle "$logs/psql-e-cycle.log" bash -c \
+  '"$1" "$2" --lease sweep --seconds "$3" | PGAPPNAME=lease-cycle PGUSER=scheduler "$PSQL" -X -q -A -t -v ON_ERROR_STOP=1' \
+  _ "$py" "$here/lease_cycle.py" "$e_seconds"
+e_pid=${bg_pids[-1]}
 
 # a. seed 002: a holder of report-daily, and a waiter that blocks behind it.
 started[a]=$(now)
@@ -523,6 +535,25 @@ started[a-end]=$(now)
 [[ $(sql "SELECT pg_cancel_backend($a_waiter)") == t ]] || fail "a: could not cancel the waiter pid $a_waiter"
 expect_alert a-end 30 PglockAdvisoryLockWaitLong resolved target=e2e waiter_pid="$a_waiter"
 
+# --- e: the lease cycle ends; after the exporter's 12 s evidence delay, no overlap and no lease alert ---
+for ((i = 0; i < e_seconds + 60; i++)); do
+  kill -0 "$e_pid" 2>/dev/null || break
+  sleep 1
+done
+! kill -0 "$e_pid" 2>/dev/null || fail "e: the lease cycle did not end after $((e_seconds + 60)) s"
+e_rounds=$(grep -c '^t$' "$logs/psql-e-cycle.log" || true)
+((e_rounds >= e_seconds / 2)) || fail "e: only $e_rounds lease rounds in ${e_seconds}s" "$(tail -n 5 "$logs/psql-e-cycle.log")"
+sleep 16
+e_kind() { prom_value "sum(pglock_lease_transitions_total{target=\"e2e\",lease=\"sweep\",kind=\"$1\"})"; }
+e_handover=$(e_kind handover) e_overlap=$(e_kind overlap) e_expired=$(e_kind expired_takeover)
+say "  e: $e_rounds rounds of take, work, DELETE on lease sweep: handover=$e_handover overlap=$e_overlap expired_takeover=$e_expired"
+[[ $e_overlap == 0 && $e_expired == 0 ]] || fail "e: the seed's own lease cycle counted overlap=$e_overlap expired_takeover=$e_expired"
+awk -v h="$e_handover" 'BEGIN { exit !(h + 0 > 0) }' || fail "e: no hand-over counted on lease sweep ($e_handover)"
+e_alerts=$(prom_query 'ALERTS{lease="sweep"}[15m]' | result_count)
+((e_alerts == 0)) || fail "e: lease alerts for the seed's own cycle:" "$(prom_query 'ALERTS{lease="sweep"}[15m]')"
+e_hooks=$("$py" "$here/alertlog.py" summary "$hooks" | grep 'lease="sweep"' || true)
+[[ -z $e_hooks ]] || fail "e: the webhook received a lease alert for the seed's own cycle:" "$e_hooks"
+
 # --- nothing unexpected fired --------------------------------------------------------------------------
 mapfile -t names < <("$py" "$here/alertlog.py" names "$hooks")
 unexpected=()
@@ -553,6 +584,7 @@ done
 echo "  (a: from the start of the wait; a-end: from pg_cancel_backend of the waiter; b: from run 1's"
 echo "   BEGIN; b-drop: from run 2 taking the lock after the server ended run 1; c: from the pool's"
 echo "   start; d: from the 3 s lease upsert; d-takeover: from host-b's takeover)"
+echo "Lease cycle (e): $e_rounds rounds in ${e_seconds}s, handover=$e_handover overlap=$e_overlap expired_takeover=$e_expired, no lease alert."
 echo "  PglockLockAboutToBeDropped started firing ${b_lead}s before the server dropped the lock."
 echo "Dashboards: $dash_data/$dash_total expressions returned data (${dash_pct}%), all $dash_total succeeded."
 echo "Everything the webhook received:"

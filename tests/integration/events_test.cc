@@ -215,7 +215,7 @@ TEST(Events, Seed000LeaseSequenceCountsEachTransitionOnce) {
   EXPECT_EQ(taker.Query(take("host-b:2:bb", 60)), "t");  // take over the expired lease
   s = PollAndScrape(poller);
   EXPECT_EQ(kinds(s, "expired_takeover"), 1);
-  Pg().Exec("UPDATE leases SET holder = 'hand-edited', taken_at = now() WHERE name = 'sweep'");
+  Pg().Exec("UPDATE leases SET holder = 'hand-edited' WHERE name = 'sweep'");
   s = PollAndScrape(poller);
   EXPECT_EQ(kinds(s, "overlap"), 1);  // a new holder while the old lease was still valid
   Pg().Exec("DELETE FROM leases WHERE name = 'sweep'");

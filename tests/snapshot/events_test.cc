@@ -588,13 +588,20 @@ TEST(EventTrackerTest, SessionsEndedPerDatabase) {
 
 // ---- Leases ---------------------------------------------------------------------------------
 
-LeaseTableData Leases(std::vector<LeaseRow> rows, int64_t total = -1) {
+LeaseTableData Leases(std::vector<LeaseRow> rows, int64_t total = -1,
+                      std::optional<TableWrites> writes = std::nullopt) {
   LeaseTableData t;
   t.table = "leases";
   t.ok = true;
   t.total = total >= 0 ? total : static_cast<int64_t>(rows.size());
   t.rows = std::move(rows);
+  t.writes = writes;
   return t;
+}
+
+// One table with its write counters (n_tup_upd, n_tup_del).
+LeaseTableData Written(std::vector<LeaseRow> rows, int64_t updated, int64_t deleted) {
+  return Leases(std::move(rows), -1, TableWrites{updated, deleted});
 }
 
 PollData LeasePoll(double now, LeaseTableData table) {
@@ -620,8 +627,9 @@ TEST(EventTrackerTest, LeaseTransitions) {
   e.Observe(LeasePoll(1010, Leases({{"a", "h1", 900, 1200}, {"b", "h9", 1001, 1300}})));
   EXPECT_EQ(e.TotalLeaseTransitions(), 2);
 
-  // a taken by h2 before h1's lease expired (1150 < 1200); b gone.
-  e.Observe(LeasePoll(1150, Leases({{"a", "h2", 1150, 1250}})));
+  // a's holder edited in place (taken_at unchanged) before h1's lease expired (1150 < 1200); b
+  // gone.
+  e.Observe(LeasePoll(1150, Leases({{"a", "h2", 900, 1250}})));
   EXPECT_EQ(e.Lease("a", "overlap"), 1);
   EXPECT_EQ(e.Lease("b", "released"), 1);
 
@@ -630,6 +638,135 @@ TEST(EventTrackerTest, LeaseTransitions) {
   EXPECT_EQ(e.Lease("a", "expired_takeover"), 1);
   EXPECT_EQ(e.Lease("a", "overlap"), 1);
   EXPECT_EQ(e.TotalLeaseTransitions(), 5);
+}
+
+// ---- Hand-overs and overlaps (seed 000's protocol: take, work, DELETE; next round takes at once)
+
+TEST(EventTrackerTest, DeleteAndRetakeBetweenPollsIsAHandover) {
+  Events e;
+  e.Observe(LeasePoll(1000, Written({{"a", "h1", 999, 1120}}, 0, 0)));
+  // h1 deleted its row at 1000.5, h2 inserted at 1000.55: a new holder before h1's expiry.
+  e.Observe(LeasePoll(1001, Written({{"a", "h2", 1000.55, 1120.55}}, 0, 1)));
+  EXPECT_EQ(e.Lease("a", "handover"), 1);
+  e.Observe(LeasePoll(1030, Written({{"a", "h2", 1000.55, 1120.55}}, 0, 1)));
+  EXPECT_EQ(e.Lease("a", "overlap"), 0);
+  EXPECT_EQ(e.TotalLeaseTransitions(), 1);
+}
+
+TEST(EventTrackerTest, TakeWithoutGiveBackIsAnOverlapOnceTheCountersHadTimeToArrive) {
+  Events e;
+  e.Observe(LeasePoll(1000, Written({{"a", "h1", 999, 1120}}, 10, 0)));
+  // An upsert that forgot `WHERE expires_at < now()`: one update, no delete.
+  e.Observe(LeasePoll(1001, Written({{"a", "h2", 1000.5, 1120.5}}, 11, 0)));
+  for (double now = 1002; now < 1001 + kLeaseWritesDelaySeconds; now += 1) {
+    e.Observe(LeasePoll(now, Written({{"a", "h2", 1000.5, 1120.5}}, 11, 0)));
+    EXPECT_EQ(e.Lease("a", "overlap"), 0) << "judged before the counters could arrive, at " << now;
+  }
+  e.Observe(
+      LeasePoll(1001 + kLeaseWritesDelaySeconds, Written({{"a", "h2", 1000.5, 1120.5}}, 11, 0)));
+  EXPECT_EQ(e.Lease("a", "overlap"), 1);
+  EXPECT_EQ(e.Lease("a", "handover"), 0);
+  e.Observe(LeasePoll(1030, Written({{"a", "h2", 1000.5, 1120.5}}, 11, 0)));
+  EXPECT_EQ(e.Lease("a", "overlap"), 1) << "counted once";
+}
+
+TEST(EventTrackerTest, CountersArrivingLateTurnAPendingChangeIntoAHandover) {
+  Events e;
+  e.Observe(LeasePoll(1000, Written({{"a", "h1", 999, 1120}}, 0, 0)));
+  // The deleting backend had flushed less than a second before: its delete shows 9 s later.
+  e.Observe(LeasePoll(1001, Written({{"a", "h2", 1000.5, 1120.5}}, 0, 0)));
+  e.Observe(LeasePoll(1005, Written({{"a", "h2", 1000.5, 1120.5}}, 0, 0)));
+  e.Observe(LeasePoll(1010, Written({{"a", "h2", 1000.5, 1120.5}}, 0, 1)));
+  EXPECT_EQ(e.Lease("a", "handover"), 1);
+  e.Observe(LeasePoll(1030, Written({{"a", "h2", 1000.5, 1120.5}}, 0, 1)));
+  EXPECT_EQ(e.Lease("a", "overlap"), 0);
+}
+
+TEST(EventTrackerTest, HolderEditedInPlaceIsAnOverlapAtOnceWhateverTheCounters) {
+  Events e;
+  e.Observe(LeasePoll(1000, Written({{"a", "h1", 999, 1120}}, 0, 0)));
+  // UPDATE leases SET holder = 'intruder': taken_at unchanged, so nobody took the lease; the
+  // deletes of other rows' clean-up prove nothing about it.
+  e.Observe(LeasePoll(1001, Written({{"a", "intruder", 999, 1120}}, 1, 5)));
+  EXPECT_EQ(e.Lease("a", "overlap"), 1);
+  EXPECT_EQ(e.Lease("a", "handover"), 0);
+}
+
+TEST(EventTrackerTest, HolderEditedInPlaceAfterExpiryIsAnExpiredTakeover) {
+  Events e;
+  e.Observe(LeasePoll(1000, Written({{"a", "h1", 900, 990}}, 0, 0)));
+  e.Observe(LeasePoll(1001, Written({{"a", "h2", 900, 990}}, 1, 0)));
+  EXPECT_EQ(e.Lease("a", "expired_takeover"), 1);
+  EXPECT_EQ(e.Lease("a", "overlap"), 0);
+}
+
+TEST(EventTrackerTest, ExpiryMovedToThePastIsAReleaseAndTheNextTakeAHandover) {
+  Events e;
+  e.Observe(LeasePoll(1000, Written({{"a", "h1", 999, 1120}}, 0, 0)));
+  // UPDATE leases SET expires_at = now() WHERE name = 'a' AND holder = 'h1'
+  e.Observe(LeasePoll(1001, Written({{"a", "h1", 999, 1000.5}}, 1, 0)));
+  EXPECT_EQ(e.Lease("a", "released"), 1);
+  EXPECT_EQ(e.Lease("a", "renewed"), 0);
+  // Taken later by the upsert, after the moved expiry: a hand-over, not an expired takeover.
+  e.Observe(LeasePoll(1040, Written({{"a", "h2", 1039, 1160}}, 2, 0)));
+  EXPECT_EQ(e.Lease("a", "handover"), 1);
+  EXPECT_EQ(e.Lease("a", "expired_takeover"), 0);
+  // A lease that simply runs out and is taken is still an expired takeover.
+  e.Observe(LeasePoll(1200, Written({{"a", "h3", 1190, 1300}}, 3, 0)));
+  EXPECT_EQ(e.Lease("a", "expired_takeover"), 1);
+}
+
+TEST(EventTrackerTest, ExpiryGiveBackAndTakeBetweenPollsNeedTwoUpdates) {
+  Events e;
+  e.Observe(LeasePoll(1000, Written({{"a", "h1", 999, 1120}, {"b", "h1", 999, 1120}}, 0, 0)));
+  // a: given back and taken (two updates); b: taken without a give-back (one update).
+  e.Observe(
+      LeasePoll(1001, Written({{"a", "h2", 1000.6, 1120.6}, {"b", "h2", 1000.6, 1120.6}}, 3, 0)));
+  for (double now = 1002; now <= 1001 + kLeaseWritesDelaySeconds; now += 1) {
+    e.Observe(
+        LeasePoll(now, Written({{"a", "h2", 1000.6, 1120.6}, {"b", "h2", 1000.6, 1120.6}}, 3, 0)));
+  }
+  EXPECT_EQ(e.Lease("a", "handover"), 1);
+  EXPECT_EQ(e.Lease("b", "overlap"), 1) << "three updates explain one give-back and take, not two";
+}
+
+TEST(EventTrackerTest, ADeleteSeenAsAReleaseIsNoEvidenceForAnotherLease) {
+  Events e;
+  e.Observe(LeasePoll(1000, Written({{"a", "h1", 999, 1120}, {"c", "h9", 999, 1120}}, 0, 0)));
+  // c deleted (seen: released); a taken without a give-back.
+  e.Observe(LeasePoll(1001, Written({{"a", "h2", 1000.5, 1120.5}}, 1, 1)));
+  EXPECT_EQ(e.Lease("c", "released"), 1);
+  e.Observe(
+      LeasePoll(1001 + kLeaseWritesDelaySeconds, Written({{"a", "h2", 1000.5, 1120.5}}, 1, 1)));
+  EXPECT_EQ(e.Lease("a", "overlap"), 1);
+  EXPECT_EQ(e.Lease("a", "handover"), 0);
+}
+
+TEST(EventTrackerTest, SeveralRoundsBetweenTwoPollsAreOneHandover) {
+  Events e;
+  e.Observe(LeasePoll(1000, Written({{"a", "h1", 999, 1120}}, 0, 0)));
+  // h1 -> h2 -> h3 between two polls: two deletes, one change seen.
+  e.Observe(LeasePoll(1005, Written({{"a", "h3", 1004, 1124}}, 0, 2)));
+  EXPECT_EQ(e.Lease("a", "handover"), 1);
+  EXPECT_EQ(e.TotalLeaseTransitions(), 1);
+}
+
+TEST(EventTrackerTest, WithoutCountersNothingIsAnOverlapButAnInPlaceEdit) {
+  Events e;
+  e.Observe(LeasePoll(1000, Leases({{"a", "h1", 999, 1120}, {"b", "h1", 999, 1120}})));
+  // A standby, or track_counts off: no counters.
+  e.Observe(LeasePoll(1001, Leases({{"a", "h2", 1000.5, 1120.5}, {"b", "h2", 999, 1120}})));
+  EXPECT_EQ(e.Lease("a", "handover"), 1);
+  EXPECT_EQ(e.Lease("b", "overlap"), 1);
+}
+
+TEST(EventTrackerTest, CounterResetIsNoEvidenceOfAnOverlap) {
+  Events e;
+  e.Observe(LeasePoll(1000, Written({{"a", "h1", 999, 1120}}, 500, 40)));
+  // pg_stat_reset() between the polls.
+  e.Observe(LeasePoll(1001, Written({{"a", "h2", 1000.5, 1120.5}}, 1, 0)));
+  EXPECT_EQ(e.Lease("a", "handover"), 1);
+  EXPECT_EQ(e.Lease("a", "overlap"), 0);
 }
 
 TEST(EventTrackerTest, CappedLeaseTableReportsNoAcquiredOrReleased) {
