@@ -10,9 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
+
+#include "exporter/http/gzip.h"
 
 namespace pglock {
 namespace {
@@ -154,6 +159,10 @@ std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
     spdlog::debug("http: {}", message);
     return 1;
   };
+  // The telemetry path is answered in BeginRequest from a per-snapshot cache of this
+  // Collectable's output (see ServeMetrics()), so it is not registered with the Exposer. It
+  // exists before the first request can arrive.
+  server->collectable_ = std::make_shared<SnapshotCollectable>(source, build);
   g_server.store(server.get());
   try {
     server->exposer_ = std::make_unique<prometheus::Exposer>(options, &callbacks);
@@ -162,9 +171,6 @@ std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
     *error = "cannot listen on " + web.listen_address + ": " + e.what();
     return nullptr;
   }
-  // The telemetry path is answered in BeginRequest from a per-snapshot cache of this
-  // Collectable's output (see Metrics()), so it is not registered with the Exposer.
-  server->collectable_ = std::make_shared<SnapshotCollectable>(source, build);
   return server;
 }
 
@@ -210,24 +216,30 @@ int HttpServer::Handle(mg_connection* conn) {
     return 200;
   }
   if (uri == web_.telemetry_path) {
-    const auto body = Metrics();
-    Reply(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", *body);
+    ServeMetrics(conn);
     return 200;
   }
   Reply(conn, 404, "Not Found", "text/plain; charset=utf-8", "Not Found\n");
   return 404;
 }
 
-std::shared_ptr<const std::string> HttpServer::Metrics() {
-  auto snapshots = source_();
-  MutexLock lock(&cache_mu_);
-  // Same snapshot objects (compared by pointer) as last time: the text is still right.
-  if (cache_body_ && snapshots == cache_key_) return cache_body_;
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, collectable_->Collect());
-  cache_body_ = std::make_shared<const std::string>(out.str());
-  cache_key_ = std::move(snapshots);
-  return cache_body_;
+void HttpServer::ServeMetrics(mg_connection* conn) {
+  constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
+  const auto render = [this] {
+    std::ostringstream out;
+    prometheus::TextSerializer().Serialize(out, collectable_->Collect());
+    return out.str();
+  };
+  const char* accept_encoding = mg_get_header(conn, "Accept-Encoding");
+  if (accept_encoding != nullptr && AcceptsGzip(accept_encoding)) {
+    if (const auto gzip = metrics_cache_.Gzip(source_(), render)) {
+      Reply(conn, 200, "OK", kContentType, *gzip,
+            "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n");
+      return;
+    }
+  }
+  Reply(conn, 200, "OK", kContentType, *metrics_cache_.Plain(source_(), render),
+        "Vary: Accept-Encoding\r\n");
 }
 
 std::string HttpServer::LandingPage() const {
