@@ -4,9 +4,11 @@
 #include <civetweb.h>
 #include <dlfcn.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <prometheus/exposer.h>
 #include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,11 +100,34 @@ std::string HtmlEscape(const std::string& s) {
   return out;
 }
 
-std::string CivetListeningPorts(const std::string& listen_address, bool tls) {
+std::string CivetListeningPorts(const std::string& listen_address, bool tls, bool ipv6) {
   std::string addr = listen_address;
-  if (!addr.empty() && addr[0] == ':') addr = addr.substr(1);  // ":9716" -> all interfaces
-  if (addr.rfind("0.0.0.0:", 0) == 0) addr = addr.substr(8);
+  if (!addr.empty() && addr[0] == ':') {
+    addr = (ipv6 ? "+" : "") + addr.substr(1);  // ":9716" -> all interfaces
+  } else if (addr.rfind("0.0.0.0:", 0) == 0) {
+    addr = addr.substr(8);  // every IPv4 address, as written
+  } else if (!addr.empty() && addr[0] == '[' && !ipv6) {
+    return "";
+  }
   return addr + (tls ? "s" : "");
+}
+
+std::string Ipv6Unavailable() {
+  if (mg_check_feature(8) == 0) {
+    return "this CivetWeb library was built without IPv6 support, as Debian 12's is";
+  }
+  const int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::string("no IPv6 sockets: ") + std::strerror(errno);
+  const int off = 0;
+  setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+  sockaddr_in6 any{};
+  any.sin6_family = AF_INET6;
+  any.sin6_addr = in6addr_any;
+  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&any), sizeof any) == 0;
+  const int bind_errno = errno;
+  close(fd);
+  if (!bound) return std::string("cannot bind an IPv6 socket: ") + std::strerror(bind_errno);
+  return "";
 }
 
 HttpServer::HttpServer(const WebConfig& web, SnapshotCollectable::Source source, BuildInfo build)
@@ -120,8 +145,17 @@ std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
   }
   std::unique_ptr<HttpServer> server(new HttpServer(web, source, build));
   const bool tls = !web.tls_cert_file.empty();
+  const std::string no_ipv6 = Ipv6Unavailable();
+  const std::string ports = CivetListeningPorts(web.listen_address, tls, no_ipv6.empty());
+  if (ports.empty()) {
+    *error = "cannot listen on " + web.listen_address + ": " + no_ipv6;
+    return nullptr;
+  }
+  if (!no_ipv6.empty() && web.listen_address[0] == ':') {
+    spdlog::info("listening on IPv4 only: {}", no_ipv6);
+  }
   std::vector<std::string> options = {
-      "listening_ports",    CivetListeningPorts(web.listen_address, tls),
+      "listening_ports",    ports,
       "num_threads",        std::to_string(web.max_connections),
       "request_timeout_ms", std::to_string(web.request_timeout.count()),
       "enable_keep_alive",  "no",

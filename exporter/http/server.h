@@ -56,7 +56,13 @@ class HttpServer {
 };
 
 // "HOST:PORT" / ":PORT" / "[v6]:PORT" -> CivetWeb listening_ports syntax, with "s" for TLS.
-std::string CivetListeningPorts(const std::string& listen_address, bool tls);
+// ":PORT" means every address: "+PORT" (one socket for IPv6 and IPv4) when `ipv6`, else IPv4
+// only. An IPv6 address ("[v6]:PORT") without `ipv6` cannot be served: "".
+std::string CivetListeningPorts(const std::string& listen_address, bool tls, bool ipv6);
+
+// Empty when this process can listen on IPv6 (CivetWeb built with it, and the host binds a
+// dual-stack socket); else the reason it cannot.
+std::string Ipv6Unavailable();
 
 // Escapes text for HTML.
 std::string HtmlEscape(const std::string& s);

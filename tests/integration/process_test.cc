@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "exporter/http/server.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 
@@ -498,6 +499,50 @@ TEST(Process, MetricsAreGzippedWhenAcceptedAndCompressedOncePerSnapshot) {
     const HttpResponse refused = Get(url, std::string("-H 'Accept-Encoding: ") + header + "'");
     EXPECT_EQ(refused.headers.find("Content-Encoding"), std::string::npos) << header;
     EXPECT_EQ(refused.body, plain.body) << header;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Connects to the health endpoint at host:port; the HTTP code, or 0 when nothing answers.
+int HealthCode(const std::string& host, int port) {
+  return Get("http://" + host + ":" + std::to_string(port) + "/-/healthy").code;
+}
+
+TEST(Process, ListenAddressForms) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/c.toml";
+  WriteFile(path, MainTarget());
+  const std::string no_ipv6 = Ipv6Unavailable();
+  {
+    // ":PORT": every address, IPv6 and IPv4 where both work.
+    Exporter all(path, {}, "");
+    ASSERT_TRUE(WaitFor(10, [&] { return HealthCode("127.0.0.1", all.port()) == 200; }))
+        << all.Log();
+    if (no_ipv6.empty()) {
+      EXPECT_EQ(HealthCode("[::1]", all.port()), 200) << all.Log();
+    } else {
+      EXPECT_NE(all.Log().find("listening on IPv4 only: " + no_ipv6), std::string::npos)
+          << all.Log();
+    }
+  }
+  {
+    Exporter v4(path, {}, "127.0.0.1");
+    ASSERT_TRUE(WaitFor(10, [&] { return HealthCode("127.0.0.1", v4.port()) == 200; }));
+    EXPECT_EQ(HealthCode("[::1]", v4.port()), 0);
+  }
+  {
+    Exporter v6(path, {}, "[::1]");
+    if (no_ipv6.empty()) {
+      ASSERT_TRUE(WaitFor(10, [&] { return HealthCode("[::1]", v6.port()) == 200; })) << v6.Log();
+      EXPECT_EQ(HealthCode("127.0.0.1", v6.port()), 0);
+    } else {
+      // Not silently something else: a clear error and a non-zero exit before serving.
+      EXPECT_EQ(v6.WaitExit(10), 1);
+      EXPECT_NE(
+          v6.Log().find("cannot listen on [::1]:" + std::to_string(v6.port()) + ": " + no_ipv6),
+          std::string::npos)
+          << v6.Log();
+    }
   }
   std::filesystem::remove_all(dir);
 }
