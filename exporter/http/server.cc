@@ -37,29 +37,46 @@ void Reply(mg_connection* conn, int status, const char* reason, const char* cont
   mg_write(conn, body.data(), body.size());
 }
 
-// Loads libpglock_ssl_compat.so from the binary's directory (see compat/ssl_compat.cc). The
-// handle is kept for the life of the process.
+// Loads the TLS shims (see compat/ssl_compat.cc and compat/crypto_compat.cc), crypto first: the
+// ssl one depends on the same libcrypto. They are found next to the binary (a build tree), else
+// in PGLOCK_SHIM_DIR_FROM_BIN relative to it (an installed tree: cmake/install.cmake), else
+// beside $PGLOCK_SSL_COMPAT when that names the ssl shim. The handles are kept for the life of
+// the process. REQUIRES: called from Start() only (dlerror is not thread-safe).
 bool LoadSslCompat(std::string* error) {
-  static void* handle = nullptr;
-  if (handle != nullptr) return true;
-  char exe[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) {
-    *error = "cannot locate the executable";
-    return false;
-  }
-  exe[n] = '\0';
-  std::string dir(exe);
-  dir.resize(dir.rfind('/') + 1);
+  static bool loaded = false;
+  if (loaded) return true;
+  constexpr const char* kSsl = "libpglock_ssl_compat.so";
+  constexpr const char* kCrypto = "libpglock_crypto_compat.so";
   const char* env =
       std::getenv("PGLOCK_SSL_COMPAT");  // NOLINT(concurrency-mt-unsafe): nothing sets env
-  const std::string path = env != nullptr ? env : dir + "libpglock_ssl_compat.so";
-  handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  if (handle == nullptr) {
-    // NOLINTNEXTLINE(concurrency-mt-unsafe): the only dlopen of the process, under Start()
-    *error = std::string("TLS needs ") + path + " (built with the exporter): " + dlerror();
-    return false;
+  std::string dir;
+  if (env != nullptr) {
+    dir = env;
+    dir.resize(dir.rfind('/') + 1);  // "" for a bare name: the current directory's files
+  } else {
+    char exe[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+      *error = "cannot locate the executable";
+      return false;
+    }
+    exe[n] = '\0';
+    const std::string exe_dir = std::string(exe, std::string_view(exe).rfind('/') + 1);
+    dir = exe_dir;
+    const std::string installed = exe_dir + PGLOCK_SHIM_DIR_FROM_BIN "/";
+    if (access((dir + kSsl).c_str(), F_OK) != 0 && access((installed + kSsl).c_str(), F_OK) == 0) {
+      dir = installed;
+    }
   }
+  const std::string ssl_path = env != nullptr ? std::string(env) : dir + kSsl;
+  for (const std::string& path : {dir + kCrypto, ssl_path}) {
+    if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+      // NOLINTNEXTLINE(concurrency-mt-unsafe): the only dlopen of the process, under Start()
+      *error = std::string("TLS needs ") + path + " (built with the exporter): " + dlerror();
+      return false;
+    }
+  }
+  loaded = true;
   return true;
 }
 
