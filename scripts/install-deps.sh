@@ -6,10 +6,10 @@ set -euo pipefail
 
 purpose=${1:-test}
 build_pkgs=(build-essential cmake pkg-config git prometheus-cpp-dev libcivetweb-dev libpq-dev
-            libtoml11-dev libspdlog-dev libfmt-dev libgtest-dev libcrypt-dev libssl-dev clang-format
-            clang libclang-rt-14-dev)
+            libtoml11-dev libspdlog-dev libfmt-dev libgtest-dev libcrypt-dev libssl-dev zlib1g-dev
+            clang-format clang libclang-rt-14-dev dpkg-dev)
 runtime_pkgs=(postgresql-15 postgresql-client-15 prometheus prometheus-alertmanager pgbouncer curl
-              openssl python3 procps iproute2 util-linux)
+              openssl python3 procps iproute2 util-linux adduser lintian)
 extra_pkgs=()
 case $purpose in
   build) runtime_pkgs=() ;;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh Debian machine: installs what is missing, builds, then runs
 # unit tests, integration tests against real PostgreSQL servers started in temporary directories,
-# the end-to-end tests of the binary, the alert rule tests (promtool), the dashboard checks and the
-# metric name check (code vs alerts, dashboards and README).
+# the end-to-end tests of the binary, the alert rule tests (promtool), the dashboard checks, the
+# metric name check (code vs alerts, dashboards and README) and the Debian package test.
 # Usage: scripts/test.sh [--quick]   (--quick skips the sanitizer build and the fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +50,9 @@ for t in tests/e2e/*.sh; do
   step "end-to-end: $t"
   "$t"
 done
+
+step "package: cpack -G DEB, dpkg -i, the installed exporter, dpkg --purge"
+tests/package/package_test.sh build
 
 if ((quick == 0)); then
   step "sanitizer build (address, undefined) and tests"

@@ -4,15 +4,22 @@
 #include <civetweb.h>
 #include <dlfcn.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <prometheus/exposer.h>
 #include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
+
+#include "exporter/http/gzip.h"
 
 namespace pglock {
 namespace {
@@ -30,29 +37,46 @@ void Reply(mg_connection* conn, int status, const char* reason, const char* cont
   mg_write(conn, body.data(), body.size());
 }
 
-// Loads libpglock_ssl_compat.so from the binary's directory (see compat/ssl_compat.cc). The
-// handle is kept for the life of the process.
+// Loads the TLS shims (see compat/ssl_compat.cc and compat/crypto_compat.cc), crypto first: the
+// ssl one depends on the same libcrypto. They are found next to the binary (a build tree), else
+// in PGLOCK_SHIM_DIR_FROM_BIN relative to it (an installed tree: cmake/install.cmake), else
+// beside $PGLOCK_SSL_COMPAT when that names the ssl shim. The handles are kept for the life of
+// the process. REQUIRES: called from Start() only (dlerror is not thread-safe).
 bool LoadSslCompat(std::string* error) {
-  static void* handle = nullptr;
-  if (handle != nullptr) return true;
-  char exe[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) {
-    *error = "cannot locate the executable";
-    return false;
-  }
-  exe[n] = '\0';
-  std::string dir(exe);
-  dir.resize(dir.rfind('/') + 1);
+  static bool loaded = false;
+  if (loaded) return true;
+  constexpr const char* kSsl = "libpglock_ssl_compat.so";
+  constexpr const char* kCrypto = "libpglock_crypto_compat.so";
   const char* env =
       std::getenv("PGLOCK_SSL_COMPAT");  // NOLINT(concurrency-mt-unsafe): nothing sets env
-  const std::string path = env != nullptr ? env : dir + "libpglock_ssl_compat.so";
-  handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  if (handle == nullptr) {
-    // NOLINTNEXTLINE(concurrency-mt-unsafe): the only dlopen of the process, under Start()
-    *error = std::string("TLS needs ") + path + " (built with the exporter): " + dlerror();
-    return false;
+  std::string dir;
+  if (env != nullptr) {
+    dir = env;
+    dir.resize(dir.rfind('/') + 1);  // "" for a bare name: the current directory's files
+  } else {
+    char exe[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+      *error = "cannot locate the executable";
+      return false;
+    }
+    exe[n] = '\0';
+    const std::string exe_dir = std::string(exe, std::string_view(exe).rfind('/') + 1);
+    dir = exe_dir;
+    const std::string installed = exe_dir + PGLOCK_SHIM_DIR_FROM_BIN "/";
+    if (access((dir + kSsl).c_str(), F_OK) != 0 && access((installed + kSsl).c_str(), F_OK) == 0) {
+      dir = installed;
+    }
   }
+  const std::string ssl_path = env != nullptr ? std::string(env) : dir + kSsl;
+  for (const std::string& path : {dir + kCrypto, ssl_path}) {
+    if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+      // NOLINTNEXTLINE(concurrency-mt-unsafe): the only dlopen of the process, under Start()
+      *error = std::string("TLS needs ") + path + " (built with the exporter): " + dlerror();
+      return false;
+    }
+  }
+  loaded = true;
   return true;
 }
 
@@ -93,11 +117,34 @@ std::string HtmlEscape(const std::string& s) {
   return out;
 }
 
-std::string CivetListeningPorts(const std::string& listen_address, bool tls) {
+std::string CivetListeningPorts(const std::string& listen_address, bool tls, bool ipv6) {
   std::string addr = listen_address;
-  if (!addr.empty() && addr[0] == ':') addr = addr.substr(1);  // ":9716" -> all interfaces
-  if (addr.rfind("0.0.0.0:", 0) == 0) addr = addr.substr(8);
+  if (!addr.empty() && addr[0] == ':') {
+    addr = (ipv6 ? "+" : "") + addr.substr(1);  // ":9716" -> all interfaces
+  } else if (addr.rfind("0.0.0.0:", 0) == 0) {
+    addr = addr.substr(8);  // every IPv4 address, as written
+  } else if (!addr.empty() && addr[0] == '[' && !ipv6) {
+    return "";
+  }
   return addr + (tls ? "s" : "");
+}
+
+std::string Ipv6Unavailable() {
+  if (mg_check_feature(8) == 0) {
+    return "this CivetWeb library was built without IPv6 support, as Debian 12's is";
+  }
+  const int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::string("no IPv6 sockets: ") + std::strerror(errno);
+  const int off = 0;
+  setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+  sockaddr_in6 any{};
+  any.sin6_family = AF_INET6;
+  any.sin6_addr = in6addr_any;
+  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&any), sizeof any) == 0;
+  const int bind_errno = errno;
+  close(fd);
+  if (!bound) return std::string("cannot bind an IPv6 socket: ") + std::strerror(bind_errno);
+  return "";
 }
 
 HttpServer::HttpServer(const WebConfig& web, SnapshotCollectable::Source source, BuildInfo build)
@@ -115,8 +162,17 @@ std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
   }
   std::unique_ptr<HttpServer> server(new HttpServer(web, source, build));
   const bool tls = !web.tls_cert_file.empty();
+  const std::string no_ipv6 = Ipv6Unavailable();
+  const std::string ports = CivetListeningPorts(web.listen_address, tls, no_ipv6.empty());
+  if (ports.empty()) {
+    *error = "cannot listen on " + web.listen_address + ": " + no_ipv6;
+    return nullptr;
+  }
+  if (!no_ipv6.empty() && web.listen_address[0] == ':') {
+    spdlog::info("listening on IPv4 only: {}", no_ipv6);
+  }
   std::vector<std::string> options = {
-      "listening_ports",    CivetListeningPorts(web.listen_address, tls),
+      "listening_ports",    ports,
       "num_threads",        std::to_string(web.max_connections),
       "request_timeout_ms", std::to_string(web.request_timeout.count()),
       "enable_keep_alive",  "no",
@@ -154,6 +210,10 @@ std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
     spdlog::debug("http: {}", message);
     return 1;
   };
+  // The telemetry path is answered in BeginRequest from a per-snapshot cache of this
+  // Collectable's output (see ServeMetrics()), so it is not registered with the Exposer. It
+  // exists before the first request can arrive.
+  server->collectable_ = std::make_shared<SnapshotCollectable>(source, build);
   g_server.store(server.get());
   try {
     server->exposer_ = std::make_unique<prometheus::Exposer>(options, &callbacks);
@@ -162,9 +222,6 @@ std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
     *error = "cannot listen on " + web.listen_address + ": " + e.what();
     return nullptr;
   }
-  // The telemetry path is answered in BeginRequest from a per-snapshot cache of this
-  // Collectable's output (see Metrics()), so it is not registered with the Exposer.
-  server->collectable_ = std::make_shared<SnapshotCollectable>(source, build);
   return server;
 }
 
@@ -210,24 +267,30 @@ int HttpServer::Handle(mg_connection* conn) {
     return 200;
   }
   if (uri == web_.telemetry_path) {
-    const auto body = Metrics();
-    Reply(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", *body);
+    ServeMetrics(conn);
     return 200;
   }
   Reply(conn, 404, "Not Found", "text/plain; charset=utf-8", "Not Found\n");
   return 404;
 }
 
-std::shared_ptr<const std::string> HttpServer::Metrics() {
-  auto snapshots = source_();
-  MutexLock lock(&cache_mu_);
-  // Same snapshot objects (compared by pointer) as last time: the text is still right.
-  if (cache_body_ && snapshots == cache_key_) return cache_body_;
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, collectable_->Collect());
-  cache_body_ = std::make_shared<const std::string>(out.str());
-  cache_key_ = std::move(snapshots);
-  return cache_body_;
+void HttpServer::ServeMetrics(mg_connection* conn) {
+  constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
+  const auto render = [this] {
+    std::ostringstream out;
+    prometheus::TextSerializer().Serialize(out, collectable_->Collect());
+    return out.str();
+  };
+  const char* accept_encoding = mg_get_header(conn, "Accept-Encoding");
+  if (accept_encoding != nullptr && AcceptsGzip(accept_encoding)) {
+    if (const auto gzip = metrics_cache_.Gzip(source_(), render)) {
+      Reply(conn, 200, "OK", kContentType, *gzip,
+            "Content-Encoding: gzip\r\nVary: Accept-Encoding\r\n");
+      return;
+    }
+  }
+  Reply(conn, 200, "OK", kContentType, *metrics_cache_.Plain(source_(), render),
+        "Vary: Accept-Encoding\r\n");
 }
 
 std::string HttpServer::LandingPage() const {

@@ -11,6 +11,7 @@
 
 #include "exporter/config/config.h"
 #include "exporter/http/auth.h"
+#include "exporter/http/metrics_cache.h"
 #include "exporter/metrics/exposition.h"
 #include "exporter/util/thread_annotations.h"
 
@@ -39,10 +40,8 @@ class HttpServer {
   static int BeginRequest(mg_connection* conn);
   int Handle(mg_connection* conn);
   std::string LandingPage() const;
-  // The exposition text of the current snapshots. Rendered once per new set of snapshots (a poll
-  // publishes one per interval) and shared by every scrape until the next: 50 concurrent scrapes
-  // cost one serialisation, not 50.
-  std::shared_ptr<const std::string> Metrics() EXCLUDES(cache_mu_);
+  // Answers the telemetry path from metrics_cache_: gzip when the request accepts it.
+  void ServeMetrics(mg_connection* conn);
 
   const WebConfig web_;
   const SnapshotCollectable::Source source_;
@@ -51,14 +50,19 @@ class HttpServer {
   std::string tls_pem_path_;  // key + certificate joined for CivetWeb; removed on destruction
   std::shared_ptr<SnapshotCollectable> collectable_;
   std::unique_ptr<prometheus::Exposer> exposer_;
-
-  Mutex cache_mu_;
-  std::vector<std::shared_ptr<const TargetSnapshot>> cache_key_ GUARDED_BY(cache_mu_);
-  std::shared_ptr<const std::string> cache_body_ GUARDED_BY(cache_mu_);
+  // The exposition text of the current snapshots, rendered once per new set of snapshots (a poll
+  // publishes one per interval) and compressed at most once.
+  MetricsCache metrics_cache_;
 };
 
 // "HOST:PORT" / ":PORT" / "[v6]:PORT" -> CivetWeb listening_ports syntax, with "s" for TLS.
-std::string CivetListeningPorts(const std::string& listen_address, bool tls);
+// ":PORT" means every address: "+PORT" (one socket for IPv6 and IPv4) when `ipv6`, else IPv4
+// only. An IPv6 address ("[v6]:PORT") without `ipv6` cannot be served: "".
+std::string CivetListeningPorts(const std::string& listen_address, bool tls, bool ipv6);
+
+// Empty when this process can listen on IPv6 (CivetWeb built with it, and the host binds a
+// dual-stack socket); else the reason it cannot.
+std::string Ipv6Unavailable();
 
 // Escapes text for HTML.
 std::string HtmlEscape(const std::string& s);

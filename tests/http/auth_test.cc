@@ -189,12 +189,19 @@ TEST(BasicAuthBadHashTest, ConfiguredGarbageNeverPasses) {
 // ---- Listening ports and HTML ---------------------------------------------------------------
 
 TEST(CivetListeningPortsTest, Forms) {
-  EXPECT_EQ(CivetListeningPorts(":9716", false), "9716");
-  EXPECT_EQ(CivetListeningPorts("127.0.0.1:9716", false), "127.0.0.1:9716");
-  EXPECT_EQ(CivetListeningPorts("0.0.0.0:9716", false), "9716");
-  EXPECT_EQ(CivetListeningPorts("[::1]:9716", false), "[::1]:9716");
-  EXPECT_EQ(CivetListeningPorts(":9716", true), "9716s");
-  EXPECT_EQ(CivetListeningPorts("127.0.0.1:443", true), "127.0.0.1:443s");
+  // ":PORT" is every address: one dual-stack socket where IPv6 works, else IPv4 only.
+  EXPECT_EQ(CivetListeningPorts(":9716", false, true), "+9716");
+  EXPECT_EQ(CivetListeningPorts(":9716", false, false), "9716");
+  EXPECT_EQ(CivetListeningPorts(":9716", true, true), "+9716s");
+  EXPECT_EQ(CivetListeningPorts(":9716", true, false), "9716s");
+  // Anything else as written.
+  EXPECT_EQ(CivetListeningPorts("127.0.0.1:9716", false, true), "127.0.0.1:9716");
+  EXPECT_EQ(CivetListeningPorts("127.0.0.1:443", true, false), "127.0.0.1:443s");
+  EXPECT_EQ(CivetListeningPorts("0.0.0.0:9716", false, true), "9716");
+  EXPECT_EQ(CivetListeningPorts("[::1]:9716", false, true), "[::1]:9716");
+  EXPECT_EQ(CivetListeningPorts("[::]:9716", true, true), "[::]:9716s");
+  // An IPv6 address cannot be served without IPv6.
+  EXPECT_EQ(CivetListeningPorts("[::1]:9716", false, false), "");
 }
 
 TEST(HtmlEscapeTest, EscapesMarkupCharacters) {

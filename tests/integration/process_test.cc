@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "exporter/http/server.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 
@@ -112,18 +113,19 @@ class StalledListener {
   int port_ = 0;
 };
 
-// A running exporter process with its log captured.
+// A running exporter process with its log captured. It listens on `listen_host`:<a free port>.
 class Exporter {
  public:
-  Exporter(const std::string& config_path, const std::vector<std::string>& extra = {}) {
+  Exporter(const std::string& config_path, const std::vector<std::string>& extra = {},
+           const std::string& listen_host = "127.0.0.1") {
     port_ = testing::FreePort();
     dir_ = TempDir();
     log_ = dir_ + "/exporter.log";
     pid_ = fork();
     if (pid_ == 0) {
-      std::vector<std::string> args = {Binary(), "--config.file=" + config_path,
-                                       "--web.listen-address=127.0.0.1:" + std::to_string(port_),
-                                       "--log.level=debug"};
+      std::vector<std::string> args = {
+          Binary(), "--config.file=" + config_path,
+          "--web.listen-address=" + listen_host + ":" + std::to_string(port_), "--log.level=debug"};
       args.insert(args.end(), extra.begin(), extra.end());
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
@@ -162,6 +164,7 @@ class Exporter {
   }
   std::string Log() const { return ReadFile(log_); }
   int pid() const { return pid_; }
+  int port() const { return port_; }
 
  private:
   int port_ = 0;
@@ -443,6 +446,104 @@ TEST(Process, ManyConcurrentAndSlowClientsDoNotStallTheExporter) {
   RunCommand("seq 2000 | xargs -P 8 -I{} curl -s -o /dev/null '" + url + "'");
   const long rss_after = RssKb(exporter.pid());
   EXPECT_LT(rss_after - rss_before, 8 * 1024) << rss_before << " kB -> " << rss_after << " kB";
+  std::filesystem::remove_all(dir);
+}
+
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+  return n;
+}
+
+TEST(Process, MetricsAreGzippedWhenAcceptedAndCompressedOncePerSnapshot) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/c.toml";
+  // One poll an hour: the snapshot, and so the body, stays the same for the whole test.
+  WriteFile(path, "[poll]\ninterval = \"1h\"\n" + MainTarget());
+  Exporter exporter(path);
+  ASSERT_TRUE(exporter.WaitServing()) << exporter.Log();
+  ASSERT_TRUE(WaitFor(5, [&] { return Value(exporter.Scrape(), "pglock_up") == 1; }));
+  const std::string url = exporter.Url("/metrics");
+
+  const HttpResponse plain = Get(url);
+  EXPECT_EQ(plain.code, 200);
+  EXPECT_EQ(plain.headers.find("Content-Encoding"), std::string::npos) << plain.headers;
+  EXPECT_NE(plain.headers.find("Vary: Accept-Encoding"), std::string::npos) << plain.headers;
+
+  // What Prometheus and curl --compressed do: the decoded body is the plain text.
+  const HttpResponse compressed = Get(url, "--compressed");
+  EXPECT_EQ(compressed.code, 200);
+  EXPECT_NE(compressed.headers.find("Content-Encoding: gzip"), std::string::npos)
+      << compressed.headers;
+  EXPECT_NE(compressed.headers.find("Vary: Accept-Encoding"), std::string::npos);
+  EXPECT_EQ(compressed.body, plain.body);
+  std::string out;
+  EXPECT_TRUE(testing::PromtoolCheck(compressed.body, &out)) << out;
+
+  // The raw bytes are gzip, smaller, decode to the same text, and are the same bytes every time.
+  std::vector<std::string> raw;
+  for (int i = 0; i < 5; ++i) {
+    const std::string file = dir + "/raw" + std::to_string(i) + ".gz";
+    ASSERT_EQ(
+        RunCommand("curl -sf -H 'Accept-Encoding: gzip' -o " + file + " '" + url + "'").status, 0);
+    raw.push_back(ReadFile(file));
+    EXPECT_EQ(raw.back(), raw.front());
+    EXPECT_EQ(RunCommand("gzip -dc < " + file).output, plain.body);
+  }
+  EXPECT_LT(raw.front().size(), plain.body.size() / 2);
+  // One compression for every gzip scrape of this snapshot (the log says each one).
+  EXPECT_EQ(Count(exporter.Log(), "metrics: compressed"), 1u) << exporter.Log();
+
+  // gzip refused with q=0, or not offered: plain text.
+  for (const char* header : {"gzip;q=0", "identity", "gzip;q=0, *;q=1"}) {
+    const HttpResponse refused = Get(url, std::string("-H 'Accept-Encoding: ") + header + "'");
+    EXPECT_EQ(refused.headers.find("Content-Encoding"), std::string::npos) << header;
+    EXPECT_EQ(refused.body, plain.body) << header;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Connects to the health endpoint at host:port; the HTTP code, or 0 when nothing answers.
+int HealthCode(const std::string& host, int port) {
+  return Get("http://" + host + ":" + std::to_string(port) + "/-/healthy").code;
+}
+
+TEST(Process, ListenAddressForms) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/c.toml";
+  WriteFile(path, MainTarget());
+  const std::string no_ipv6 = Ipv6Unavailable();
+  {
+    // ":PORT": every address, IPv6 and IPv4 where both work.
+    Exporter all(path, {}, "");
+    ASSERT_TRUE(WaitFor(10, [&] { return HealthCode("127.0.0.1", all.port()) == 200; }))
+        << all.Log();
+    if (no_ipv6.empty()) {
+      EXPECT_EQ(HealthCode("[::1]", all.port()), 200) << all.Log();
+    } else {
+      EXPECT_NE(all.Log().find("listening on IPv4 only: " + no_ipv6), std::string::npos)
+          << all.Log();
+    }
+  }
+  {
+    Exporter v4(path, {}, "127.0.0.1");
+    ASSERT_TRUE(WaitFor(10, [&] { return HealthCode("127.0.0.1", v4.port()) == 200; }));
+    EXPECT_EQ(HealthCode("[::1]", v4.port()), 0);
+  }
+  {
+    Exporter v6(path, {}, "[::1]");
+    if (no_ipv6.empty()) {
+      ASSERT_TRUE(WaitFor(10, [&] { return HealthCode("[::1]", v6.port()) == 200; })) << v6.Log();
+      EXPECT_EQ(HealthCode("127.0.0.1", v6.port()), 0);
+    } else {
+      // Not silently something else: a clear error and a non-zero exit before serving.
+      EXPECT_EQ(v6.WaitExit(10), 1);
+      EXPECT_NE(
+          v6.Log().find("cannot listen on [::1]:" + std::to_string(v6.port()) + ": " + no_ipv6),
+          std::string::npos)
+          << v6.Log();
+    }
+  }
   std::filesystem::remove_all(dir);
 }
 
