@@ -31,6 +31,7 @@ spec_alerts=(
   PglockLeaseHeldTooLong
   PglockSessionsEndedByTimeout
   PglockSessionLockThroughTransactionPooler
+  PglockPooledLockInherited
 )
 
 fail() {
