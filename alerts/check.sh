@@ -15,7 +15,9 @@ tests=alerts/tests/pglock.rules.test.yml
 runbooks=alerts/runbooks
 runbook_base=https://github.com/pglock-exporter/pglock_exporter/blob/main/alerts/runbooks
 
-# SPEC section 5: the contract. Keep in sync with the spec, not with the rules file.
+# SPEC section 5: the contract. Keep in sync with the spec, not with the rules file. The spec lets
+# PglockSessionsEndedByTimeout be retired in favour of PglockAdvisoryLockLost; it is (see
+# alerts/runbooks/README.md, "Retired alerts"). PglockPooledLockInherited is from the second version.
 spec_alerts=(
   PglockTargetDown
   PglockAdvisoryLockWaitLong
@@ -29,7 +31,6 @@ spec_alerts=(
   PglockLeaseExpiredTakeover
   PglockLeaseOverlap
   PglockLeaseHeldTooLong
-  PglockSessionsEndedByTimeout
   PglockSessionLockThroughTransactionPooler
   PglockPooledLockInherited
 )

@@ -382,8 +382,8 @@ cat <<EOF
          holding lock rebuild:run, <60s before its 45s idle_in_transaction_session_timeout.
          See pglock_idle_in_transaction_timeout_remaining_seconds count down.      [seed 004]
   ~0:50  the timeout ends the session: PglockAdvisoryLockLost (cause idle_in_transaction_timeout),
-         PglockAdvisoryLockTakeover (run #2 took rebuild:run), PglockSessionsEndedByTimeout.
-         All three fire at once (no for:). The cycle repeats every 2 minutes.      [seed 004]
+         PglockAdvisoryLockTakeover (run #2 took rebuild:run). Both fire at once (no for:).
+         The cycle repeats every 2 minutes.                                        [seed 004]
   ~1:05  PglockLockHoldersExhaustClientPool: billing-worker's 4 sessions all sit idle holding
          session advisory locks (pending from the start, firing after 1m).        [seed 000]
   ~1:05  PglockSessionLockThroughTransactionPooler: a session lock left on a PgBouncer server

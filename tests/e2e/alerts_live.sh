@@ -10,7 +10,7 @@
 #        b. seed 004: a lock holder idle in transaction under a per-role 8 s
 #           idle_in_transaction_session_timeout            -> PglockLockAboutToBeDropped (before the
 #           drop), then PglockAdvisoryLockLost (cause idle_in_transaction_timeout),
-#           PglockAdvisoryLockTakeover, PglockSessionsEndedByTimeout
+#           PglockAdvisoryLockTakeover
 #        c. seed 000: four idle lock-holding sessions of one client -> PglockLockHoldersExhaustClientPool
 #        d. seed 000's leases: a lease left to expire, then taken over -> PglockLeaseExpired,
 #           PglockLeaseExpiredTakeover
@@ -361,8 +361,8 @@ declare -A seen_at=()      # "alertname status" -> webhook receive time
 declare -A seen_scn=()     # "alertname status" -> scenario
 declare -a seen_order=()
 allowed_alerts=(PglockAdvisoryLockWaitLong PglockLockAboutToBeDropped PglockAdvisoryLockLost
-  PglockAdvisoryLockTakeover PglockSessionsEndedByTimeout PglockLockHoldersExhaustClientPool
-  PglockLeaseExpired PglockLeaseExpiredTakeover)
+  PglockAdvisoryLockTakeover PglockLockHoldersExhaustClientPool PglockLeaseExpired
+  PglockLeaseExpiredTakeover)
 
 # Waits for an alert at the webhook: SCENARIO TIMEOUT ALERTNAME STATUS [K=V ...]. Prints its JSON.
 expect_alert() {
@@ -456,7 +456,7 @@ say "  d: lease mail-checks taken over by $d_holder2"
 expect_alert c 30 PglockLockHoldersExhaustClientPool firing target=e2e severity=critical \
   application_name=billing-worker usename=billing client_addr=127.0.0.1 datname=postgres
 
-# b: about to be dropped, before the drop; then lost, taken over, sessions ended by timeout.
+# b: about to be dropped, before the drop; then lost and taken over.
 expect_alert b 30 PglockLockAboutToBeDropped firing target=e2e severity=critical pid="$b_pid" \
   application_name=rebuild usename=app_worker datname=postgres
 b_warned_at=$(last_time startsAt)
@@ -470,7 +470,6 @@ say "  b: PglockLockAboutToBeDropped was firing ${b_lead}s before the drop (run 
 expect_alert b 30 PglockAdvisoryLockLost firing target=e2e severity=critical lock=rebuild:run \
   cause=idle_in_transaction_timeout datname=postgres
 expect_alert b 30 PglockAdvisoryLockTakeover firing target=e2e severity=critical lock=rebuild:run datname=postgres
-expect_alert b 30 PglockSessionsEndedByTimeout firing target=e2e severity=warning datname=postgres reason=fatal
 
 # d: the takeover.
 expect_alert d 30 PglockLeaseExpiredTakeover firing target=e2e severity=warning lease=mail-checks kind=expired_takeover
@@ -542,7 +541,7 @@ for key in "${seen_order[@]}"; do
   scn=${seen_scn[$key]}
   ref=${started[$scn]}
   case "$key" in
-    "PglockAdvisoryLockLost firing" | "PglockAdvisoryLockTakeover firing" | "PglockSessionsEndedByTimeout firing" | \
+    "PglockAdvisoryLockLost firing" | "PglockAdvisoryLockTakeover firing" | \
       "PglockLockAboutToBeDropped resolved")
       ref=${started[b-drop]}; scn="b-drop" ;;
     "PglockLeaseExpiredTakeover firing" | "PglockLeaseExpired resolved")
