@@ -11,7 +11,8 @@
 #           idle_in_transaction_session_timeout            -> PglockLockAboutToBeDropped (before the
 #           drop), then PglockAdvisoryLockLost (cause idle_in_transaction_timeout),
 #           PglockAdvisoryLockTakeover
-#        c. seed 000: four idle lock-holding sessions of one client -> PglockLockHoldersExhaustClientPool
+#        c. seed 000: a pool of four serves requests, then its four connections end up idle holding
+#           session locks                                  -> PglockLockHoldersExhaustClientPool
 #        d. seed 000's leases: a lease left to expire, then taken over -> PglockLeaseExpired,
 #           PglockLeaseExpiredTakeover
 #      and that alerts resolve (Alertmanager sends status "resolved") when their condition ends;
@@ -406,10 +407,15 @@ started[b]=$(now)
 hold_session b-run1 rebuild app_worker "BEGIN;" \
   "SELECT 'run 1 took the lock:', pg_try_advisory_lock(hashtextextended('rebuild:run', 0));"
 
-# c. seed 000: billing-worker's pool of four, each connection holding a session lock, idle.
+# c. seed 000: billing-worker's pool of four. Each connection first serves a request (a query of 1 to
+# 4 s), then a round takes a session lock on it and keeps it, idle: the locks take the pool over one
+# connection at a time, as in the seed (the alert tells a pool from dedicated lock connections so).
 started[c]=$(now)
+c_request=0
 for job in sweep alerts mail-checks uptime:node-a; do
-  hold_session "c-$job" billing-worker billing "SELECT '$job', pg_try_advisory_lock(hashtext('$job'));"
+  c_request=$((c_request + 1))
+  hold_session "c-$job" billing-worker billing "SELECT pg_sleep($c_request);" \
+    "SELECT '$job', pg_try_advisory_lock(hashtext('$job'));"
 done
 
 # d. seed 000's lease, taken with the seed's upsert for 3 s and never renewed (the holder crashed).
@@ -442,7 +448,7 @@ a_waiter=$(wait_sql 10 "a: the waiter is not waiting for report-daily" \
 started[a]=$(now) # the wait starts now
 say "  a: pid $a_waiter waits for report-daily held by pid $a_holder"
 say "  b: run 1 (pid $b_pid) holds rebuild:run, idle in transaction; the server ends it at +8 s"
-say "  c: 4 billing-worker sessions hold session locks and sit idle"
+say "  c: 4 billing-worker connections each serve a request, then hold a session lock and sit idle"
 say "  d: lease mail-checks taken by $d_holder1 for 3 s, never renewed"
 
 # d: the lease sits expired -> PglockLeaseExpired; then host-b takes it over -> PglockLeaseExpiredTakeover.
