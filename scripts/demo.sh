@@ -382,10 +382,11 @@ cat <<EOF
          holding lock rebuild:run, <60s before its 45s idle_in_transaction_session_timeout.
          See pglock_idle_in_transaction_timeout_remaining_seconds count down.      [seed 004]
   ~0:50  the timeout ends the session: PglockAdvisoryLockLost (cause idle_in_transaction_timeout),
-         PglockAdvisoryLockTakeover (run #2 took rebuild:run), PglockSessionsEndedByTimeout.
-         All three fire at once (no for:). The cycle repeats every 2 minutes.      [seed 004]
-  ~1:05  PglockLockHoldersExhaustClientPool: billing-worker's 4 sessions all sit idle holding
-         session advisory locks (pending from the start, firing after 1m).        [seed 000]
+         PglockAdvisoryLockTakeover (run #2 took rebuild:run). Both fire at once (no for:).
+         The cycle repeats every 2 minutes.                                        [seed 004]
+  ~1:25  PglockLockHoldersExhaustClientPool: billing-worker's 4 connections served requests,
+         then all sit idle holding session advisory locks (the last from ~0:20, firing
+         after 1m).                                                                [seed 000]
   ~1:05  PglockSessionLockThroughTransactionPooler: a session lock left on a PgBouncer server
          connection (pool_mode=transaction).                                       [seed 002]
   ~1:20  PglockLeaseExpiredTakeover: lease mail-checks expired and host-b took it over. [seed 000]

@@ -69,15 +69,17 @@ random_hex() {
 
 # --- (a) seed 000: a pool of four, four session locks, four idle connections -----------------------
 # The application's old TryExclusive: pg_try_advisory_lock(hashtext(job)) on a pooled connection that
-# it then keeps for the whole round. An instance that won all four locks has no connection left.
+# it then keeps for the whole round. Each connection serves a request first (5 to 20 s), so the locks
+# take the pool over one connection at a time; an instance that won all four has no connection left.
 billing_pool() {
-  local job
+  local job request=0
   for job in sweep alerts mail-checks uptime:node-a; do
-    hold_session billing-worker billing billing-worker \
+    request=$((request + 5))
+    hold_session billing-worker billing billing-worker "SELECT pg_sleep($request);" \
       "SELECT '$job', pg_try_advisory_lock(hashtext('$job'));"
   done
-  say "(a) billing-worker: its pool of 4 connections each holds a session advisory lock" \
-      "(sweep, alerts, mail-checks, uptime:node-a) and sits idle -> pool exhausted"
+  say "(a) billing-worker: its pool of 4 connections serves requests, then each takes a session" \
+      "advisory lock (sweep, alerts, mail-checks, uptime:node-a) and sits idle -> pool exhausted"
 }
 
 # --- (b) seed 002: a long-held exclusive lock with waiters, and a shared-lock case ------------------
