@@ -225,7 +225,7 @@ bool Poller::PollOnce() {
         target_.name, view->hidden_sessions);
     warned_hidden_ = true;
   }
-  events_.Observe(data, previous_inventory.get(), &names_, &counters_);
+  events_.Observe(data, previous_inventory, &names_, &counters_);
 
   // A poll of 100k locks allocates tens of MB that are free again now; give them back so the
   // resident size follows the current poll, not the largest one ever.

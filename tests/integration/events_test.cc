@@ -166,7 +166,10 @@ TEST(Events, ClientThatDisconnectsIsADisconnectedLoss) {
     return Pg().Scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = " +
                        std::to_string(pid)) == "0";
   }));
-  const auto samples = PollAndScrape(poller);
+  // PollUntil: on 14 the loss may be judged an inventory later (EventTracker::Observe).
+  const auto samples = PollUntil(poller, [](const std::vector<Sample>& s) {
+    return Sum(s, "pglock_advisory_lock_losses_total") > 0;
+  });
   EXPECT_EQ(Losses(samples, "disconnected", "unnamed"), 1);
   EXPECT_EQ(Sum(samples, "pglock_advisory_lock_losses_total"), 1);
 }
@@ -179,7 +182,10 @@ TEST(Events, TakeoverBetweenTwoPollsWithoutSeeingTheRelease) {
   a.reset();
   TestSession b(Pg().Dsn());
   b.Query("SELECT pg_advisory_lock(hashtextextended('rebuild:run', 0))");
-  const auto samples = PollAndScrape(poller);
+  // PollUntil: on 14 the loss may be judged an inventory later (EventTracker::Observe).
+  const auto samples = PollUntil(poller, [](const std::vector<Sample>& s) {
+    return Sum(s, "pglock_advisory_lock_takeovers_total") > 0;
+  });
   EXPECT_EQ(Sum(samples, "pglock_advisory_lock_takeovers_total", {{"lock", "rebuild:run"}}), 1);
 }
 

@@ -311,7 +311,9 @@ TEST(LockHealth, SettingOverridesNormalisedToSecondsWhateverTheUnit) {
   EXPECT_EQ(override("units_a", "statement_timeout"), 60);
   EXPECT_EQ(override("units_b", "deadlock_timeout"), 2);
   EXPECT_EQ(override("units_b", "tcp_keepalives_idle"), 30);
-  if (idle_session_timeout) EXPECT_EQ(override("units_b", "idle_session_timeout"), 10);
+  if (idle_session_timeout) {
+    EXPECT_EQ(override("units_b", "idle_session_timeout"), 10);
+  }
   // Server values, not the exporter's own poll-time SET LOCALs.
   EXPECT_EQ(Value(samples, "pglock_setting_seconds", {{"name", "deadlock_timeout"}}), 1);
   EXPECT_EQ(Value(samples, "pglock_setting_seconds", {{"name", "statement_timeout"}}), 0);
