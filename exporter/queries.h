@@ -6,7 +6,6 @@ namespace pglock::queries {
 
 extern const char* const kActivity;
 extern const char* const kAdvisoryLocks;
-extern const char* const kAdvisoryLocksPg13;
 extern const char* const kAdvisoryWaiters;
 extern const char* const kDatabaseStats;
 extern const char* const kLeaseTable;

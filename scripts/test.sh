@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh Debian machine: installs what is missing, builds, then runs
-# unit tests, integration tests against real PostgreSQL servers started in temporary directories,
-# the end-to-end tests of the binary, the alert rule tests (promtool), the dashboard checks, the
-# metric name check (code vs alerts, dashboards and README) and the Debian package test.
+# unit tests, integration tests against real PostgreSQL servers started in temporary directories
+# (Debian's 15, then 14, 16, 17, 18, 12 and 13: tests/matrix/run.sh), the end-to-end tests of the
+# binary, the alert rule tests (promtool), the dashboard checks, the metric name check (code vs
+# alerts, dashboards and README) and the Debian package test.
 # Usage: scripts/test.sh [--quick]   (--quick skips the sanitizer build and the fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,9 @@ step "unit and integration tests (ctest)"
 export PGLOCK_REQUIRE_PROMTOOL=1
 export PGLOCK_EXPORTER_BINARY=$root/build/pglock_exporter
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900)
+
+step "integration tests on PostgreSQL ${PGLOCK_PG_VERSIONS:-14 16 17 18 12 13} (tests/matrix/run.sh)"
+tests/matrix/run.sh build
 
 if [[ -x alerts/check.sh ]]; then
   step "alert rules: promtool check rules + test rules"

@@ -166,12 +166,13 @@ void BuildWaits(const PollData& data, const ViewContext& ctx,
 }  // namespace
 
 void AdvisoryLocksCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
-  const bool v14 = plan.server_version_num >= 140000;
-  if (plan.inventory) {
-    batch->Add(name(), v14 ? queries::kAdvisoryLocks : queries::kAdvisoryLocksPg13);
-  } else if (v14) {
-    batch->Add(name(), queries::kAdvisoryWaiters);
-  }
+  // pg_locks.waitstart is 14+; without it BuildWaits falls back to the waiter's query_start.
+  const char* waitstart = plan.server_version_num >= 140000
+                              ? "extract(epoch FROM l.waitstart)::float8"
+                              : "NULL::float8";
+  batch->Add(name(),
+             FillTemplate(plan.inventory ? queries::kAdvisoryLocks : queries::kAdvisoryWaiters,
+                          {{"waitstart", waitstart}}));
 }
 
 Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& results,
@@ -179,7 +180,7 @@ Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& r
   data->inventory = plan.inventory;
   data->locks.clear();
   const PgResult* r = results.Find(name());
-  if (r == nullptr) return Status::Ok();  // a tiered poll on 12/13 reads no locks
+  if (r == nullptr) return Status::Ok();
   Columns c(*r, "advisory_locks");
   const int pid = c["pid"], database = c["database"], classid = c["classid"], objid = c["objid"],
             objsubid = c["objsubid"], exclusive = c["exclusive"], granted = c["granted"],

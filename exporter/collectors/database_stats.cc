@@ -25,7 +25,8 @@ Status DatabaseStatsCollector::Parse(const PollPlan&, const BatchResults& result
   if (r == nullptr) return Status::Ok();  // 12/13: no session counters
   Columns c(*r, "database_stats");
   const int datid = c["datid"], datname = c["datname"], fatal = c["sessions_fatal"],
-            killed = c["sessions_killed"], abandoned = c["sessions_abandoned"];
+            killed = c["sessions_killed"], abandoned = c["sessions_abandoned"],
+            snapshot = c["stats_snapshot"];
   if (Status s = c.status(); !s.ok()) return s;
   std::vector<DatabaseStats> stats;
   for (int i = 0; i < r->Rows(); ++i) {
@@ -38,6 +39,8 @@ Status DatabaseStatsCollector::Parse(const PollPlan&, const BatchResults& result
     stats.push_back(std::move(d));
   }
   data->database_stats = std::move(stats);
+  data->database_stats_snapshot.reset();
+  if (r->Rows() > 0) data->database_stats_snapshot = r->Double(0, snapshot);
   return Status::Ok();
 }
 

@@ -212,7 +212,7 @@ bool Poller::PollOnce() {
   const std::shared_ptr<const PollData> previous_inventory = inventory_.last();
   inventory_.Complete(started, &data);
   // Events first: the view shows the pooled-lock state this poll leads to.
-  events_.Observe(data, previous_inventory.get(), &names_, &counters_);
+  events_.Observe(data, previous_inventory, &names_, &counters_);
   std::map<std::string, int64_t> dropped;
   std::vector<double> build_seconds;
   auto view = std::make_shared<TargetView>(

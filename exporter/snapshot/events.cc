@@ -111,6 +111,26 @@ class LeaseCounter {
   std::set<std::string> known_;  // distinct names already counted for this table
 };
 
+// PostgreSQL 14 reads pg_stat_database from the stats collector's file, which a backend accepts
+// up to 500 ms old, while pg_stat_activity and pg_locks are current: a session that ended just
+// before the poll is gone with its locks but its end is not counted yet, so a termination or a
+// timeout would pass for a clean disconnect. True when that can be the case: the counters were
+// written before `ended_by` and a session that held a lock in `prev` is gone in `cur`.
+bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_by) {
+  if (!cur.database_stats_snapshot || *cur.database_stats_snapshot >= ended_by ||
+      !prev.database_stats || prev.postmaster_start != cur.postmaster_start) {
+    return false;
+  }
+  std::set<SessionId> alive;
+  for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
+  std::unordered_map<int, double> backend_start;
+  for (const Session& s : prev.sessions) backend_start[s.pid] = s.backend_start;
+  return std::any_of(prev.locks.begin(), prev.locks.end(), [&](const AdvisoryLock& l) {
+    const auto it = backend_start.find(l.pid);
+    return l.granted && it != backend_start.end() && alive.count({l.pid, it->second}) == 0;
+  });
+}
+
 }  // namespace
 
 std::string InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
@@ -155,11 +175,23 @@ std::string TimeoutMatch(const Session& last_seen, double last_poll_now, double 
   return "";
 }
 
-void EventTracker::Observe(std::shared_ptr<const PollData> cur, const PollData* last_inventory,
-                           const LockNames* names, Counters* counters) {
+void EventTracker::Observe(std::shared_ptr<const PollData> cur,
+                           std::shared_ptr<const PollData> last_inventory, const LockNames* names,
+                           Counters* counters) {
   SeedZeroCounters(*cur, names, counters);
   if (cur->inventory && last_inventory != nullptr) {
-    CountLockEvents(*last_inventory, *cur, names, counters);
+    const bool waiting = waiting_baseline_ != nullptr;
+    std::shared_ptr<const PollData> baseline = waiting ? waiting_baseline_ : last_inventory;
+    if (counter_waits_ < kMaxCounterWaits &&
+        SessionCountersLag(*baseline, *cur, waiting ? waiting_since_ : cur->now)) {
+      if (!waiting) waiting_since_ = cur->now;
+      waiting_baseline_ = std::move(baseline);
+      ++counter_waits_;
+    } else {
+      CountLockEvents(*baseline, *cur, names, counters);
+      waiting_baseline_.reset();
+      counter_waits_ = 0;
+    }
   }
   CountSessionsEnded(*cur, counters);
   CountLeaseTransitions(*cur, counters);

@@ -27,6 +27,9 @@ namespace pglock {
 inline constexpr double kTimeoutSlackSeconds = 1.0;
 // Keys remembered after their holder's session ended, to spot the next run taking them.
 inline constexpr size_t kMaxLostKeys = 10'000;
+// Inventories that may pass before lock events are judged with stale session counters (see
+// EventTracker::Observe).
+inline constexpr int kMaxCounterWaits = 3;
 // Distinct lease names per table that get their own transition counters; the rest count as
 // lease="other", so tables with per-job lease names cannot grow the counters without bound.
 inline constexpr size_t kMaxLeaseCounterNames = 1'000;
@@ -55,8 +58,10 @@ class EventTracker {
   // Counts what happened between the previous good poll and `cur` into *counters. Lock events
   // are judged when `cur` is an inventory, against `last_inventory` (InventoryTier::last(), as it
   // was before `cur`; null at first). `names` maps configured keys to names; other keys count
-  // under lock="unnamed".
-  void Observe(std::shared_ptr<const PollData> cur, const PollData* last_inventory,
+  // under lock="unnamed". On PostgreSQL 14, when a lock holder's session is gone but the session
+  // counters may predate its end, the judgement waits for a later inventory (at most
+  // kMaxCounterWaits), against the same baseline.
+  void Observe(std::shared_ptr<const PollData> cur, std::shared_ptr<const PollData> last_inventory,
                const LockNames* names, Counters* counters);
 
   // Session locks on pooled server connections, as of the last Observe().
@@ -106,6 +111,11 @@ class EventTracker {
 
   const double takeover_window_seconds_;
   std::shared_ptr<const PollData> last_;  // last successful poll
+  // The inventory that lock events are judged against while the session counters lag, the now()
+  // of the first inventory that waited, and how many have waited.
+  std::shared_ptr<const PollData> waiting_baseline_;
+  double waiting_since_ = 0;
+  int counter_waits_ = 0;
   std::map<AdvisoryKey, LostKey> lost_keys_;
   PooledLockTracker pooled_;
   std::map<uint32_t, DatabaseStats> last_stats_;         // by datid, last good poll

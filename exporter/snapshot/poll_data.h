@@ -139,6 +139,8 @@ struct PollData {
   std::vector<ServerSetting> settings;
   std::vector<SettingOverride> overrides;
   std::optional<std::vector<DatabaseStats>> database_stats;  // 14+
+  // 14 only: when the stats collector wrote database_stats (epoch seconds), possibly before now.
+  std::optional<double> database_stats_snapshot;
   std::vector<LeaseTableData> leases;
   std::vector<PoolerData> poolers;
   // False when the exporter's role cannot see other sessions' details (no pg_monitor).

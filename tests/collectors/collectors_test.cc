@@ -114,6 +114,13 @@ class CollectorsTest : public ::testing::Test {
                  "SELECT count(*) FROM pg_locks WHERE NOT granted AND "
                  "locktype = 'advisory'") == "1";
     }));
+    // Backends of earlier tests and of Pg().Scalar() end asynchronously, and the fingerprints
+    // compare whole polls: wait until the other sessions are the exporter's and the waiter.
+    ASSERT_TRUE(testing::WaitFor(5, [this] {
+      return holder_->Query(
+                 "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                 "AND pid <> pg_backend_pid()") == "2";
+    }));
   }
   void TearDown() override {
     holder_->Query("SELECT pg_advisory_unlock_all()");
@@ -135,8 +142,10 @@ TEST_F(CollectorsTest, EveryStatementRunsAndParsesInOneBatch) {
     ASSERT_TRUE(s.ok()) << s.message();
     EXPECT_GT(data.now, 0);
     EXPECT_EQ(data.inventory, inventory);
-    EXPECT_EQ(data.settings.size(), 7u);
-    EXPECT_TRUE(data.database_stats.has_value());
+    // idle_session_timeout and pg_stat_database.sessions_* are 14+.
+    const bool v14 = plan.server_version_num >= 140000;
+    EXPECT_EQ(data.settings.size(), v14 ? 7u : 6u);
+    EXPECT_EQ(data.database_stats.has_value(), v14);
     const bool waiter_seen =
         std::any_of(data.sessions.begin(), data.sessions.end(), [&](const Session& x) {
           return x.pid == waiter_->Pid() && x.advisory_wait &&

@@ -86,7 +86,7 @@ class Events {
     auto data = std::make_shared<PollData>(d);
     const std::shared_ptr<const PollData> previous = inventory_.last();
     inventory_.Complete(SteadyClock::now(), &data);
-    tracker_.Observe(data, previous.get(), &names_, &counters_);
+    tracker_.Observe(data, previous, &names_, &counters_);
   }
 
   double Released(const std::string& reason, const std::string& lock = "unnamed") const {
@@ -291,6 +291,43 @@ TEST(EventTrackerTest, Pre14InfersFromTimeoutsOnly) {
   EXPECT_EQ(e.TotalLost(), 1);
   EXPECT_EQ(e.Released("session_closed"), 1);
   EXPECT_TRUE(e.counters().sessions_ended.empty());
+}
+
+TEST(EventTrackerTest, Pg14WaitsForSessionCountersWrittenAfterTheSessionEnded) {
+  Events e;
+  PollData p1 = Poll(kStart, {MakeSession(10, "active", kStart - 1)}, {Held(10, 1)});
+  p1.database_stats_snapshot = kStart - 0.1;
+  e.Observe(p1);
+  // Terminated: gone from pg_stat_activity, but the stats file predates this poll.
+  PollData p2 = Poll(kStart + 0.5, {}, {});
+  p2.database_stats_snapshot = kStart + 0.2;
+  e.Observe(p2);
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Released("session_closed"), 0);  // not taken for a clean close either
+  PollData p3 = Poll(kStart + 1, {}, {}, Stats(0, 1, 0));
+  p3.database_stats_snapshot = kStart + 0.9;  // written after p2 began: counts the kill
+  e.Observe(p3);
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  EXPECT_EQ(e.TotalLost(), 1);
+  EXPECT_EQ(e.Released("session_closed"), 0);
+}
+
+TEST(EventTrackerTest, Pg14CounterWaitIsBounded) {
+  Events e;
+  PollData p = Poll(kStart, {MakeSession(10, "active", kStart - 1)}, {Held(10, 1)});
+  p.database_stats_snapshot = kStart - 0.1;
+  e.Observe(p);
+  for (int i = 1; i <= kMaxCounterWaits; ++i) {
+    PollData stale = Poll(kStart + i, {}, {});
+    stale.database_stats_snapshot = kStart;  // never newer than the end
+    e.Observe(stale);
+    EXPECT_EQ(e.TotalLost(), 0) << i;
+  }
+  PollData last = Poll(kStart + kMaxCounterWaits + 1, {}, {});
+  last.database_stats_snapshot = kStart;
+  e.Observe(last);
+  EXPECT_EQ(e.Released("session_closed"), 1);  // judged with what there is: a clean close
+  EXPECT_EQ(e.TotalLost(), 0);
 }
 
 TEST(EventTrackerTest, TwoSessionsEndingTogetherGetTheirOwnCauses) {

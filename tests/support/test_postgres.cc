@@ -152,6 +152,8 @@ std::string TestPostgres::Scalar(const std::string& sql, const std::string& dbna
   return s.Query(sql);
 }
 
+int TestPostgres::VersionNum() const { return std::stoi(Scalar("SHOW server_version_num")); }
+
 TestSession::TestSession(const std::string& dsn) : conn_(PQconnectdb(dsn.c_str())) {
   if (PQstatus(conn_) != CONNECTION_OK) {
     ADD_FAILURE() << "connect: " << PQerrorMessage(conn_);

@@ -33,6 +33,10 @@ class TestPostgres {
   bool StartServer();
   bool RestartServer();
 
+  // server_version_num, for tests of features that older servers lack (12/13: no
+  // pg_locks.waitstart, no pg_stat_database.sessions_*, no idle_session_timeout).
+  int VersionNum() const;
+
   // Runs SQL as the superuser; aborts the test binary with a message on error.
   void Exec(const std::string& sql, const std::string& dbname = "postgres") const;
   std::string Scalar(const std::string& sql, const std::string& dbname = "postgres") const;
