@@ -35,10 +35,13 @@ bool App::Reload(const Config& config, std::string* error) {
     for (const TargetConfig& t : config.targets) {
       std::unique_ptr<Poller> kept;
       for (auto& p : pollers_) {
-        if (p && p->target() == t && p->poll() == config.poll) {
-          kept = std::move(p);
-          break;
-        }
+        if (!p) continue;
+        const TargetConfig old = p->target();
+        if (old.name != t.name || old.dsn != t.dsn) continue;
+        // Same server: keep the poller, its connection, counters and pglock_up.
+        if (!(old == t) || !(p->poll() == config.poll)) p->Reconfigure(t, config.poll);
+        kept = std::move(p);
+        break;
       }
       if (!kept) {
         spdlog::info("target {}: (re)configured", t.name);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "exporter/collectors/registry.h"
 #include "exporter/pg/conninfo.h"
@@ -31,6 +32,19 @@ Poller::Poller(TargetConfig target, PollConfig poll)
       masked_dsn_(MaskConninfo(target_.dsn)),
       inventory_(poll_.inventory_interval),
       events_(std::chrono::duration<double>(poll_.takeover_window).count()) {
+  BuildAnalyzeOptions();
+  for (const Collector* c : Collectors()) collector_states_.push_back(c->NewState());
+  auto initial = std::make_shared<TargetSnapshot>();
+  initial->target = target_.name;
+  initial->state = "connecting";
+  MutexLock lock(&mu_);
+  latest_ = std::move(initial);
+  configured_target_ = target_;
+  configured_poll_ = poll_;
+}
+
+void Poller::BuildAnalyzeOptions() {
+  analyze_options_ = AnalyzeOptions{};
   analyze_options_.top_n = poll_.top_n;
   analyze_options_.names = &names_;
   analyze_options_.pooled = &events_.pooled();
@@ -43,12 +57,54 @@ Poller::Poller(TargetConfig target, PollConfig poll)
     }
     analyze_options_.lease_rules.push_back(std::move(rules));
   }
-  for (const Collector* c : Collectors()) collector_states_.push_back(c->NewState());
-  auto initial = std::make_shared<TargetSnapshot>();
-  initial->target = target_.name;
-  initial->state = "connecting";
+}
+
+TargetConfig Poller::target() const {
   MutexLock lock(&mu_);
-  latest_ = std::move(initial);
+  return configured_target_;
+}
+
+PollConfig Poller::poll() const {
+  MutexLock lock(&mu_);
+  return configured_poll_;
+}
+
+void Poller::Reconfigure(TargetConfig target, PollConfig poll) {
+  MutexLock lock(&mu_);
+  configured_target_ = std::move(target);
+  configured_poll_ = poll;
+  reconfigure_pending_ = true;
+}
+
+void Poller::ApplyPendingConfig() {
+  TargetConfig next;
+  {
+    MutexLock lock(&mu_);
+    if (!reconfigure_pending_) return;
+    reconfigure_pending_ = false;
+    next = configured_target_;
+    poll_ = configured_poll_;
+  }
+  names_stale_ = names_stale_ || !(next.locks == target_.locks);
+  // Counters of lease tables and poolers that are no longer configured go; the rest carry on.
+  std::set<std::string> keep;
+  for (const LeaseTableConfig& t : next.leases) keep.insert("lease:" + t.table);
+  for (const PoolerConfig& p : next.poolers) keep.insert("pooler:" + p.name);
+  std::erase_if(counters_.collector_errors,
+                [&](const auto& e) { return keep.count(e.first) == 0; });
+  std::erase_if(counters_.lease_transitions,
+                [&](const auto& e) { return keep.count("lease:" + std::get<0>(e.first)) == 0; });
+  if (!(next.poolers == target_.poolers)) {
+    // A pooler's admin DSN may have changed: its admin connection is opened afresh.
+    for (size_t i = 0; i < collector_states_.size(); ++i) {
+      collector_states_[i] = Collectors()[i]->NewState();
+    }
+  }
+  target_ = std::move(next);
+  inventory_.set_interval(poll_.inventory_interval);
+  events_.set_takeover_window(std::chrono::duration<double>(poll_.takeover_window).count());
+  BuildAnalyzeOptions();
+  spdlog::info("target {}: settings reloaded; connection and counters kept", target_.name);
 }
 
 Poller::~Poller() { Stop(); }
@@ -117,7 +173,12 @@ void Poller::LogStateChange(bool up, const std::string& error) {
 }
 
 Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
-  if (conn_ && !conn_->Broken()) return Status::Ok();
+  if (conn_ && !conn_->Broken()) {
+    if (!names_stale_) return Status::Ok();
+    if (Status s = ResolveLockNames(*conn_, target_.locks, deadline, &names_); !s.ok()) return s;
+    names_stale_ = false;
+    return Status::Ok();
+  }
   conn_.reset();
   std::unique_ptr<PgConnection> conn;
   if (Status s = PgConnection::Connect(target_.dsn, {{"application_name", "pglock_exporter"}},
@@ -128,6 +189,7 @@ Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
   std::vector<PgResult> ignored;
   if (Status s = conn->Exec(queries::kSessionSetup, {}, deadline, &ignored); !s.ok()) return s;
   if (Status s = ResolveLockNames(*conn, target_.locks, deadline, &names_); !s.ok()) return s;
+  names_stale_ = false;
   conn_ = std::move(conn);
   return Status::Ok();
 }
@@ -181,6 +243,7 @@ void Poller::CountCollectorErrors(const PollData& data) {
 }
 
 bool Poller::PollOnce() {
+  ApplyPendingConfig();
   const auto started = SteadyClock::now();
   const auto deadline = started + poll_.timeout;
   auto data = std::make_shared<PollData>();

@@ -38,8 +38,14 @@ class Poller {
   void Stop() EXCLUDES(mu_);
 
   std::shared_ptr<const TargetSnapshot> Latest() const EXCLUDES(mu_);
-  const TargetConfig& target() const { return target_; }
-  const PollConfig& poll() const { return poll_; }
+  // The configuration last given (constructor or Reconfigure); any thread.
+  TargetConfig target() const EXCLUDES(mu_);
+  PollConfig poll() const EXCLUDES(mu_);
+
+  // A reload changed this target's settings but not its DSN: the poller keeps its connection,
+  // its counters, pglock_up and its event state, and applies the new settings from its next
+  // poll. Any thread.
+  void Reconfigure(TargetConfig target, PollConfig poll) EXCLUDES(mu_);
 
   // Runs one poll synchronously on the calling thread (tests). Not to be mixed with Start().
   void PollOnceForTest() { PollOnce(); }
@@ -48,6 +54,9 @@ class Poller {
   void Run() EXCLUDES(mu_);
   // One poll: connect if needed, collect, analyze, count events, publish. Returns success.
   bool PollOnce();
+  // Applies a pending Reconfigure() (polling thread).
+  void ApplyPendingConfig() EXCLUDES(mu_);
+  void BuildAnalyzeOptions();
   Status EnsureConnected(SteadyClock::time_point deadline);
   // Runs every collector's statements and round trips into *data; *statuses gets each
   // collector's outcome and time.
@@ -57,8 +66,9 @@ class Poller {
   void Publish(std::shared_ptr<const TargetSnapshot> snapshot) EXCLUDES(mu_);
   void LogStateChange(bool up, const std::string& error);
 
-  const TargetConfig target_;
-  const PollConfig poll_;
+  // Owned by the polling thread (also read by the constructor and Stop()).
+  TargetConfig target_;
+  PollConfig poll_;
   const std::string masked_dsn_;
 
   mutable Mutex mu_;
@@ -66,12 +76,16 @@ class Poller {
   bool stop_ GUARDED_BY(mu_) = false;
   std::atomic<bool> abort_{false};  // makes an in-flight poll give up
   std::shared_ptr<const TargetSnapshot> latest_ GUARDED_BY(mu_);
+  TargetConfig configured_target_ GUARDED_BY(mu_);
+  PollConfig configured_poll_ GUARDED_BY(mu_);
+  bool reconfigure_pending_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 
   // Owned by the polling thread only.
   std::unique_ptr<PgConnection> conn_;
   std::vector<std::unique_ptr<CollectorState>> collector_states_;  // parallel to Collectors()
   LockNames names_;
+  bool names_stale_ = false;  // [[targets.locks]] changed: resolve again on the connection
   AnalyzeOptions analyze_options_;
   HoldHistory history_;
   InventoryTier inventory_;

@@ -64,6 +64,9 @@ class EventTracker {
   void Observe(std::shared_ptr<const PollData> cur, std::shared_ptr<const PollData> last_inventory,
                const LockNames* names, Counters* counters);
 
+  // A reload changed events.takeover_window; what was lost is still remembered.
+  void set_takeover_window(double seconds) { takeover_window_seconds_ = seconds; }
+
   // Session locks on pooled server connections, as of the last Observe().
   const PooledLockTracker& pooled() const { return pooled_; }
 
@@ -109,7 +112,7 @@ class EventTracker {
   void ResolveHolderChanges(const std::string& table, LeaseTableState* st, Counters* counters);
   void SeedZeroCounters(const PollData& cur, const LockNames* names, Counters* counters);
 
-  const double takeover_window_seconds_;
+  double takeover_window_seconds_;
   std::shared_ptr<const PollData> last_;  // last successful poll
   // The inventory that lock events are judged against while the session counters lag, the now()
   // of the first inventory that waited, and how many have waited.

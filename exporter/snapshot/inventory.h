@@ -18,6 +18,9 @@ class InventoryTier {
   // interval 0: every poll is an inventory.
   explicit InventoryTier(std::chrono::milliseconds interval) : interval_(interval) {}
 
+  // A reload changed poll.inventory_interval: the last inventory stays the baseline.
+  void set_interval(std::chrono::milliseconds interval) { interval_ = interval; }
+
   // Whether the poll starting at `now` must read every advisory lock.
   bool Due(SteadyClock::time_point now) const;
 
@@ -29,7 +32,7 @@ class InventoryTier {
   const std::shared_ptr<const PollData>& last() const { return last_; }
 
  private:
-  const std::chrono::milliseconds interval_;
+  std::chrono::milliseconds interval_;
   std::shared_ptr<const PollData> last_;
   SteadyClock::time_point last_at_{};
 };

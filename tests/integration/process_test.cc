@@ -27,6 +27,7 @@ namespace {
 
 using testing::Pg;
 using testing::Sample;
+using testing::TestSession;
 using testing::Value;
 using testing::WaitFor;
 
@@ -312,6 +313,61 @@ TEST(Process, SighupAddsTargetsAndKeepsTheOldConfigWhenTheNewOneIsBad) {
     const auto s = exporter.Scrape();
     return !Value(s, "pglock_up", {{"target", "one"}}).has_value() &&
            Value(s, "pglock_up", {{"target", "two"}}) == 1;
+  }));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Process, SighupWithChangedSettingsKeepsUpAndCountersUnlessTheDsnChanged) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/c.toml";
+  const std::string poll = "[poll]\ninterval = \"300ms\"\n";
+  WriteFile(path, poll + MainTarget("one"));
+  Exporter exporter(path);
+  ASSERT_TRUE(exporter.WaitServing());
+  auto released = [&](const std::vector<Sample>& s) {
+    return Value(s, "pglock_advisory_lock_releases_total",
+                 {{"target", "one"}, {"reason", "unlocked"}, {"lock", "unnamed"}});
+  };
+  TestSession s(Pg().Dsn());
+  ASSERT_TRUE(WaitFor(5, [&] { return Value(exporter.Scrape(), "pglock_up") == 1; }));
+  s.Query("SELECT pg_advisory_lock(7171)");
+  ASSERT_TRUE(WaitFor(5, [&] {
+    return Value(exporter.Scrape(), "pglock_advisory_locks_held", {{"datname", "postgres"}}) >= 1;
+  }));
+  s.Query("SELECT pg_advisory_unlock(7171)");
+  ASSERT_TRUE(WaitFor(5, [&] { return released(exporter.Scrape()) >= 1; }));
+  const double before = *released(exporter.Scrape());
+
+  // Settings change (a named lock, top_n): every scrape through the reload keeps the target up
+  // and its counters.
+  WriteFile(path, "[poll]\ninterval = \"300ms\"\ntop_n = 5\n" + MainTarget("one") +
+                      "  [[targets.locks]]\n  name = \"sweep\"\n  key = 7171\n");
+  exporter.Signal(SIGHUP);
+  int scrapes = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < until) {
+    const auto samples = exporter.Scrape();
+    EXPECT_EQ(Value(samples, "pglock_up", {{"target", "one"}}), 1) << "scrape " << scrapes;
+    EXPECT_EQ(released(samples), before) << "scrape " << scrapes;
+    ++scrapes;
+  }
+  EXPECT_GT(scrapes, 5);
+  EXPECT_NE(exporter.Log().find("settings reloaded; connection and counters kept"),
+            std::string::npos);
+  // The new lock name is in force on the same connection.
+  s.Query("SELECT pg_advisory_lock(7171)");
+  EXPECT_TRUE(WaitFor(5, [&] {
+    return Value(exporter.Scrape(), "pglock_advisory_lock_held_seconds", {{"lock", "sweep"}})
+        .has_value();
+  }));
+  s.Query("SELECT pg_advisory_unlock(7171)");
+
+  // A new DSN is a new server as far as the exporter knows: counters start again.
+  WriteFile(path, poll + MainTarget("one", " application_name=other"));
+  exporter.Signal(SIGHUP);
+  EXPECT_TRUE(WaitFor(5, [&] {
+    const auto samples = exporter.Scrape();
+    return Value(samples, "pglock_up", {{"target", "one"}}) == 1 && released(samples) == 0;
   }));
   std::filesystem::remove_all(dir);
 }
