@@ -201,25 +201,33 @@ void EventTracker::Observe(std::shared_ptr<const PollData> cur,
 
 void EventTracker::SeedZeroCounters(const PollData& cur, const LockNames* names,
                                     Counters* counters) {
-  // Series that exist at 0 before the first event let increase()/rate() see that event. Bounded:
-  // databases x (configured names + "unnamed") x causes, and the leases of small tables.
-  std::set<std::string> datnames;
-  for (const Session& s : cur.sessions) {
-    if (!s.datname.empty()) datnames.insert(s.datname);
-  }
-  std::set<std::string> locks = {"unnamed"};
-  if (names != nullptr) {
-    for (const auto& [key, name] : *names) locks.insert(name);
-  }
-  for (const std::string& db : datnames) {
-    for (const std::string& lock : locks) {
-      for (const char* cause : kCauses) counters->losses[{db, lock, cause}] += 0;
-      for (const char* reason : {"unlocked", "session_closed"}) {
-        counters->releases[{db, lock, reason}] += 0;
-      }
-      counters->takeovers[{db, lock}] += 0;
-      counters->handovers[{db, lock}] += 0;
+  // Series that exist at 0 before the first event let increase()/rate() see that event. A lock
+  // event needs a hold seen at an earlier poll, so the series of a database and lock name are
+  // made when a lock is first seen held there: a database without lock activity adds none.
+  // Bounded: databases x (configured names + "unnamed") x causes, and the leases of small tables.
+  std::set<std::pair<uint32_t, std::string>> held;  // (datid, counter lock label)
+  std::set<uint32_t> unnamed;
+  for (const AdvisoryLock& l : cur.locks) {
+    if (!l.granted) continue;
+    if (names != nullptr && !names->empty() &&
+        names->count({l.key.classid, l.key.objid, l.key.objsubid}) != 0) {
+      held.emplace(l.key.datid, CounterLock(l.key, names));
+    } else {
+      unnamed.insert(l.key.datid);
     }
+  }
+  for (uint32_t datid : unnamed) held.emplace(datid, "unnamed");
+  if (held.empty() && cur.leases.empty()) return;
+  const PollIndex index(cur);
+  for (const auto& [datid, lock] : held) {
+    const std::string db = index.Datname(datid);
+    if (counters->takeovers.count({db, lock}) != 0) continue;  // seeded before
+    for (const char* cause : kCauses) counters->losses[{db, lock, cause}] += 0;
+    for (const char* reason : {"unlocked", "session_closed"}) {
+      counters->releases[{db, lock, reason}] += 0;
+    }
+    counters->takeovers[{db, lock}] += 0;
+    counters->handovers[{db, lock}] += 0;
   }
   for (const LeaseTableData& t : cur.leases) {
     if (!t.ok || t.rows.size() > kMaxSeededLeases) continue;
@@ -236,16 +244,23 @@ void EventTracker::CountSessionsEnded(const PollData& cur, Counters* counters) {
   if (!cur.database_stats) return;
   for (const DatabaseStats& d : *cur.database_stats) {
     const auto it = last_stats_.find(d.datid);
-    // First sight mirrors the server's counter; afterwards a decrease is a reset (crash restart
-    // or pg_stat_reset): the new value counts from zero, as Prometheus treats counter resets.
-    const DatabaseStats prev = it == last_stats_.end() ? DatabaseStats{} : it->second;
-    counters->sessions_ended[{d.datname, "fatal"}] +=
-        static_cast<double>(CounterDelta(prev.sessions_fatal, d.sessions_fatal));
-    counters->sessions_ended[{d.datname, "killed"}] +=
-        static_cast<double>(CounterDelta(prev.sessions_killed, d.sessions_killed));
-    counters->sessions_ended[{d.datname, "abandoned"}] +=
-        static_cast<double>(CounterDelta(prev.sessions_abandoned, d.sessions_abandoned));
+    const bool first_sight = it == last_stats_.end();
+    const DatabaseStats prev = first_sight ? d : it->second;
     last_stats_[d.datid] = d;
+    // The first sight is the baseline: the counters count the sessions that ended since the
+    // exporter started watching, and a database where none did has no series. A decrease is a
+    // reset (crash restart or pg_stat_reset): the new value counts from zero.
+    if (first_sight) continue;
+    const int64_t fatal = CounterDelta(prev.sessions_fatal, d.sessions_fatal);
+    const int64_t killed = CounterDelta(prev.sessions_killed, d.sessions_killed);
+    const int64_t abandoned = CounterDelta(prev.sessions_abandoned, d.sessions_abandoned);
+    if (fatal + killed + abandoned == 0 &&
+        counters->sessions_ended.count({d.datname, "fatal"}) == 0) {
+      continue;
+    }
+    counters->sessions_ended[{d.datname, "fatal"}] += static_cast<double>(fatal);
+    counters->sessions_ended[{d.datname, "killed"}] += static_cast<double>(killed);
+    counters->sessions_ended[{d.datname, "abandoned"}] += static_cast<double>(abandoned);
   }
 }
 

@@ -588,27 +588,29 @@ TEST(EventTrackerTest, CheapPollsDoNotCountLockEvents) {
 
 // ---- Sessions ended -------------------------------------------------------------------------
 
-TEST(EventTrackerTest, SessionsEndedMirrorsThenAddsDeltasAndSurvivesResets) {
+TEST(EventTrackerTest, SessionsEndedCountFromTheFirstSightAndSurviveResets) {
   Events e;
   e.Observe(Poll(kStart, {}, {}, Stats(3, 2, 1)));
-  EXPECT_EQ(e.Ended("fatal"), 3);
-  EXPECT_EQ(e.Ended("killed"), 2);
-  EXPECT_EQ(e.Ended("abandoned"), 1);
+  // The first sight is the baseline: no series for a database where nothing ended since.
+  EXPECT_TRUE(e.counters().sessions_ended.empty());
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(3, 2, 1)));
+  EXPECT_TRUE(e.counters().sessions_ended.empty());
 
-  e.Observe(Poll(kStart + 5, {}, {}, Stats(5, 2, 4)));
-  EXPECT_EQ(e.Ended("fatal"), 5);
-  EXPECT_EQ(e.Ended("killed"), 2);
-  EXPECT_EQ(e.Ended("abandoned"), 4);
+  e.Observe(Poll(kStart + 10, {}, {}, Stats(5, 2, 4)));
+  EXPECT_EQ(e.Ended("fatal"), 2);
+  EXPECT_EQ(e.Ended("killed"), 0);  // created with its siblings
+  EXPECT_EQ(e.counters().sessions_ended.count({"appdb", "killed"}), 1u);
+  EXPECT_EQ(e.Ended("abandoned"), 3);
 
   // pg_stat_reset(): counters restart from zero; ours never go down.
-  e.Observe(Poll(kStart + 10, {}, {}, Stats(1, 0, 4)));
-  EXPECT_EQ(e.Ended("fatal"), 6);
-  EXPECT_EQ(e.Ended("killed"), 2);
-  EXPECT_EQ(e.Ended("abandoned"), 4);
+  e.Observe(Poll(kStart + 15, {}, {}, Stats(1, 0, 4)));
+  EXPECT_EQ(e.Ended("fatal"), 3);
+  EXPECT_EQ(e.Ended("killed"), 0);
+  EXPECT_EQ(e.Ended("abandoned"), 3);
 
-  e.Observe(Poll(kStart + 15, {}, {}, Stats(2, 1, 4)));
-  EXPECT_EQ(e.Ended("fatal"), 7);
-  EXPECT_EQ(e.Ended("killed"), 3);
+  e.Observe(Poll(kStart + 20, {}, {}, Stats(2, 1, 4)));
+  EXPECT_EQ(e.Ended("fatal"), 4);
+  EXPECT_EQ(e.Ended("killed"), 1);
 }
 
 TEST(EventTrackerTest, SessionsEndedPerDatabase) {
@@ -619,8 +621,24 @@ TEST(EventTrackerTest, SessionsEndedPerDatabase) {
   p.now += 5;
   (*p.database_stats)[1].sessions_fatal = 12;
   e.Observe(p);
-  EXPECT_EQ(e.Ended("fatal"), 1);
-  EXPECT_EQ(Get(e.counters().sessions_ended, std::make_tuple(std::string("other"), "fatal")), 12);
+  EXPECT_EQ(e.counters().sessions_ended.count({"appdb", "fatal"}), 0u);  // nothing ended there
+  EXPECT_EQ(Get(e.counters().sessions_ended, std::make_tuple(std::string("other"), "fatal")), 2);
+}
+
+TEST(EventTrackerTest, LockCountersAreCreatedWhereALockIsFirstSeenHeld) {
+  Events e;
+  AddBigintName(7, "sweep", &e.names());
+  // A database with sessions but no lock: no lock event series.
+  e.Observe(Poll(kStart, {MakeSession(10, "idle", kStart - 5)}, {}));
+  EXPECT_TRUE(e.counters().losses.empty());
+  EXPECT_TRUE(e.counters().releases.empty());
+  e.Observe(Poll(kStart + 5, {MakeSession(10, "idle", kStart - 5)}, {Held(10, 7)}));
+  EXPECT_EQ(e.counters().losses.count({"appdb", "sweep", "terminated"}), 1u);
+  EXPECT_EQ(e.counters().losses.count({"appdb", "unnamed", "terminated"}), 0u);
+  e.Observe(Poll(kStart + 10, {MakeSession(10, "idle", kStart - 5)}, {Held(10, 7), Held(10, 8)}));
+  EXPECT_EQ(e.counters().losses.count({"appdb", "unnamed", "terminated"}), 1u);
+  EXPECT_EQ(e.counters().takeovers.count({"appdb", "unnamed"}), 1u);
+  EXPECT_EQ(e.counters().handovers.count({"appdb", "unnamed"}), 1u);
 }
 
 // ---- Leases ---------------------------------------------------------------------------------
