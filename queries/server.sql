@@ -1,7 +1,9 @@
 -- Server identity and clock. now() is the start of the poll's transaction: every age and time left
 -- is computed against it, never against the exporter's clock. A new pg_postmaster_start_time()
--- means the server restarted and every lock seen before is gone.
+-- means the server restarted and every lock seen before is gone; a promotion keeps it (the
+-- postmaster lives on, and so do its sessions and their locks): only in_recovery changes.
 SELECT current_setting('server_version') AS server_version,
        current_setting('server_version_num')::int AS server_version_num,
        extract(epoch FROM pg_postmaster_start_time())::float8 AS postmaster_start,
-       extract(epoch FROM now())::float8 AS now
+       extract(epoch FROM now())::float8 AS now,
+       pg_is_in_recovery() AS in_recovery

@@ -139,6 +139,8 @@ std::string LeaseTableWritesSql(const PgConnection& conn, const LeaseTableConfig
 
 Status LeasesCollector::Collect(const PollContext& ctx, CollectorState*, PollData* data) const {
   for (const LeaseTableConfig& t : ctx.target->leases) {
+    // Not read at all: no series, so a replicated lease pages on the primary only.
+    if (data->in_recovery && !t.read_on_standby) continue;
     data->leases.emplace_back();
     if (Status s = ReadTable(ctx, t, &data->leases.back()); !s.ok()) {
       return s.WithContext("lease table " + t.table);

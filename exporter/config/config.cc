@@ -67,6 +67,16 @@ class TableReader {
     *out = n;
   }
 
+  void Bool(const std::string& key, bool* out) {
+    const toml::value* v = Get(key);
+    if (v == nullptr) return;
+    if (!v->is_boolean()) {
+      Error(*v, key, "must be true or false");
+      return;
+    }
+    *out = v->as_boolean();
+  }
+
   void Int(const std::string& key, int min, int max, int* out) {
     int64_t n = *out;
     Integer(key, min, max, &n);
@@ -265,6 +275,7 @@ void ParseLease(TableReader& r, LeaseTableConfig* lease) {
   r.String("expires_at_column", &lease->expires_at_column);
   r.String("holder_pattern", &lease->holder_pattern);
   r.StringArray("holder_labels", &lease->holder_labels);
+  r.Bool("read_on_standby", &lease->read_on_standby);
   if (lease->table.empty()) {
     r.TableError("table", "every [[targets.leases]] needs a table (\"schema.table\" or \"table\")");
   } else {

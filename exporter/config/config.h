@@ -48,6 +48,8 @@ struct LeaseTableConfig {
   std::string expires_at_column = "expires_at";
   std::string holder_pattern;  // POSIX extended regex; empty keeps the holder text whole
   std::vector<std::string> holder_labels;
+  // Read on a standby too: its replicated rows would page once per node, so off by default.
+  bool read_on_standby = false;
 
   bool operator==(const LeaseTableConfig&) const = default;
 };

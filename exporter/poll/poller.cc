@@ -270,6 +270,13 @@ bool Poller::PollOnce() {
     return false;
   }
   LogStateChange(true, "");
+  const std::string role = data->in_recovery ? "standby" : "primary";
+  if (!role_.empty() && role != role_) {
+    // Not a restart: pg_postmaster_start_time() stays, and so do the sessions and their locks.
+    spdlog::warn("target {}: {}: {} -> {}", target_.name,
+                 role == "primary" ? "promoted" : "role changed", role_, role);
+  }
+  role_ = role;
   CountCollectorErrors(*data);
 
   const std::shared_ptr<const PollData> previous_inventory = inventory_.last();
@@ -302,6 +309,7 @@ bool Poller::PollOnce() {
   snap->up = true;
   snap->state = "up";
   snap->server_version = server_version;
+  snap->role = role;
   snap->poll_errors = poll_errors_;
   snap->last_success = last_success_;
   snap->view = std::move(view);

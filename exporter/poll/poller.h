@@ -97,6 +97,7 @@ class Poller {
   bool ever_polled_ = false;
   bool was_up_ = false;
   bool warned_hidden_ = false;
+  std::string role_;  // "primary" or "standby" at the last good poll; "" before it
   std::map<std::string, std::string> collector_state_;  // collector -> last error ("" = ok)
 };
 

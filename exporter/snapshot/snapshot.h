@@ -157,6 +157,7 @@ struct TargetSnapshot {
   double poll_errors = 0;
   double last_success = 0;  // Unix time; 0 = never
   std::string server_version;
+  std::string role;   // "primary" or "standby" at the last good poll
   std::string state;  // "connecting", "up", "down": for the landing page
   std::string last_error;
   std::shared_ptr<const TargetView> view;   // null when the last poll failed

@@ -129,6 +129,7 @@ dsn = "host=/var/run/postgresql dbname=app user=pglock_exporter"
   holder_column = "owner"
   taken_at_column = "since"
   expires_at_column = "until"
+  read_on_standby = true
 
   [[targets.poolers]]
   name = "bouncer"
@@ -188,7 +189,9 @@ TEST(ParseConfigTextTest, FullValidConfig) {
   EXPECT_EQ(leases.expires_at_column, "expires_at");
   EXPECT_EQ(leases.holder_pattern, "^([^:]+):([0-9]+):");
   EXPECT_EQ(leases.holder_labels, (std::vector<std::string>{"holder_host", "holder_pid"}));
+  EXPECT_FALSE(leases.read_on_standby);
   const LeaseTableConfig& jobs = main.leases[1];
+  EXPECT_TRUE(jobs.read_on_standby);
   EXPECT_EQ(jobs.schema, "");
   EXPECT_EQ(jobs.relation, "jobs");
   EXPECT_EQ(jobs.name_column, "job");
@@ -284,6 +287,10 @@ TEST(ParseConfigTextErrorTest, WrongTypes) {
       "[[targets]]\nname = \"a\"\n[[targets.leases]]\ntable = \"t\"\n"
       "holder_pattern = \"(a)\"\nholder_labels = [\"x\", 2]\n",
       "targets.leases.holder_labels", "holder_labels", "array of strings");
+  ExpectOneError(
+      "[[targets]]\nname = \"a\"\n[[targets.leases]]\ntable = \"t\"\n"
+      "read_on_standby = \"yes\"\n",
+      "targets.leases.read_on_standby", "read_on_standby", "must be true or false");
 }
 
 TEST(ParseConfigTextErrorTest, IntegerOutOfRange) {

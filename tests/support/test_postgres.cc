@@ -59,17 +59,7 @@ std::unique_ptr<TestPostgres> TestPostgres::Start(std::string* error,
     *error = "no PostgreSQL server binaries (install postgresql-15)";
     return nullptr;
   }
-  char tmpl[] = "/tmp/pglock_test_pg_XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) {
-    *error = "mkdtemp failed";
-    return nullptr;
-  }
-  pg->dir_ = tmpl;
-  pg->as_postgres_user_ = geteuid() == 0;
-  if (pg->as_postgres_user_ && std::system(("chown postgres " + Quote(pg->dir_)).c_str()) != 0) {
-    *error = "cannot chown the data directory to postgres";
-    return nullptr;
-  }
+  if (!MakeDir(pg.get(), error)) return nullptr;
   if (!pg->Run(pg->bindir_ + "/initdb -D " + Quote(pg->dir_ + "/data") +
                " -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >" +
                Quote(pg->dir_ + "/initdb.log") + " 2>&1")) {
@@ -87,6 +77,52 @@ std::unique_ptr<TestPostgres> TestPostgres::Start(std::string* error,
     if (pg->StartServer()) return pg;
   }
   *error = "pg_ctl start failed, see " + pg->dir_ + "/server.log";
+  return nullptr;
+}
+
+bool TestPostgres::MakeDir(TestPostgres* pg, std::string* error) {
+  char tmpl[] = "/tmp/pglock_test_pg_XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) {
+    *error = "mkdtemp failed";
+    return false;
+  }
+  pg->dir_ = tmpl;
+  pg->as_postgres_user_ = geteuid() == 0;
+  if (pg->as_postgres_user_ && std::system(("chown postgres " + Quote(pg->dir_)).c_str()) != 0) {
+    *error = "cannot chown the data directory to postgres";
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<TestPostgres> TestPostgres::StartStandby(std::string* error) const {
+  std::unique_ptr<TestPostgres> standby(new TestPostgres());
+  standby->bindir_ = bindir_;
+  if (!MakeDir(standby.get(), error)) return nullptr;
+  // initdb's pg_hba.conf lets 127.0.0.1 replicate (trust); wal_level's default is replica.
+  if (!standby->Run(bindir_ + "/pg_basebackup -R -X stream -c fast -D " +
+                    Quote(standby->dir_ + "/data") + " -d " + Quote(Dsn()) + " >" +
+                    Quote(standby->dir_ + "/basebackup.log") + " 2>&1")) {
+    *error = "pg_basebackup failed, see " + standby->dir_ + "/basebackup.log";
+    return nullptr;
+  }
+  std::ofstream conf(standby->dir_ + "/data/postgresql.conf", std::ios::app);
+  conf << "unix_socket_directories = '" << standby->dir_ << "'\nhot_standby = on\n";
+  conf.close();
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    standby->port_ = FreePort();
+    if (!standby->StartServer()) continue;
+    // Caught up: the standby has replayed everything the primary had written when it started.
+    const std::string lsn = Scalar("SELECT pg_current_wal_lsn()");
+    if (WaitFor(60, [&] {
+          return standby->Scalar("SELECT pg_last_wal_replay_lsn() >= '" + lsn + "'::pg_lsn") == "t";
+        })) {
+      return standby;
+    }
+    *error = "the standby never caught up, see " + standby->dir_ + "/server.log";
+    return nullptr;
+  }
+  *error = "pg_ctl start of the standby failed, see " + standby->dir_ + "/server.log";
   return nullptr;
 }
 

@@ -29,6 +29,11 @@ class TestPostgres {
   std::string Dsn(const std::string& dbname = "postgres",
                   const std::string& user = "postgres") const;
 
+  // A hot standby streaming from this server (pg_basebackup -R; it inherits this server's
+  // postgresql.conf, so max_connections and max_locks_per_transaction match), started on a free
+  // port and caught up. nullptr and *error on failure.
+  std::unique_ptr<TestPostgres> StartStandby(std::string* error) const;
+
   bool StopServer(const std::string& mode = "fast");
   bool StartServer();
   bool RestartServer();
@@ -43,6 +48,8 @@ class TestPostgres {
 
  private:
   TestPostgres() = default;
+  // Makes pg->dir_, a temporary directory owned by the server's user; false and *error on failure.
+  static bool MakeDir(TestPostgres* pg, std::string* error);
   bool Run(const std::string& command) const;
 
   std::string dir_;
