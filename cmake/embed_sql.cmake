@@ -1,7 +1,12 @@
-# Turns queries/*.sql into a C++ source with one string constant per file, so the binary never
-# looks up SQL at run time. Invoked by add_custom_command with -DOUT=... -DSQL_FILES=a,b,c.
+# Turns queries/*.sql into a C++ source with one string constant per file, and the header that
+# declares them (exporter/queries.h, generated: adding a .sql file touches nothing else), so the
+# binary never looks up SQL at run time. Invoked by add_custom_command with -DOUT=... -DOUT_H=...
+# -DSQL_FILES=a,b,c.
 set(body "// Generated from queries/*.sql by cmake/embed_sql.cmake. Do not edit.\n")
 string(APPEND body "#include \"exporter/queries.h\"\n\nnamespace pglock::queries {\n")
+set(header "// Generated from queries/*.sql by cmake/embed_sql.cmake. Do not edit.\n")
+string(APPEND header "// queries/foo_bar.sql is kFooBar: its text, embedded at build time.\n#pragma once\n\n")
+string(APPEND header "namespace pglock::queries {\n\n")
 string(REPLACE "," ";" SQL_FILES "${SQL_FILES}")
 foreach(f IN LISTS SQL_FILES)
   get_filename_component(stem "${f}" NAME_WE)
@@ -20,7 +25,11 @@ foreach(f IN LISTS SQL_FILES)
     string(APPEND ident "${head}${tail}")
   endforeach()
   string(APPEND body "const char* const ${ident} = R\"pglock_sql(${sql})pglock_sql\";\n")
+  string(APPEND header "extern const char* const ${ident};\n")
 endforeach()
 string(APPEND body "}  // namespace pglock::queries\n")
+string(APPEND header "\n}  // namespace pglock::queries\n")
+file(WRITE "${OUT_H}.tmp" "${header}")
+file(COPY_FILE "${OUT_H}.tmp" "${OUT_H}" ONLY_IF_DIFFERENT)
 file(WRITE "${OUT}.tmp" "${body}")
 file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)
