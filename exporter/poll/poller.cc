@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "exporter/collectors/registry.h"
+#include "exporter/log.h"
 #include "exporter/pg/conninfo.h"
 #include "exporter/queries.h"
 
@@ -29,6 +30,7 @@ Poller::Poller(TargetConfig target, PollConfig poll)
     : target_(std::move(target)),
       poll_(poll),
       masked_dsn_(MaskConninfo(target_.dsn)),
+      event_log_(static_cast<size_t>(poll_.event_log_size)),
       inventory_(poll_.inventory_interval),
       events_(std::chrono::duration<double>(poll_.takeover_window).count()) {
   analyze_options_.top_n = poll_.top_n;
@@ -47,6 +49,7 @@ Poller::Poller(TargetConfig target, PollConfig poll)
   auto initial = std::make_shared<TargetSnapshot>();
   initial->target = target_.name;
   initial->state = "connecting";
+  initial->events = event_log_.Contents();
   MutexLock lock(&mu_);
   latest_ = std::move(initial);
 }
@@ -116,6 +119,14 @@ void Poller::LogStateChange(bool up, const std::string& error) {
   was_up_ = up;
 }
 
+void Poller::RecordEvents(std::vector<Event> events) {
+  for (Event& e : events) {
+    e.target = target_.name;
+    LogStructured("event", EventText(e), "event", EventJson(e));
+  }
+  event_log_.Append(std::move(events));
+}
+
 Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
   if (conn_ && !conn_->Broken()) return Status::Ok();
   conn_.reset();
@@ -136,7 +147,8 @@ Status Poller::Collect(SteadyClock::time_point deadline, PollData* data,
                        std::vector<CollectorStatus>* statuses) {
   if (Status s = EnsureConnected(deadline); !s.ok()) return s;
   const auto& collectors = Collectors();
-  const PollPlan plan{conn_->ServerVersionNum(), inventory_.Due(SteadyClock::now())};
+  const PollPlan plan{conn_->ServerVersionNum(), inventory_.Due(SteadyClock::now()),
+                      poll_.query_text};
   const QueryTimeouts timeouts = QueryTimeouts::ForPoll(poll_.timeout);
   StatementBatch batch;
   for (const Collector* c : collectors) c->Plan(plan, &batch);
@@ -203,6 +215,7 @@ bool Poller::PollOnce() {
     snap->last_success = last_success_;
     for (const Collector* c : Collectors()) snap->collectors.push_back({c->name(), false, 0});
     snap->counters = counters_;
+    snap->events = event_log_.Contents();
     Publish(std::move(snap));
     return false;
   }
@@ -212,7 +225,9 @@ bool Poller::PollOnce() {
   const std::shared_ptr<const PollData> previous_inventory = inventory_.last();
   inventory_.Complete(started, &data);
   // Events first: the view shows the pooled-lock state this poll leads to.
-  events_.Observe(data, previous_inventory, &names_, &counters_);
+  std::vector<Event> events;
+  events_.Observe(data, previous_inventory, &names_, &counters_, &events);
+  RecordEvents(std::move(events));
   std::map<std::string, int64_t> dropped;
   std::vector<double> build_seconds;
   auto view = std::make_shared<TargetView>(
@@ -244,6 +259,7 @@ bool Poller::PollOnce() {
   snap->view = std::move(view);
   snap->collectors = std::move(statuses);
   snap->counters = counters_;
+  snap->events = event_log_.Contents();
   Publish(std::move(snap));
   return true;
 }
