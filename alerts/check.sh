@@ -7,6 +7,7 @@
 #   4. the false-page audit: each runbook has a "Does not fire when" section and each alert a row in
 #      the runbook README's audit table naming a quiet-case test that exists
 #   5. alerts/shorten_for.sh produces a copy that passes promtool and has no `for:` above 2s
+#   6. alerts/rebase_urls.sh moves every runbook_url and locks_url to another base
 set -euo pipefail
 
 alerts_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
@@ -15,7 +16,9 @@ cd -- "$alerts_dir/.."
 rules=alerts/pglock.rules.yml
 tests=alerts/tests/pglock.rules.test.yml
 runbooks=alerts/runbooks
-runbook_base=https://github.com/pglock-exporter/pglock_exporter/blob/main/alerts/runbooks
+# Links point at the exporter that raised the alert (it serves the runbooks and /locks).
+runbook_base='http://{{ $labels.instance }}/runbooks'
+locks_url='http://{{ $labels.instance }}/locks?target={{ $labels.target }}'
 
 # SPEC section 5: the contract. Keep in sync with the spec, not with the rules file. The spec lets
 # PglockSessionsEndedByTimeout be retired in favour of PglockAdvisoryLockLost; it is (see
@@ -68,13 +71,14 @@ if [[ "${rule_alerts[*]}" != "${want[*]}" ]]; then
   fail "alert names in $rules differ from SPEC section 5 (< spec, > rules)"
 fi
 
-# Every runbook_url must name the alert it belongs to.
-bad_urls=$(awk -v base="$runbook_base" '
+# Every runbook_url must name the alert it belongs to; every locks_url is the target's /locks.
+bad_urls=$(awk -v base="$runbook_base" -v locks="$locks_url" '
   /^[[:space:]]*-[[:space:]]*(alert|record):/ { name = ($2 ~ /alert:/ || $2 == "alert:") ? $3 : "" }
-  /runbook_url:/ {
+  /runbook_url:|locks_url:/ {
     url = $0
     sub(/^[^:]*:[[:space:]]*/, "", url); gsub(/"/, "", url)
-    if (url != base "/" name ".md") printf "  line %d: %s (alert %s)\n", NR, url, name
+    want = ($1 == "runbook_url:") ? base "/" name : locks
+    if (url != want) printf "  line %d: %s (alert %s)\n", NR, url, name
   }
 ' "$rules")
 [[ -z $bad_urls ]] || fail "runbook_url does not match its alert:"$'\n'"$bad_urls"
@@ -129,5 +133,14 @@ long_for=$(grep -nE '^[[:space:]]*(-[[:space:]]+)?for:' "$tmp/short.rules.yml" |
 [[ -z $long_for ]] || fail "shortened rules still have long for: values:"$'\n'"$long_for"
 promtool check rules "$tmp/short.rules.yml" >/dev/null
 echo "  shortened copy passes promtool check rules"
+
+echo "== rebase_urls.sh"
+base='https://pglock.example.com/{{ $labels.instance }}'
+alerts/rebase_urls.sh "$rules" "$tmp/rebased.rules.yml" "$base"
+left=$(grep -cE '^[[:space:]]*(runbook_url|locks_url): "http://\{\{ \$labels\.instance' "$tmp/rebased.rules.yml" || true)
+moved=$(grep -cF "$base/" "$tmp/rebased.rules.yml" || true)
+want=$(grep -cE '^[[:space:]]*(runbook_url|locks_url):' "$rules")
+[[ $left == 0 && $moved == "$want" ]] || fail "rebase_urls.sh moved $moved of $want links ($left left)"
+echo "  all $want links moved to $base"
 
 echo "== all alert checks passed"

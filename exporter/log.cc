@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -12,6 +13,12 @@
 
 namespace pglock {
 namespace {
+
+// Set by SetupLogging; read by LogStructured.
+std::atomic<bool> g_json{false};
+// The structured member of the record being logged on this thread (LogStructured): the logger is
+// synchronous, so the formatter runs on the logging thread while it is set.
+thread_local const std::string* t_extra_member = nullptr;
 
 class JsonFormatter final : public spdlog::formatter {
  public:
@@ -30,7 +37,8 @@ class JsonFormatter final : public spdlog::formatter {
     const std::string line = std::string("{\"time\":\"") + ts + "\",\"level\":\"" +
                              std::string(level.data(), level.size()) + "\",\"msg\":\"" +
                              JsonEscape(std::string(msg.payload.data(), msg.payload.size())) +
-                             "\"}\n";
+                             "\"" + (t_extra_member != nullptr ? "," + *t_extra_member : "") +
+                             "}\n";
     dest.append(line.data(), line.data() + line.size());
   }
   std::unique_ptr<spdlog::formatter> clone() const override {
@@ -74,6 +82,7 @@ std::string JsonEscape(const std::string& raw) {
 
 void SetupLogging(const std::string& level, const std::string& format) {
   auto logger = spdlog::stderr_logger_mt("pglock_exporter");
+  g_json.store(format == "json");
   if (format == "json") {
     logger->set_formatter(std::make_unique<JsonFormatter>());
   } else {
@@ -82,6 +91,18 @@ void SetupLogging(const std::string& level, const std::string& format) {
   logger->set_level(spdlog::level::from_str(level));
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
+}
+
+void LogStructured(const std::string& msg, const std::string& text_fields, const std::string& key,
+                   const std::string& json_value) {
+  if (!g_json.load()) {
+    spdlog::info("{} {}", msg, text_fields);
+    return;
+  }
+  const std::string member = "\"" + JsonEscape(key) + "\":" + json_value;
+  t_extra_member = &member;
+  spdlog::info("{}", msg);
+  t_extra_member = nullptr;
 }
 
 }  // namespace pglock

@@ -13,4 +13,9 @@ void SetupLogging(const std::string& level, const std::string& format);
 // invalid UTF-8 replaced with U+FFFD).
 std::string JsonEscape(const std::string& s);
 
+// Logs one structured record at info level: "<msg> <text_fields>" in text format; with
+// --log.format=json one object whose `key` member is `json_value` (a JSON value).
+void LogStructured(const std::string& msg, const std::string& text_fields, const std::string& key,
+                   const std::string& json_value);
+
 }  // namespace pglock

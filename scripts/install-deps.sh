@@ -13,7 +13,8 @@ runtime_pkgs=(postgresql-15 postgresql-client-15 prometheus prometheus-alertmana
 extra_pkgs=()
 case $purpose in
   build) runtime_pkgs=() ;;
-  test|demo) ;;
+  test) extra_pkgs=(chromium) ;;  # tests/e2e/locks_page.sh: /locks in a real browser
+  demo) ;;
   bench) extra_pkgs=(wrk prometheus-postgres-exporter time) ;;
   *) echo "usage: $0 [build|test|demo|bench]" >&2; exit 2 ;;
 esac

@@ -68,10 +68,6 @@ std::vector<int> ParsePidList(std::string_view text) {
   return out;
 }
 
-Identity IdentityOf(const Session& s) {
-  return {s.pid, s.application_name, s.client_addr, s.usename, s.state};
-}
-
 // Idle in transaction, and which of those sessions hold something others need.
 void BuildIdleHolders(const PollData& data, const std::unordered_set<int>& advisory_holders,
                       TargetView* view) {
@@ -90,7 +86,7 @@ void BuildIdleHolders(const PollData& data, const std::unordered_set<int>& advis
     ++agg.idle_in_transaction_holders;
     IdleHolder h;
     h.datname = s.datname;
-    h.holder = IdentityOf(s);
+    h.holder = IdentityOf(&s, s.pid);
     h.holds = holds && blocks ? "advisory,blocking" : holds ? "advisory" : "blocking";
     h.seconds = idle;
     const double timeout = EffectiveTimeout("idle_in_transaction_session_timeout", s.datid,
@@ -117,8 +113,10 @@ void BuildClients(const PollData& data, const std::unordered_set<int>& advisory_
 
 }  // namespace
 
-void ActivityCollector::Plan(const PollPlan&, StatementBatch* batch) const {
-  batch->Add(name(), queries::kActivity);
+void ActivityCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
+  batch->Add(name(),
+             FillTemplate(queries::kActivity,
+                          {{"query", plan.query_text ? "left(a.query, 1024)" : "NULL::text"}}));
 }
 
 Status ActivityCollector::Parse(const PollPlan&, const BatchResults& results,
@@ -131,7 +129,7 @@ Status ActivityCollector::Parse(const PollPlan&, const BatchResults& results,
             state = c["state"], backend_start = c["backend_start"], xact_start = c["xact_start"],
             state_change = c["state_change"], query_start = c["query_start"],
             waiting = c["waiting"], advisory_wait = c["advisory_wait"],
-            blocked_by = c["blocked_by"];
+            blocked_by = c["blocked_by"], query = c["query"];
   if (Status s = c.status(); !s.ok()) return s;
   data->sessions.clear();
   data->sessions.reserve(static_cast<size_t>(r->Rows()));
@@ -152,6 +150,7 @@ Status ActivityCollector::Parse(const PollPlan&, const BatchResults& results,
     s.waiting_on_lock = r->Bool(i, waiting);
     s.advisory_wait = r->Bool(i, advisory_wait);
     if (!r->IsNull(i, blocked_by)) s.blocked_by = ParsePidList(r->Text(i, blocked_by));
+    s.query = r->String(i, query);
     // Without pg_monitor (or superuser) another role's state and timings read as NULL.
     if (r->IsNull(i, state)) data->full_visibility = false;
     data->sessions.push_back(std::move(s));

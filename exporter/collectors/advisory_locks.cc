@@ -65,13 +65,6 @@ const MetricDesc kTakeovers{
     "events.takeover_window; one per loss): two runs may overlap.",
     {"target", "datname", "lock"}};
 
-Identity IdentityOf(const Session* s, int pid) {
-  Identity id;
-  id.pid = pid;
-  if (s != nullptr) id = {pid, s->application_name, s->client_addr, s->usename, s->state};
-  return id;
-}
-
 struct HeldCandidate {
   double seconds;
   const AdvisoryLock* lock;

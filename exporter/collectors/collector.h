@@ -31,7 +31,8 @@ namespace pglock {
 // What decides a collector's statements for one poll.
 struct PollPlan {
   int server_version_num = 0;
-  bool inventory = true;  // read every advisory lock (else only waiters': the tiered poll)
+  bool inventory = true;    // read every advisory lock (else only waiters': the tiered poll)
+  bool query_text = false;  // web.show_query_text: read the sessions' query texts
 };
 
 // Per-target state a collector keeps between polls (e.g. a pooler's admin connections). Owned

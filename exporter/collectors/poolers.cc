@@ -135,7 +135,7 @@ void PoolersCollector::BuildView(const PollData& data, const ViewContext& ctx,
   PooledLockTracker this_poll_only;
   const PooledLockTracker* tracker = ctx.options->pooled;
   if (tracker == nullptr) {
-    this_poll_only.Observe(data, nullptr);
+    this_poll_only.Observe(data, nullptr, nullptr);
     tracker = &this_poll_only;
   }
   const auto locks = tracker->Locks();

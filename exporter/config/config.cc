@@ -428,6 +428,9 @@ void ParseDocument(const toml::value& doc, const std::string& file, Config* conf
     r.String("tls_key_file", &config->web.tls_key_file);
     r.Int("max_connections", 1, 1024, &config->web.max_connections);
     r.DurationValue("request_timeout", &config->web.request_timeout);
+    // The on-call view's data is gathered by the pollers, so these two live in PollConfig.
+    r.Int("event_log_size", 0, 1'000'000, &config->poll.event_log_size);
+    r.Bool("show_query_text", &config->poll.query_text);
     if (const toml::value* users = r.Table("basic_auth_users")) {
       TableReader ur(*users, "web.basic_auth_users", file, errors);
       for (const auto& [user, hash] : users->as_table()) {

@@ -93,6 +93,11 @@ struct PollConfig {
   // [events] takeover_window: how long a lost advisory key is remembered; another session taking
   // it within that time is a takeover.
   Duration takeover_window = Duration(3'600'000);
+  // From [web] (the pollers gather what the on-call view shows): event_log_size, the events kept
+  // per target for /locks and /api/v1/events; show_query_text, whether sessions' query texts are
+  // read at all.
+  int event_log_size = 1000;
+  bool query_text = false;
 
   bool operator==(const PollConfig&) const = default;
 };

@@ -20,6 +20,8 @@
 #include <string_view>
 
 #include "exporter/http/gzip.h"
+#include "exporter/http/oncall.h"
+#include "exporter/http/runbooks.h"
 
 namespace pglock {
 namespace {
@@ -78,6 +80,15 @@ bool LoadSslCompat(std::string* error) {
   }
   loaded = true;
   return true;
+}
+
+// A decoded query-string parameter; "" when absent or longer than 1 KB.
+std::string QueryParam(const mg_request_info* info, const char* name) {
+  if (info->query_string == nullptr) return "";
+  char buf[1024];
+  const int n =
+      mg_get_var(info->query_string, std::strlen(info->query_string), name, buf, sizeof buf);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
 }
 
 bool ReadFile(const std::string& path, std::string* out) {
@@ -270,6 +281,14 @@ int HttpServer::Handle(mg_connection* conn) {
     ServeMetrics(conn);
     return 200;
   }
+  if (ServeOnCall(conn, uri)) return 200;
+  constexpr std::string_view kRunbooks = "/runbooks/";
+  if (uri.rfind(kRunbooks, 0) == 0) {
+    if (const Runbook* r = FindRunbook(std::string_view(uri).substr(kRunbooks.size()))) {
+      Reply(conn, 200, "OK", "text/html; charset=utf-8", RunbookPage(*r));
+      return 200;
+    }
+  }
   Reply(conn, 404, "Not Found", "text/plain; charset=utf-8", "Not Found\n");
   return 404;
 }
@@ -293,6 +312,23 @@ void HttpServer::ServeMetrics(mg_connection* conn) {
         "Vary: Accept-Encoding\r\n");
 }
 
+bool HttpServer::ServeOnCall(mg_connection* conn, const std::string& uri) {
+  const bool html = uri == "/locks";
+  if (!html && uri != "/api/v1/locks" && uri != "/api/v1/events") return false;
+  const mg_request_info* info = mg_get_request_info(conn);
+  const LocksFilter filter{QueryParam(info, "target"), QueryParam(info, "lock")};
+  // The variant key: the path and the two values, separated by a byte no URL decodes to here.
+  const std::string variant = uri + '\x01' + filter.target + '\x01' + filter.lock;
+  const SnapshotList snapshots = source_();
+  const auto page = page_cache_.Get(snapshots, variant, [&] {
+    if (html) return RenderLocksPage(snapshots, filter);
+    return uri == "/api/v1/locks" ? RenderLocksJson(snapshots, filter)
+                                  : RenderEventsJson(snapshots, filter);
+  });
+  Reply(conn, 200, "OK", html ? "text/html; charset=utf-8" : "application/json", *page);
+  return true;
+}
+
 std::string HttpServer::LandingPage() const {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pglock_exporter</title>"
@@ -302,6 +338,9 @@ std::string HttpServer::LandingPage() const {
        "timeouts and leases. Version "
     << HtmlEscape(build_.version) << " (" << HtmlEscape(build_.revision) << ").</p>\n"
     << "<ul><li><a href=\"" << HtmlEscape(web_.telemetry_path) << "\">Metrics</a></li>"
+    << "<li><a href=\"/locks\">Locks: waits, holders, leases and recent events</a> (JSON: "
+       "<a href=\"/api/v1/locks\">locks</a>, <a href=\"/api/v1/events\">events</a>)</li>"
+    << "<li><a href=\"/runbooks/README\">Runbooks</a></li>"
     << "<li><a href=\"/-/healthy\">Health</a></li><li><a href=\"/-/ready\">Readiness</a></li>"
        "</ul>\n<h2>Targets</h2>\n<table><tr><th>target</th><th>state</th><th>server</th>"
        "<th>last poll took</th><th>last error</th></tr>\n";

@@ -1,7 +1,8 @@
 // The HTTP side: prometheus-cpp's Exposer (CivetWeb) serving the SnapshotCollectable on the
-// telemetry path, plus the landing page, /-/healthy, /-/ready, basic auth and TLS. Scrapes only
-// read snapshots; they never touch the database. One HttpServer per process (CivetWeb's
-// begin_request callback has no user pointer through Exposer). Thread-safe.
+// telemetry path, plus the landing page, the on-call view (/locks, /api/v1/locks,
+// /api/v1/events), the runbooks (/runbooks/<name>), /-/healthy, /-/ready, basic auth and TLS.
+// Scrapes only read snapshots; they never touch the database. One HttpServer per process
+// (CivetWeb's begin_request callback has no user pointer through Exposer). Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include "exporter/config/config.h"
 #include "exporter/http/auth.h"
 #include "exporter/http/metrics_cache.h"
+#include "exporter/http/page_cache.h"
 #include "exporter/metrics/exposition.h"
 #include "exporter/util/thread_annotations.h"
 
@@ -42,6 +44,8 @@ class HttpServer {
   std::string LandingPage() const;
   // Answers the telemetry path from metrics_cache_: gzip when the request accepts it.
   void ServeMetrics(mg_connection* conn);
+  // /locks, /api/v1/locks, /api/v1/events from page_cache_. False for another path.
+  bool ServeOnCall(mg_connection* conn, const std::string& uri);
 
   const WebConfig web_;
   const SnapshotCollectable::Source source_;
@@ -53,6 +57,7 @@ class HttpServer {
   // The exposition text of the current snapshots, rendered once per new set of snapshots (a poll
   // publishes one per interval) and compressed at most once.
   MetricsCache metrics_cache_;
+  PageCache page_cache_;  // the on-call view, per snapshot set and filter
 };
 
 // "HOST:PORT" / ":PORT" / "[v6]:PORT" -> CivetWeb listening_ports syntax, with "s" for TLS.

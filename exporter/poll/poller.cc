@@ -8,6 +8,7 @@
 #include <set>
 
 #include "exporter/collectors/registry.h"
+#include "exporter/log.h"
 #include "exporter/pg/conninfo.h"
 #include "exporter/queries.h"
 
@@ -30,6 +31,7 @@ Poller::Poller(TargetConfig target, PollConfig poll)
     : target_(std::move(target)),
       poll_(poll),
       masked_dsn_(MaskConninfo(target_.dsn)),
+      event_log_(static_cast<size_t>(poll_.event_log_size)),
       inventory_(poll_.inventory_interval),
       events_(std::chrono::duration<double>(poll_.takeover_window).count()) {
   BuildAnalyzeOptions();
@@ -37,6 +39,7 @@ Poller::Poller(TargetConfig target, PollConfig poll)
   auto initial = std::make_shared<TargetSnapshot>();
   initial->target = target_.name;
   initial->state = "connecting";
+  initial->events = event_log_.Contents();
   MutexLock lock(&mu_);
   latest_ = std::move(initial);
   configured_target_ = target_;
@@ -172,6 +175,14 @@ void Poller::LogStateChange(bool up, const std::string& error) {
   was_up_ = up;
 }
 
+void Poller::RecordEvents(std::vector<Event> events) {
+  for (Event& e : events) {
+    e.target = target_.name;
+    LogStructured("event", EventText(e), "event", EventJson(e));
+  }
+  event_log_.Append(std::move(events));
+}
+
 Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
   if (conn_ && !conn_->Broken()) {
     if (!names_stale_) return Status::Ok();
@@ -198,7 +209,8 @@ Status Poller::Collect(SteadyClock::time_point deadline, PollData* data,
                        std::vector<CollectorStatus>* statuses) {
   if (Status s = EnsureConnected(deadline); !s.ok()) return s;
   const auto& collectors = Collectors();
-  const PollPlan plan{conn_->ServerVersionNum(), inventory_.Due(SteadyClock::now())};
+  const PollPlan plan{conn_->ServerVersionNum(), inventory_.Due(SteadyClock::now()),
+                      poll_.query_text};
   const QueryTimeouts timeouts = QueryTimeouts::ForPoll(poll_.timeout);
   StatementBatch batch;
   for (const Collector* c : collectors) c->Plan(plan, &batch);
@@ -266,6 +278,7 @@ bool Poller::PollOnce() {
     snap->last_success = last_success_;
     for (const Collector* c : Collectors()) snap->collectors.push_back({c->name(), false, 0});
     snap->counters = counters_;
+    snap->events = event_log_.Contents();
     Publish(std::move(snap));
     return false;
   }
@@ -282,7 +295,9 @@ bool Poller::PollOnce() {
   const std::shared_ptr<const PollData> previous_inventory = inventory_.last();
   inventory_.Complete(started, &data);
   // Events first: the view shows the pooled-lock state this poll leads to.
-  events_.Observe(data, previous_inventory, &names_, &counters_);
+  std::vector<Event> events;
+  events_.Observe(data, previous_inventory, &names_, &counters_, &events);
+  RecordEvents(std::move(events));
   std::map<std::string, int64_t> dropped;
   std::vector<double> build_seconds;
   auto view = std::make_shared<TargetView>(
@@ -315,6 +330,7 @@ bool Poller::PollOnce() {
   snap->view = std::move(view);
   snap->collectors = std::move(statuses);
   snap->counters = counters_;
+  snap->events = event_log_.Contents();
   Publish(std::move(snap));
   return true;
 }

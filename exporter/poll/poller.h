@@ -18,6 +18,7 @@
 #include "exporter/config/config.h"
 #include "exporter/pg/connection.h"
 #include "exporter/snapshot/analyze.h"
+#include "exporter/snapshot/event_log.h"
 #include "exporter/snapshot/events.h"
 #include "exporter/snapshot/inventory.h"
 #include "exporter/snapshot/snapshot.h"
@@ -65,6 +66,8 @@ class Poller {
   void CountCollectorErrors(const PollData& data);
   void Publish(std::shared_ptr<const TargetSnapshot> snapshot) EXCLUDES(mu_);
   void LogStateChange(bool up, const std::string& error);
+  // Stamps the target on each event, logs it once and keeps it in event_log_.
+  void RecordEvents(std::vector<Event> events);
 
   // Owned by the polling thread (also read by the constructor and Stop()).
   TargetConfig target_;
@@ -80,6 +83,7 @@ class Poller {
   PollConfig configured_poll_ GUARDED_BY(mu_);
   bool reconfigure_pending_ GUARDED_BY(mu_) = false;
   std::thread thread_;
+  EventLog event_log_;  // written by the polling thread, published with every snapshot
 
   // Owned by the polling thread only.
   std::unique_ptr<PgConnection> conn_;

@@ -81,12 +81,24 @@ std::string CounterLock(const AdvisoryKey& key, const LockNames* names) {
 int64_t CounterDelta(int64_t prev, int64_t cur) { return cur >= prev ? cur - prev : cur; }
 
 // Counts lease transitions of one table; names beyond kMaxLeaseCounterNames count as "other".
+// Every transition but a renewal (routine, once per poll per lease) is also an event.
 class LeaseCounter {
  public:
-  LeaseCounter(std::string table, Counters* counters)
-      : table_(std::move(table)), counters_(counters) {}
+  LeaseCounter(std::string table, Counters* counters, std::vector<Event>* events, double now)
+      : table_(std::move(table)), counters_(counters), events_(events), now_(now) {}
 
-  void operator()(const std::string& lease, const char* kind) {
+  void operator()(const std::string& lease, const char* kind,
+                  const std::string& previous_holder = "", const std::string& current_holder = "") {
+    if (events_ != nullptr && std::string_view(kind) != "renewed") {
+      Event e;
+      e.time = now_;
+      e.kind = std::string("lease_") + kind;
+      e.table = table_;
+      e.lease = lease;
+      e.previous_holder = previous_holder;
+      e.current_holder = current_holder;
+      events_->push_back(std::move(e));
+    }
     if (!scanned_) {  // only when something is counted: most polls count nothing
       for (const auto& [k, v] : counters_->lease_transitions) {
         if (std::get<0>(k) == table_) known_.insert(std::get<1>(k));
@@ -107,6 +119,8 @@ class LeaseCounter {
  private:
   const std::string table_;
   Counters* const counters_;
+  std::vector<Event>* const events_;  // may be null
+  const double now_;
   bool scanned_ = false;
   std::set<std::string> known_;  // distinct names already counted for this table
 };
@@ -177,7 +191,7 @@ std::string TimeoutMatch(const Session& last_seen, double last_poll_now, double 
 
 void EventTracker::Observe(std::shared_ptr<const PollData> cur,
                            std::shared_ptr<const PollData> last_inventory, const LockNames* names,
-                           Counters* counters) {
+                           Counters* counters, std::vector<Event>* events) {
   SeedZeroCounters(*cur, names, counters);
   if (cur->inventory && last_inventory != nullptr) {
     const bool waiting = waiting_baseline_ != nullptr;
@@ -188,14 +202,14 @@ void EventTracker::Observe(std::shared_ptr<const PollData> cur,
       waiting_baseline_ = std::move(baseline);
       ++counter_waits_;
     } else {
-      CountLockEvents(*baseline, *cur, names, counters);
+      CountLockEvents(*baseline, *cur, names, counters, events);
       waiting_baseline_.reset();
       counter_waits_ = 0;
     }
   }
   CountSessionsEnded(*cur, counters);
-  CountLeaseTransitions(*cur, counters);
-  pooled_.Observe(*cur, counters);
+  CountLeaseTransitions(*cur, counters, events);
+  pooled_.Observe(*cur, names, counters, events);
   last_ = std::move(cur);
 }
 
@@ -338,35 +352,55 @@ std::map<SessionId, std::string> EndCauses(const PollData& prev, const PollData&
 // Changes of exclusive holder between prev and cur: a takeover when the key was lost (in this
 // interval, or within the takeover window), else a hand-over.
 void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
-                        const PollIndex& cur_index, const LockNames* names, LostKeys* lost_keys,
-                        Counters* counters) {
+                        const PollIndex& prev_index, const PollIndex& cur_index, double now,
+                        const LockNames* names, LostKeys* lost_keys, Counters* counters,
+                        std::vector<Event>* events) {
   for (size_t i = 0; i < cur_holds.size(); ++i) {
     const AdvisoryKey& key = cur_holds.key(i);
     const auto now_held = cur_holds.holds(i);
     const auto before = prev_holds.Find(key);
     // Usually one holder on each side: compare in place, without allocating.
     bool held_now = false, held_before = false, same_holder = false;
-    for (const Hold& b : before) held_before = held_before || b.exclusive;
+    const Hold* previous = nullptr;
+    const Hold* current = nullptr;
+    for (const Hold& b : before) {
+      if (b.exclusive && previous == nullptr) previous = &b;
+      held_before = held_before || b.exclusive;
+    }
     for (const Hold& h : now_held) {
       if (!h.exclusive) continue;
       held_now = true;
+      if (current == nullptr) current = &h;
       for (const Hold& b : before)
         same_holder = same_holder || (b.exclusive && b.session == h.session);
     }
     if (!held_now || same_holder) continue;
+    Event e;
+    e.time = now;
+    e.datname = cur_index.Datname(key.datid);
+    e.lock = LockLabel(key, names);
+    e.current = IdentityOf(cur_index.Find(current->session.first), current->session.first);
     if (const auto lost = lost_keys->find(key); lost != lost_keys->end()) {
-      counters->takeovers[{cur_index.Datname(key.datid), CounterLock(key, names)}] += 1;
+      counters->takeovers[{e.datname, CounterLock(key, names)}] += 1;
+      e.kind = "lock_takeover";
+      e.previous = lost->second.holder;
       lost_keys->erase(lost);  // one takeover per loss
     } else if (held_before) {
-      counters->handovers[{cur_index.Datname(key.datid), CounterLock(key, names)}] += 1;
+      counters->handovers[{e.datname, CounterLock(key, names)}] += 1;
+      e.kind = "lock_handover";
+      e.previous = IdentityOf(prev_index.Find(previous->session.first), previous->session.first);
+    } else {
+      continue;
     }
+    if (events != nullptr) events->push_back(std::move(e));
   }
 }
 
 }  // namespace
 
 void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
-                                   const LockNames* names, Counters* counters) {
+                                   const LockNames* names, Counters* counters,
+                                   std::vector<Event>* events) {
   const HoldIndex prev_holds(prev);
   const HoldIndex cur_holds(cur);
   const PollIndex prev_index(prev);
@@ -391,12 +425,26 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
                                                         : ended->second;
       if (cause == "-") {
         counters->releases[{db, lock, "unlocked"}] += 1;  // the holder is still connected
-      } else if (cause.empty()) {
+        continue;                                         // routine: no event
+      }
+      Event e;
+      e.time = cur.now;
+      e.datname = db;
+      e.lock = LockLabel(key, names);
+      e.previous = IdentityOf(prev_index.Find(h.session.first), h.session.first);
+      if (cause.empty()) {
         counters->releases[{db, lock, "session_closed"}] += 1;
+        e.kind = "lock_released";
+        e.cause = "session_closed";
       } else {
         counters->losses[{db, lock, cause}] += 1;
-        if (h.exclusive) lost_keys_[key] = {h.session.first, h.session.second, prev.now};
+        e.kind = "lock_lost";
+        e.cause = cause;
+        if (h.exclusive) {
+          lost_keys_[key] = {h.session.first, h.session.second, prev.now, e.previous};
+        }
       }
+      if (events != nullptr) events->push_back(std::move(e));
     }
   }
   // Forget losses older than the takeover window: a key taken that much later is a new run.
@@ -404,8 +452,8 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
     it = cur.now - it->second.lost_at > takeover_window_seconds_ ? lost_keys_.erase(it) : ++it;
   }
   const HoldIndex nothing_held{PollData{}};
-  CountHolderChanges(restarted ? nothing_held : prev_holds, cur_holds, cur_index, names,
-                     &lost_keys_, counters);
+  CountHolderChanges(restarted ? nothing_held : prev_holds, cur_holds, prev_index, cur_index,
+                     cur.now, names, &lost_keys_, counters, events);
   while (lost_keys_.size() > kMaxLostKeys) {
     auto oldest = std::min_element(
         lost_keys_.begin(), lost_keys_.end(),
@@ -414,14 +462,15 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
   }
 }
 
-void EventTracker::CountLeaseTransitions(const PollData& cur, Counters* counters) {
+void EventTracker::CountLeaseTransitions(const PollData& cur, Counters* counters,
+                                         std::vector<Event>* events) {
   for (const LeaseTableData& t : cur.leases) {
     if (!t.ok) continue;  // keep the last good read; compare against it next time
     LeaseTableState& st = lease_tables_[t.table];
     LeaseWriteMark mark{st.next_seq++, t.now, t.writes, {}};
-    CompareLeaseRows(t, &st, &mark, counters);
+    CompareLeaseRows(t, &st, &mark, counters, events);
     st.marks.push_back(mark);
-    ResolveHolderChanges(t.table, &st, counters);
+    ResolveHolderChanges(t.table, &st, counters, events);
     // Keep the marks that pending changes are judged against, and the last one as the next base.
     uint64_t keep_from = st.marks.back().seq;
     for (const PendingHolderChange& p : st.pending) keep_from = std::min(keep_from, p.base_seq);
@@ -430,7 +479,8 @@ void EventTracker::CountLeaseTransitions(const PollData& cur, Counters* counters
 }
 
 void EventTracker::CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st,
-                                    LeaseWriteMark* mark, Counters* counters) {
+                                    LeaseWriteMark* mark, Counters* counters,
+                                    std::vector<Event>* events) {
   const bool complete = static_cast<int64_t>(t.rows.size()) >= t.total;
   std::map<std::string, LeaseSeen> seen;
   for (const LeaseRow& row : t.rows) seen[row.name].row = row;
@@ -442,12 +492,12 @@ void EventTracker::CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st
   const double prev_now = st->marks.back().now;
   const uint64_t base_seq = st->marks.back().seq;
   const bool both_complete = complete && st->complete;
-  LeaseCounter count(t.table, counters);
+  LeaseCounter count(t.table, counters, events, t.now);
   for (const LeaseRow& row : t.rows) {
     LeaseSeen& now_seen = seen[row.name];
     const auto p = st->leases.find(row.name);
     if (p == st->leases.end()) {
-      if (both_complete) count(row.name, "acquired");
+      if (both_complete) count(row.name, "acquired", "", row.holder);
       continue;
     }
     const LeaseRow& old = p->second.row;
@@ -456,7 +506,7 @@ void EventTracker::CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st
       const bool moved_back =
           row.expires_at < old.expires_at && row.expires_at <= t.now && old.expires_at > prev_now;
       if (moved_back) {
-        count(row.name, "released");  // given back by moving its expiry to the past
+        count(row.name, "released", old.holder);  // given back by moving its expiry to the past
         now_seen.given_back = true;
         mark->explained.updated += 1;
       } else if (row.expires_at != old.expires_at || row.taken_at != old.taken_at) {
@@ -467,20 +517,21 @@ void EventTracker::CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st
         now_seen.given_back = p->second.given_back;
       }
     } else if (p->second.given_back) {
-      count(row.name, "handover");
+      count(row.name, "handover", old.holder, row.holder);
     } else if (row.taken_at >= old.expires_at) {
-      count(row.name, "expired_takeover");
+      count(row.name, "expired_takeover", old.holder, row.holder);
     } else if (row.taken_at == old.taken_at) {
       // Edited in place, not taken (a take writes taken_at): no give-back can explain it.
-      count(row.name, old.expires_at > t.now ? "overlap" : "expired_takeover");
+      count(row.name, old.expires_at > t.now ? "overlap" : "expired_takeover", old.holder,
+            row.holder);
     } else {
-      st->pending.push_back({row.name, base_seq, mark->seq});
+      st->pending.push_back({row.name, base_seq, mark->seq, old.holder, row.holder});
     }
   }
   if (both_complete) {
     for (const auto& [name, old] : st->leases) {
       if (seen.count(name) != 0) continue;
-      count(name, "released");
+      count(name, "released", old.row.holder);
       mark->explained.deleted += 1;
     }
   }
@@ -489,10 +540,10 @@ void EventTracker::CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st
 }
 
 void EventTracker::ResolveHolderChanges(const std::string& table, LeaseTableState* st,
-                                        Counters* counters) {
+                                        Counters* counters, std::vector<Event>* events) {
   if (st->pending.empty()) return;
-  LeaseCounter count(table, counters);
   const LeaseWriteMark& cur = st->marks.back();
+  LeaseCounter count(table, counters, events, cur.now);
   auto find = [&](uint64_t seq) {
     return std::find_if(st->marks.begin(), st->marks.end(),
                         [&](const LeaseWriteMark& m) { return m.seq == seq; });
@@ -504,7 +555,7 @@ void EventTracker::ResolveHolderChanges(const std::string& table, LeaseTableStat
     // Without counters on both sides, or across a counter reset, nothing shows an overlap.
     if (!base->writes || !cur.writes || cur.writes->updated < base->writes->updated ||
         cur.writes->deleted < base->writes->deleted) {
-      count(p.lease, "handover");
+      count(p.lease, "handover", p.previous_holder, p.current_holder);
       continue;
     }
     // Writes since the read before the change that nothing seen since accounts for.
@@ -516,12 +567,12 @@ void EventTracker::ResolveHolderChanges(const std::string& table, LeaseTableStat
     }
     if (deleted >= 1) {  // deleted, then inserted by the next holder
       seen->explained.deleted += 1;
-      count(p.lease, "handover");
+      count(p.lease, "handover", p.previous_holder, p.current_holder);
     } else if (updated >= 2) {  // expiry moved to the past, then taken by an upsert
       seen->explained.updated += 2;
-      count(p.lease, "handover");
+      count(p.lease, "handover", p.previous_holder, p.current_holder);
     } else if (cur.now - seen->now >= kLeaseWritesDelaySeconds) {
-      count(p.lease, "overlap");
+      count(p.lease, "overlap", p.previous_holder, p.current_holder);
     } else {
       still.push_back(p);
     }

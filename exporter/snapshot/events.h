@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "exporter/collectors/lock_names.h"
+#include "exporter/snapshot/event_log.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/pooled_locks.h"
 #include "exporter/snapshot/snapshot.h"
@@ -45,6 +46,7 @@ struct LostKey {
   int pid = 0;
   double backend_start = 0;
   double lost_at = 0;
+  Identity holder;  // who lost it, for the takeover event
 };
 
 class EventTracker {
@@ -60,9 +62,11 @@ class EventTracker {
   // was before `cur`; null at first). `names` maps configured keys to names; other keys count
   // under lock="unnamed". On PostgreSQL 14, when a lock holder's session is gone but the session
   // counters may predate its end, the judgement waits for a later inventory (at most
-  // kMaxCounterWaits), against the same baseline.
+  // kMaxCounterWaits), against the same baseline. Each loss, takeover, hand-over, release by
+  // session close, lease transition but a renewal, and pooled-lock inheritance counted is also
+  // appended to *events (when not null), without its target.
   void Observe(std::shared_ptr<const PollData> cur, std::shared_ptr<const PollData> last_inventory,
-               const LockNames* names, Counters* counters);
+               const LockNames* names, Counters* counters, std::vector<Event>* events = nullptr);
 
   // A reload changed events.takeover_window; what was lost is still remembered.
   void set_takeover_window(double seconds) { takeover_window_seconds_ = seconds; }
@@ -73,7 +77,7 @@ class EventTracker {
  private:
   void CountSessionsEnded(const PollData& cur, Counters* counters);
   void CountLockEvents(const PollData& prev, const PollData& cur, const LockNames* names,
-                       Counters* counters);
+                       Counters* counters, std::vector<Event>* events);
   // What the last good read of a lease table showed, and the evidence kept for the holder changes
   // still waiting for it.
   struct LeaseSeen {
@@ -95,6 +99,8 @@ class EventTracker {
     std::string lease;
     uint64_t base_seq = 0;  // the read before the change
     uint64_t seen_seq = 0;  // the read that showed it
+    std::string previous_holder;
+    std::string current_holder;
   };
   struct LeaseTableState {
     std::map<std::string, LeaseSeen> leases;  // by name
@@ -104,12 +110,13 @@ class EventTracker {
     std::vector<PendingHolderChange> pending;  // oldest first
   };
 
-  void CountLeaseTransitions(const PollData& cur, Counters* counters);
+  void CountLeaseTransitions(const PollData& cur, Counters* counters, std::vector<Event>* events);
   // Compares one table's rows with its last good read; adds what they explain to *mark.
   void CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st, LeaseWriteMark* mark,
-                        Counters* counters);
+                        Counters* counters, std::vector<Event>* events);
   // Judges the pending holder changes against the counters of the read just added to st->marks.
-  void ResolveHolderChanges(const std::string& table, LeaseTableState* st, Counters* counters);
+  void ResolveHolderChanges(const std::string& table, LeaseTableState* st, Counters* counters,
+                            std::vector<Event>* events);
   void SeedZeroCounters(const PollData& cur, const LockNames* names, Counters* counters);
 
   double takeover_window_seconds_;

@@ -45,6 +45,7 @@ struct Session {
   bool waiting_on_lock = false;  // wait_event_type = 'Lock'
   bool advisory_wait = false;    // ... and wait_event = 'advisory'
   std::vector<int> blocked_by;   // pg_blocking_pids(pid), only when waiting on a lock
+  std::string query;  // only with web.show_query_text: the first 1 KB of pg_stat_activity.query
 
   bool IdleInTransaction() const {
     return state == "idle in transaction" || state == "idle in transaction (aborted)";

@@ -22,4 +22,9 @@ std::string PollIndex::Datname(uint32_t datid) const {
   return it == datnames_.end() ? std::to_string(datid) : it->second;
 }
 
+Identity IdentityOf(const Session* s, int pid) {
+  if (s == nullptr) return Identity{pid, "", "", "", "", ""};
+  return {pid, s->application_name, s->client_addr, s->usename, s->state, s->query};
+}
+
 }  // namespace pglock

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/snapshot.h"
 
 namespace pglock {
 
@@ -26,5 +27,8 @@ class PollIndex {
   std::unordered_map<int, const Session*> by_pid_;
   std::unordered_map<uint32_t, std::string> datnames_;
 };
+
+// The identity of the session `s` (null: only the pid is known) as the view and events show it.
+Identity IdentityOf(const Session* s, int pid);
 
 }  // namespace pglock

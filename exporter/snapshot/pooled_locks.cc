@@ -3,6 +3,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "exporter/snapshot/analyze.h"
 #include "exporter/snapshot/poll_index.h"
 
 namespace pglock {
@@ -15,7 +16,8 @@ std::string ClientLabel(const std::string& application_name, const std::string& 
 
 }  // namespace
 
-void PooledLockTracker::Observe(const PollData& data, Counters* counters) {
+void PooledLockTracker::Observe(const PollData& data, const LockNames* names, Counters* counters,
+                                std::vector<Event>* events) {
   const PollIndex index(data);
   std::set<Id> seen;
   std::set<std::string> readable;  // poolers read at this poll
@@ -56,6 +58,21 @@ void PooledLockTracker::Observe(const PollData& data, Counters* counters) {
         ++lock.inherited;
         if (counters != nullptr)
           counters->pooled_inherited[{p.name, lock.database, lock.user}] += 1;
+        if (events != nullptr) {
+          Event e;
+          e.time = data.now;
+          e.kind = "pooled_lock_inherited";
+          e.datname = lock.database;
+          e.lock = LockLabel(l.key, names);
+          e.pooler = p.name;
+          e.previous = IdentityOf(s, l.pid);
+          e.previous.application_name = lock.last_application_name;
+          e.previous.query.clear();
+          e.current = IdentityOf(s, l.pid);
+          e.previous_holder = lock.current_client;
+          e.current_holder = client;
+          events->push_back(std::move(e));
+        }
       }
       if (!server.linked_client.empty()) lock.last_linked_client = server.linked_client;
       lock.last_application_name = s->application_name;

@@ -14,6 +14,8 @@
 #include <tuple>
 #include <vector>
 
+#include "exporter/collectors/lock_names.h"
+#include "exporter/snapshot/event_log.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/snapshot.h"
 
@@ -38,9 +40,11 @@ struct PooledLock {
 
 class PooledLockTracker {
  public:
-  // Updates the state from one successful poll; counts inheritances into *counters (may be null).
+  // Updates the state from one successful poll; counts inheritances into *counters (may be null)
+  // and appends each as an event to *events (may be null; `names` names the lock there).
   // A pooler that could not be read keeps its state; so does every lock on a tiered poll.
-  void Observe(const PollData& data, Counters* counters);
+  void Observe(const PollData& data, const LockNames* names, Counters* counters,
+               std::vector<Event>* events = nullptr);
 
   // Every tracked lock, candidates included, ordered by pooler, database, user, pid, key.
   std::vector<const PooledLock*> Locks() const;

@@ -16,6 +16,9 @@
 
 namespace pglock {
 
+struct Event;  // exporter/snapshot/event_log.h
+using EventList = std::vector<std::shared_ptr<const Event>>;
+
 // Identity of a session as labels show it.
 struct Identity {
   int pid = 0;
@@ -23,6 +26,7 @@ struct Identity {
   std::string client_addr;
   std::string usename;
   std::string state;
+  std::string query;  // only with web.show_query_text (PollPlan::query_text), at most 1 KB
 };
 
 struct WaitEdge {
@@ -163,6 +167,8 @@ struct TargetSnapshot {
   std::shared_ptr<const TargetView> view;   // null when the last poll failed
   std::vector<CollectorStatus> collectors;  // empty before the first poll
   Counters counters;
+  // The target's recent events, oldest first (web.event_log_size); kept across failed polls.
+  std::shared_ptr<const EventList> events;
 };
 
 }  // namespace pglock

@@ -14,7 +14,7 @@
       The number of payloads received.
   alertlog.py field [--epoch] KEY
       Reads one answer of `wait` on stdin; prints its received_at (KEY received_at) or a field of
-      its alert (startsAt, ...). With --epoch, an RFC 3339 time as Unix time.
+      its alert (startsAt, annotations.runbook_url, ...). With --epoch, an RFC 3339 time as Unix time.
 
 Standard library only (Debian python3).
 """
@@ -131,7 +131,12 @@ def cmd_count(args):
 
 def cmd_field(args):
     answer = json.load(sys.stdin)
-    value = answer["received_at"] if args.key == "received_at" else answer["alert"].get(args.key, "")
+    if args.key == "received_at":
+        value = answer["received_at"]
+    else:  # "startsAt", or a dotted path such as "annotations.runbook_url"
+        value = answer["alert"]
+        for part in args.key.split("."):
+            value = value.get(part, "") if isinstance(value, dict) else ""
     if args.epoch:
         # Alertmanager prints nanoseconds and "Z": what fromisoformat reads before Python 3.11.
         value = re.sub(r"(\.\d{6})\d+", r"\1", value).replace("Z", "+00:00")

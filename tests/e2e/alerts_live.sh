@@ -488,6 +488,20 @@ say "  b: PglockLockAboutToBeDropped was firing ${b_lead}s before the drop (run 
 expect_alert b 30 PglockAdvisoryLockLost firing target=e2e severity=critical lock=rebuild:run \
   cause=idle_in_transaction_timeout datname=postgres
 expect_alert b 30 PglockAdvisoryLockTakeover firing target=e2e severity=critical lock=rebuild:run datname=postgres
+# The links in a fired alert are served by the exporter that raised it (runbook and on-call page).
+for link in annotations.runbook_url annotations.locks_url; do
+  url=$("$py" "$here/alertlog.py" field "$link" <"$tmp/last_alert.json")
+  [[ $url == "$exporter_url/"* ]] || fail "$link of PglockAdvisoryLockTakeover is not on the exporter: $url"
+  code=$(curl -s -o "$tmp/link.body" -w '%{http_code}' "$url")
+  [[ $code == 200 ]] || fail "$link $url answers $code, not 200"
+  if [[ $link == *locks_url ]]; then
+    grep -q 'lock_takeover' "$tmp/link.body" && grep -q 'rebuild:run' "$tmp/link.body" ||
+      fail "$url does not show the takeover of rebuild:run"
+  else
+    grep -q '<h1>PglockAdvisoryLockTakeover</h1>' "$tmp/link.body" || fail "$url is not the runbook"
+  fi
+  say "  b: $link $url answers 200"
+done
 
 # d: the takeover.
 expect_alert d 30 PglockLeaseExpiredTakeover firing target=e2e severity=warning lease=mail-checks kind=expired_takeover

@@ -1,0 +1,23 @@
+# Turns alerts/runbooks/*.md into a C++ source with one entry per file (name without ".md", text),
+# served by the exporter at /runbooks/<name> (exporter/http/runbooks.h). Invoked by
+# add_custom_command with -DOUT=... -DMD_FILES=a,b,c.
+set(body "// Generated from alerts/runbooks/*.md by cmake/embed_runbooks.cmake. Do not edit.\n")
+string(APPEND body "#include \"exporter/http/runbooks.h\"\n\nnamespace pglock {\n\n")
+string(APPEND body "const std::vector<Runbook>& Runbooks() {\n  static const std::vector<Runbook> kRunbooks = {\n")
+string(REPLACE "," ";" MD_FILES "${MD_FILES}")
+list(SORT MD_FILES)
+foreach(f IN LISTS MD_FILES)
+  get_filename_component(name "${f}" NAME_WE)
+  if(NOT name MATCHES "^[A-Za-z0-9_-]+$")
+    message(FATAL_ERROR "${f}: a runbook name must be letters, digits, _ and -")
+  endif()
+  file(READ "${f}" text)
+  string(FIND "${text}" ")pglock_md\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${f} contains the raw string delimiter")
+  endif()
+  string(APPEND body "      {\"${name}\", R\"pglock_md(${text})pglock_md\"},\n")
+endforeach()
+string(APPEND body "  };\n  return kRunbooks;\n}\n\n}  // namespace pglock\n")
+file(WRITE "${OUT}.tmp" "${body}")
+file(COPY_FILE "${OUT}.tmp" "${OUT}" ONLY_IF_DIFFERENT)

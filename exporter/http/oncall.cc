@@ -1,0 +1,448 @@
+#include "exporter/http/oncall.h"
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <set>
+
+#include "exporter/http/server.h"
+#include "exporter/log.h"
+#include "exporter/snapshot/event_log.h"
+
+namespace pglock {
+namespace {
+
+// How deep the forest is followed: a chain longer than this is cut (and a cycle is a deadlock,
+// which PostgreSQL resolves within deadlock_timeout).
+constexpr int kMaxForestDepth = 32;
+
+struct LeaseItem {
+  std::string table;
+  const LeaseView* lease;
+  const char* state;  // "expired", "expiring", "held too long"
+};
+
+// What one target shows after ?lock= narrowed it.
+struct TargetPart {
+  const TargetSnapshot* snap = nullptr;
+  std::vector<WaitEdge> waits;
+  std::vector<WaitNode> forest;
+  std::vector<const HeldLock*> held;
+  std::vector<const IdleHolder*> idle;
+  std::vector<std::pair<std::string, const PooledLockRow*>> pooled;  // pooler, lock
+  std::vector<LeaseItem> leases;
+  int64_t leases_fine = 0;           // held leases needing no look
+  std::vector<const Event*> events;  // oldest first
+  int64_t waiters = 0;               // exact, over the target's databases
+  int64_t held_total = 0;
+};
+
+bool Match(const std::string& want, const std::string& have) {
+  return want.empty() || want == have;
+}
+
+const char* LeaseState(const LeaseView& l) {
+  if (!l.held || l.expires_in <= 0) return "expired";
+  if (l.expires_in < kLeaseExpiringSeconds) return "expiring";
+  if (l.age > kLeaseHeldTooLongSeconds) return "held too long";
+  return nullptr;
+}
+
+TargetPart Select(const TargetSnapshot& snap, const LocksFilter& f) {
+  TargetPart t;
+  t.snap = &snap;
+  if (snap.events) {
+    for (const auto& e : *snap.events) {
+      if (f.lock.empty() || e->lock == f.lock || e->lease == f.lock) t.events.push_back(e.get());
+    }
+  }
+  if (!snap.view) return t;
+  const TargetView& v = *snap.view;
+  for (const auto& [db, agg] : v.databases) {
+    t.waiters += agg.advisory_waiters;
+    t.held_total += agg.advisory_locks_held;
+  }
+  std::set<int> pids;  // sessions involved with the lock asked for
+  for (const WaitEdge& w : v.waits) {
+    if (!Match(f.lock, w.lock)) continue;
+    t.waits.push_back(w);
+    pids.insert(w.blocker.pid);
+  }
+  t.forest = BuildWaitForest(t.waits);
+  for (const HeldLock& h : v.held) {
+    if (!Match(f.lock, h.lock)) continue;
+    t.held.push_back(&h);
+    pids.insert(h.holder.pid);
+  }
+  for (const IdleHolder& h : v.idle_holders) {
+    if (f.lock.empty() || pids.count(h.holder.pid) != 0) t.idle.push_back(&h);
+  }
+  for (const PoolerView& p : v.poolers) {
+    for (const PooledLockRow& l : p.locks) {
+      if (Match(f.lock, l.lock)) t.pooled.push_back({p.name, &l});
+    }
+  }
+  for (const LeaseTableView& table : v.leases) {
+    for (const LeaseView& l : table.leases) {
+      if (!Match(f.lock, l.lease)) continue;
+      if (const char* state = LeaseState(l)) {
+        t.leases.push_back({table.table, &l, state});
+      } else {
+        ++t.leases_fine;
+      }
+    }
+  }
+  return t;
+}
+
+std::vector<TargetPart> SelectAll(const SnapshotList& snapshots, const LocksFilter& f) {
+  std::vector<TargetPart> out;
+  for (const auto& s : snapshots) {
+    if (s && Match(f.target, s->target)) out.push_back(Select(*s, f));
+  }
+  return out;
+}
+
+void Grow(WaitNode* node, const std::multimap<int, const WaitEdge*>& by_blocker,
+          std::set<int>* on_path, int depth) {
+  if (depth >= kMaxForestDepth) return;
+  const auto [begin, end] = by_blocker.equal_range(node->session.pid);
+  for (auto it = begin; it != end; ++it) {
+    const WaitEdge& e = *it->second;
+    if (on_path->count(e.waiter.pid) != 0) continue;  // a cycle
+    WaitNode child{e.waiter, e.datname, e.lock, e.seconds, {}};
+    on_path->insert(e.waiter.pid);
+    Grow(&child, by_blocker, on_path, depth + 1);
+    on_path->erase(e.waiter.pid);
+    node->waiters.push_back(std::move(child));
+  }
+}
+
+// --- text helpers ---
+
+std::string H(const std::string& s) { return HtmlEscape(s); }
+std::string J(const std::string& s) { return "\"" + JsonEscape(s) + "\""; }
+std::string Addr(const std::string& a) { return a.empty() ? "local" : a; }
+
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+std::string Secs(double v) {
+  char buf[32];
+  if (v < 0) {
+    std::snprintf(buf, sizeof buf, "%.0f s overdue", -v);
+  } else if (v < 120) {
+    std::snprintf(buf, sizeof buf, "%.1f s", v);
+  } else if (v < 7200) {
+    std::snprintf(buf, sizeof buf, "%.0f min %02.0f s", std::floor(v / 60), std::fmod(v, 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f h", v / 3600);
+  }
+  return buf;
+}
+
+std::string Utc(double epoch) {
+  const auto t = static_cast<std::time_t>(epoch);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%SZ", &tm);
+  return buf;
+}
+
+// --- HTML ---
+
+std::string WhoHtml(const Identity& id) {
+  std::string o = "<b>pid " + std::to_string(id.pid) + "</b> <span class=app>" +
+                  H(id.application_name.empty() ? "(no application_name)" : id.application_name) +
+                  "</span> " + H(id.usename) + "@" + H(Addr(id.client_addr));
+  if (!id.state.empty()) o += " <span class=st>" + H(id.state) + "</span>";
+  if (!id.query.empty()) o += "<pre class=q>" + H(id.query) + "</pre>";
+  return o;
+}
+
+void NodeHtml(const WaitNode& n, std::string* o) {
+  *o += "<li>";
+  if (!n.lock.empty()) {
+    *o += "waits <b>" + H(Secs(n.seconds)) + "</b> for <span class=lock>" + H(n.lock) +
+          "</span> (" + H(n.datname) + "): ";
+  }
+  *o += WhoHtml(n.session);
+  if (!n.waiters.empty()) {
+    *o += "<ul>";
+    for (const WaitNode& w : n.waiters) NodeHtml(w, o);
+    *o += "</ul>";
+  }
+  *o += "</li>\n";
+}
+
+std::string EventWho(const Identity& id, const std::string& holder) {
+  if (id.pid != 0) {
+    return "pid " + std::to_string(id.pid) + " " + id.application_name + " " + id.usename + "@" +
+           Addr(id.client_addr) + (holder.empty() ? "" : " (" + holder + ")");
+  }
+  return holder;
+}
+
+void TargetHtml(const TargetPart& t, std::string* o) {
+  const TargetSnapshot& s = *t.snap;
+  *o += "<section><h2>" + H(s.target) + " <span class=\"" + (s.up ? "up" : "down") + "\">" +
+        H(s.state) + "</span></h2>\n";
+  if (!s.up && !s.last_error.empty()) *o += "<p class=down>" + H(s.last_error) + "</p>\n";
+  if (s.view) {
+    *o += "<h3>Waits (" + std::to_string(t.waiters) + " advisory waiters)</h3>\n";
+    if (t.forest.empty()) {
+      *o += "<p>Nobody waits.</p>\n";
+    } else {
+      *o += "<ul class=forest>\n";
+      for (const WaitNode& n : t.forest) NodeHtml(n, o);
+      *o += "</ul>\n";
+    }
+    if (static_cast<int64_t>(t.waits.size()) < t.waiters) {
+      *o += "<p class=note>The longest waits are shown (poll.top_n).</p>\n";
+    }
+    *o += "<h3>Advisory lock holders (" + std::to_string(t.held_total) + ")</h3>\n";
+    if (!t.held.empty()) {
+      *o += "<table><tr><th>lock</th><th>held</th><th>holder</th><th>db</th><th>scope</th></tr>\n";
+      for (const HeldLock* h : t.held) {
+        *o += "<tr><td class=lock>" + H(h->lock) + "</td><td>" + H(Secs(h->seconds)) + "</td><td>" +
+              WhoHtml({h->holder.pid, h->holder.application_name, h->holder.client_addr,
+                       h->holder.usename, h->holder.state, ""}) +
+              "</td><td>" + H(h->datname) + "</td><td>" + H(h->scope) + "</td></tr>\n";
+      }
+      *o += "</table>\n";
+    }
+    *o += "<h3>Idle in transaction, holding or blocking</h3>\n";
+    if (t.idle.empty()) *o += "<p>None.</p>\n";
+    if (!t.idle.empty()) {
+      *o +=
+          "<table><tr><th>time left</th><th>idle</th><th>session</th><th>db</th><th>holds</th>"
+          "</tr>\n";
+      for (const IdleHolder* h : t.idle) {
+        *o += "<tr><td" + std::string(h->remaining && *h->remaining < 60 ? " class=down" : "") +
+              ">" + (h->remaining ? H(Secs(*h->remaining)) : "no timeout") + "</td><td>" +
+              H(Secs(h->seconds)) + "</td><td>" + WhoHtml(h->holder) + "</td><td>" + H(h->datname) +
+              "</td><td>" + H(h->holds) + "</td></tr>\n";
+      }
+      *o += "</table>\n";
+    }
+    if (!t.pooled.empty()) {
+      *o +=
+          "<h3>Session locks on pooled connections</h3>\n<table><tr><th>lock</th><th>pooler"
+          "</th><th>pool</th><th>server pid</th><th>first client</th><th>current client</th>"
+          "<th>held</th><th>inherited</th></tr>\n";
+      for (const auto& [pooler, l] : t.pooled) {
+        *o += "<tr><td class=lock>" + H(l->lock) + "</td><td>" + H(pooler) + "</td><td>" +
+              H(l->database) + "/" + H(l->user) + "</td><td>" + std::to_string(l->pid) +
+              "</td><td>" + H(l->first_client) + "</td><td>" + H(l->current_client) + "</td><td>" +
+              H(Secs(l->seconds)) + "</td><td>" + std::to_string(l->inherited) + "</td></tr>\n";
+      }
+      *o += "</table>\n";
+    }
+    *o += "<h3>Leases needing a look</h3>\n";
+    if (!t.leases.empty()) {
+      *o +=
+          "<table><tr><th>lease</th><th>state</th><th>expires in</th><th>age</th><th>holder"
+          "</th><th>table</th></tr>\n";
+      for (const LeaseItem& l : t.leases) {
+        *o += "<tr><td class=lock>" + H(l.lease->lease) + "</td><td class=down>" + l.state +
+              "</td><td>" + H(Secs(l.lease->expires_in)) + "</td><td>" + H(Secs(l.lease->age)) +
+              "</td><td>" + H(l.lease->holder) + "</td><td>" + H(l.table) + "</td></tr>\n";
+      }
+      *o += "</table>\n";
+    }
+    *o += "<p>" + std::to_string(t.leases_fine) + " other leases held normally.</p>\n";
+  }
+  *o += "<h3>Recent events</h3>\n";
+  if (t.events.empty()) *o += "<p>None since the exporter started.</p>\n";
+  if (!t.events.empty()) {
+    *o +=
+        "<table><tr><th>time (database clock)</th><th>event</th><th>lock / lease</th><th>before"
+        "</th><th>after</th></tr>\n";
+    size_t shown = 0;
+    for (auto it = t.events.rbegin(); it != t.events.rend() && shown < kPageEvents; ++it, ++shown) {
+      const Event& e = **it;
+      const bool bad = e.kind == "lock_lost" || e.kind == "lock_takeover" ||
+                       e.kind == "lease_overlap" || e.kind == "lease_expired_takeover" ||
+                       e.kind == "pooled_lock_inherited";
+      *o += "<tr><td>" + H(Utc(e.time)) + "</td><td" + (bad ? " class=down" : "") + ">" +
+            H(e.kind) + (e.cause.empty() ? "" : " <b>" + H(e.cause) + "</b>") + "</td><td>" +
+            "<span class=lock>" + H(e.lock.empty() ? e.lease : e.lock) + "</span> " +
+            H(e.table.empty() ? e.datname : e.table) + "</td><td>" +
+            H(EventWho(e.previous, e.previous_holder)) + "</td><td>" +
+            H(EventWho(e.current, e.current_holder)) + "</td></tr>\n";
+    }
+    *o += "</table>\n";
+  }
+  *o += "</section>\n";
+}
+
+// --- JSON ---
+
+std::string IdentityJson(const Identity& id) {
+  std::string o = "\"pid\":" + std::to_string(id.pid) +
+                  ",\"application_name\":" + J(id.application_name) +
+                  ",\"usename\":" + J(id.usename) + ",\"client_addr\":" + J(id.client_addr) +
+                  ",\"state\":" + J(id.state);
+  if (!id.query.empty()) o += ",\"query\":" + J(id.query);
+  return o;
+}
+
+void NodeJson(const WaitNode& n, std::string* o) {
+  *o += "{" + IdentityJson(n.session) + ",\"datname\":" + J(n.datname) + ",\"lock\":" + J(n.lock) +
+        ",\"wait_seconds\":" + Num(n.seconds) + ",\"waiters\":[";
+  for (size_t i = 0; i < n.waiters.size(); ++i) {
+    if (i > 0) *o += ",";
+    NodeJson(n.waiters[i], o);
+  }
+  *o += "]}";
+}
+
+template <typename T, typename F>
+void JsonArray(const std::vector<T>& items, F each, std::string* o) {
+  *o += "[";
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) *o += ",";
+    each(items[i]);
+  }
+  *o += "]";
+}
+
+void TargetJson(const TargetPart& t, std::string* o) {
+  const TargetSnapshot& s = *t.snap;
+  *o += "{\"target\":" + J(s.target) + ",\"up\":" + (s.up ? "true" : "false") +
+        ",\"state\":" + J(s.state) + ",\"last_error\":" + J(s.up ? "" : s.last_error) +
+        ",\"server_version\":" + J(s.server_version) +
+        ",\"advisory_waiters\":" + std::to_string(t.waiters) +
+        ",\"advisory_locks_held\":" + std::to_string(t.held_total) + ",\"wait_forest\":";
+  JsonArray(
+      t.forest, [&](const WaitNode& n) { NodeJson(n, o); }, o);
+  *o += ",\"held\":";
+  JsonArray(
+      t.held,
+      [&](const HeldLock* h) {
+        *o += "{\"lock\":" + J(h->lock) + ",\"datname\":" + J(h->datname) + "," +
+              IdentityJson(h->holder) + ",\"scope\":" + J(h->scope) +
+              ",\"held_seconds\":" + Num(h->seconds) + "}";
+      },
+      o);
+  *o += ",\"idle_in_transaction\":";
+  JsonArray(
+      t.idle,
+      [&](const IdleHolder* h) {
+        *o += "{\"datname\":" + J(h->datname) + "," + IdentityJson(h->holder) +
+              ",\"holds\":" + J(h->holds) + ",\"idle_seconds\":" + Num(h->seconds) +
+              ",\"timeout_remaining_seconds\":" + (h->remaining ? Num(*h->remaining) : "null") +
+              "}";
+      },
+      o);
+  *o += ",\"pooled_locks\":";
+  JsonArray(
+      t.pooled,
+      [&](const std::pair<std::string, const PooledLockRow*>& p) {
+        const PooledLockRow& l = *p.second;
+        *o += "{\"pooler\":" + J(p.first) + ",\"database\":" + J(l.database) +
+              ",\"user\":" + J(l.user) + ",\"lock\":" + J(l.lock) +
+              ",\"pid\":" + std::to_string(l.pid) + ",\"first_client\":" + J(l.first_client) +
+              ",\"current_client\":" + J(l.current_client) + ",\"held_seconds\":" + Num(l.seconds) +
+              ",\"inherited\":" + std::to_string(l.inherited) + "}";
+      },
+      o);
+  *o += ",\"leases\":";
+  JsonArray(
+      t.leases,
+      [&](const LeaseItem& l) {
+        *o += "{\"table\":" + J(l.table) + ",\"lease\":" + J(l.lease->lease) +
+              ",\"state\":" + J(l.state) + ",\"holder\":" + J(l.lease->holder) +
+              ",\"age_seconds\":" + Num(l.lease->age) +
+              ",\"expires_in_seconds\":" + Num(l.lease->expires_in) + "}";
+      },
+      o);
+  *o += ",\"leases_held_normally\":" + std::to_string(t.leases_fine) + ",\"events\":";
+  JsonArray(
+      t.events, [&](const Event* e) { *o += EventJson(*e); }, o);
+  *o += "}";
+}
+
+const char* kStyle =
+    "body{font-family:sans-serif;margin:0;padding:.5em;font-size:15px}"
+    "h1{font-size:1.3em;margin:.2em 0}h2{font-size:1.15em;border-bottom:2px solid #888}"
+    "h3{font-size:1em;margin:.8em 0 .3em}section{margin-bottom:1.5em}"
+    "table{border-collapse:collapse;display:block;overflow-x:auto;max-width:100%}"
+    "td,th{border:1px solid #ccc;padding:.2em .4em;text-align:left;vertical-align:top}"
+    "ul.forest,ul.forest ul{padding-left:1.2em}ul.forest li{margin:.2em 0}"
+    ".up{color:#070}.down{color:#b00}.lock{font-family:monospace;background:#eef}"
+    ".app{color:#036}.st{color:#555;font-style:italic}.note{color:#555}"
+    "pre.q{white-space:pre-wrap;word-break:break-all;background:#f4f4f4;margin:.2em 0;"
+    "padding:.2em;font-size:.9em}form input{max-width:10em}";
+
+}  // namespace
+
+std::vector<WaitNode> BuildWaitForest(const std::vector<WaitEdge>& edges) {
+  std::multimap<int, const WaitEdge*> by_blocker;
+  std::set<int> waiters;
+  for (const WaitEdge& e : edges) {
+    by_blocker.emplace(e.blocker.pid, &e);
+    waiters.insert(e.waiter.pid);
+  }
+  std::vector<WaitNode> forest;
+  std::set<int> rooted;
+  const auto add_root = [&](const Identity& who) {
+    if (!rooted.insert(who.pid).second) return;
+    WaitNode root{who, "", "", 0, {}};
+    std::set<int> on_path = {who.pid};
+    Grow(&root, by_blocker, &on_path, 0);
+    forest.push_back(std::move(root));
+  };
+  for (const WaitEdge& e : edges) {
+    if (waiters.count(e.blocker.pid) == 0) add_root(e.blocker);
+  }
+  if (forest.empty() && !edges.empty()) add_root(edges.front().blocker);  // only cycles
+  return forest;
+}
+
+std::string RenderLocksPage(const SnapshotList& snapshots, const LocksFilter& filter) {
+  std::string o =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+      "<meta http-equiv=\"refresh\" content=\"" +
+      std::to_string(kPageRefreshSeconds) + "\"><title>Locks - pglock_exporter</title><style>" +
+      kStyle +
+      "</style></head><body>\n<h1>Locks</h1>\n<p><a href=\"/\">pglock_exporter</a> &middot; "
+      "<a href=\"/runbooks/README\">runbooks</a> &middot; JSON: <a href=\"/api/v1/locks\">locks"
+      "</a>, <a href=\"/api/v1/events\">events</a> &middot; refreshes every " +
+      std::to_string(kPageRefreshSeconds) +
+      " s</p>\n<form method=get action=\"/locks\">target <input name=target value=\"" +
+      H(filter.target) + "\"> lock or lease <input name=lock value=\"" + H(filter.lock) +
+      "\"> <button>narrow</button></form>\n";
+  const std::vector<TargetPart> parts = SelectAll(snapshots, filter);
+  if (parts.empty()) o += "<p>No target matches.</p>\n";
+  for (const TargetPart& t : parts) TargetHtml(t, &o);
+  return o + "</body></html>\n";
+}
+
+std::string RenderLocksJson(const SnapshotList& snapshots, const LocksFilter& filter) {
+  std::string o = "{\"targets\":";
+  JsonArray(
+      SelectAll(snapshots, filter), [&](const TargetPart& t) { TargetJson(t, &o); }, &o);
+  return o + "}\n";
+}
+
+std::string RenderEventsJson(const SnapshotList& snapshots, const LocksFilter& filter) {
+  std::string o = "{\"events\":[";
+  bool first = true;
+  for (const TargetPart& t : SelectAll(snapshots, filter)) {
+    for (const Event* e : t.events) {
+      if (!first) o += ",";
+      first = false;
+      o += EventJson(*e);
+    }
+  }
+  return o + "]}\n";
+}
+
+}  // namespace pglock

@@ -1,0 +1,64 @@
+// The on-call event log (SPEC 4.10): what happened to a lock or lease between two polls, with the
+// identity of the session or holder before and after. EventTracker (events.h) produces events at
+// the same points where it counts them; the poller stamps the target, logs each event once and
+// appends it to the target's EventLog, whose contents are published with every snapshot.
+// Event is plain data. EventLog is thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exporter/snapshot/snapshot.h"
+#include "exporter/util/thread_annotations.h"
+
+namespace pglock {
+
+struct Event {
+  double time = 0;     // server epoch seconds: now() of the poll that saw it
+  std::string target;  // set by the poller
+  // "lock_lost" (cause), "lock_takeover", "lock_handover", "lock_released" (cause
+  // "session_closed"), "lease_<transition kind>", "pooled_lock_inherited".
+  std::string kind;
+  std::string cause;  // loss cause, release reason; "" otherwise
+  std::string datname;
+  std::string lock;   // configured name or rendered key; pooled locks too
+  std::string table;  // lease events
+  std::string lease;
+  std::string pooler;  // pooled_lock_inherited
+  // Sessions before and after (pid 0: none or unknown). For leases and pooled clients the holder
+  // text is in previous_holder / current_holder.
+  Identity previous;
+  Identity current;
+  std::string previous_holder;
+  std::string current_holder;
+};
+
+// One JSON object for an event (fields as in the README's /api/v1/events schema); any bytes in
+// the strings give valid JSON.
+std::string EventJson(const Event& e);
+// "key=value ..." for text logs; values quoted with Go-style escapes when needed.
+std::string EventText(const Event& e);
+
+// The last `capacity` events of a target, oldest first.
+class EventLog {
+ public:
+  explicit EventLog(size_t capacity) : capacity_(capacity) {}
+  EventLog(const EventLog&) = delete;
+  EventLog& operator=(const EventLog&) = delete;
+
+  void Append(std::vector<Event> events) EXCLUDES(mu_);
+  // The current contents. The same list object is returned until the next Append that adds
+  // something, so a snapshot set that did not change keeps its cached pages.
+  std::shared_ptr<const EventList> Contents() const EXCLUDES(mu_);
+
+ private:
+  const size_t capacity_;
+  mutable Mutex mu_;
+  std::deque<std::shared_ptr<const Event>> ring_ GUARDED_BY(mu_);
+  mutable std::shared_ptr<const EventList> contents_ GUARDED_BY(mu_);  // null: stale
+};
+
+}  // namespace pglock

@@ -1,0 +1,104 @@
+// Pure parts of the on-call view: the wait forest, the Markdown converter, the runbook table, the
+// page cache and the event log's JSON and text forms.
+#include "exporter/http/oncall.h"
+
+#include <gtest/gtest.h>
+
+#include "exporter/http/markdown.h"
+#include "exporter/http/page_cache.h"
+#include "exporter/http/runbooks.h"
+#include "exporter/snapshot/event_log.h"
+
+namespace pglock {
+namespace {
+
+WaitEdge Edge(int waiter, int blocker, double seconds) {
+  WaitEdge e;
+  e.lock = "k";
+  e.waiter.pid = waiter;
+  e.blocker.pid = blocker;
+  e.seconds = seconds;
+  return e;
+}
+
+TEST(WaitForest, RootsAreBlockersThatWaitForNothing) {
+  // 1 blocks 2 and 3; 3 blocks 4. 9 <-> 8 is a cycle without a root.
+  const auto forest = BuildWaitForest({Edge(2, 1, 5), Edge(3, 1, 4), Edge(4, 3, 1)});
+  ASSERT_EQ(forest.size(), 1u);
+  EXPECT_EQ(forest[0].session.pid, 1);
+  ASSERT_EQ(forest[0].waiters.size(), 2u);
+  EXPECT_EQ(forest[0].waiters[1].session.pid, 3);
+  ASSERT_EQ(forest[0].waiters[1].waiters.size(), 1u);
+  EXPECT_EQ(forest[0].waiters[1].waiters[0].session.pid, 4);
+  const auto cycle = BuildWaitForest({Edge(9, 8, 1), Edge(8, 9, 1)});
+  ASSERT_EQ(cycle.size(), 1u);
+  EXPECT_EQ(cycle[0].waiters.size(), 1u);
+  EXPECT_TRUE(cycle[0].waiters[0].waiters.empty());
+}
+
+TEST(Markdown, EscapesEverythingAndKeepsOnlySafeLinks) {
+  const std::string html = MarkdownToHtml(
+      "# T <x>\n\ntext with `<code>` and **bold** and [next](Other.md#a) "
+      "[bad](javascript:alert(1))\n\n- one\n- two\n\n| a | b |\n|---|---|\n| `x|y` | <i> |\n\n"
+      "```\n<script>\n```\n");
+  EXPECT_NE(html.find("<h1>T &lt;x&gt;</h1>"), std::string::npos) << html;
+  EXPECT_NE(html.find("<code>&lt;code&gt;</code>"), std::string::npos);
+  EXPECT_NE(html.find("<strong>bold</strong>"), std::string::npos);
+  EXPECT_NE(html.find("<a href=\"/runbooks/Other#a\">next</a>"), std::string::npos);
+  EXPECT_EQ(html.find("javascript"), std::string::npos);
+  EXPECT_NE(html.find("<ul>\n<li>one</li>\n<li>two</li>\n</ul>"), std::string::npos);
+  EXPECT_NE(html.find("<td><code>x|y</code></td><td>&lt;i&gt;</td>"), std::string::npos);
+  EXPECT_NE(html.find("<pre><code>&lt;script&gt;\n</code></pre>"), std::string::npos);
+}
+
+TEST(Runbooks, EveryAlertHasOneAndNamesAreExact) {
+  EXPECT_NE(FindRunbook("PglockAdvisoryLockLost"), nullptr);
+  EXPECT_NE(FindRunbook("README"), nullptr);
+  EXPECT_EQ(FindRunbook("../README"), nullptr);
+  EXPECT_EQ(FindRunbook("PglockAdvisoryLockLost.md"), nullptr);
+  EXPECT_EQ(FindRunbook(""), nullptr);
+  EXPECT_GE(Runbooks().size(), 15u);
+}
+
+TEST(PageCache, RendersOncePerSnapshotSetAndVariant) {
+  PageCache cache;
+  auto a = std::make_shared<const TargetSnapshot>();
+  int renders = 0;
+  const auto render = [&] { return std::to_string(++renders); };
+  EXPECT_EQ(*cache.Get({a}, "x", render), "1");
+  EXPECT_EQ(*cache.Get({a}, "x", render), "1");
+  EXPECT_EQ(*cache.Get({a}, "y", render), "2");
+  auto b = std::make_shared<const TargetSnapshot>();
+  EXPECT_EQ(*cache.Get({b}, "x", render), "3");
+  EXPECT_EQ(cache.renders(), 3u);
+}
+
+TEST(EventLog, BoundedOldestFirstAndSameListUntilAppend) {
+  EventLog log(2);
+  log.Append({Event{1}, Event{2}, Event{3}});
+  const auto c = log.Contents();
+  ASSERT_EQ(c->size(), 2u);
+  EXPECT_EQ((*c)[0]->time, 2);
+  EXPECT_EQ(log.Contents(), c);
+  log.Append({Event{4}});
+  EXPECT_NE(log.Contents(), c);
+  EXPECT_EQ(log.Contents()->back()->time, 4);
+}
+
+TEST(EventLog, AnyBytesGiveValidJsonAndOneTextLine) {
+  Event e;
+  e.kind = "lock_lost";
+  e.lock = std::string("a\"b\\\n\x01\xff\xfe", 8);
+  e.previous.pid = 7;
+  e.previous.application_name = "app name";
+  const std::string json = EventJson(e);
+  EXPECT_NE(json.find("\"lock\":\"a\\\"b\\\\\\n\\u0001\xEF\xBF\xBD\xEF\xBF\xBD\""),
+            std::string::npos)
+      << json;
+  const std::string text = EventText(e);
+  EXPECT_EQ(text.find('\n'), std::string::npos) << text;
+  EXPECT_NE(text.find("previous_application_name=\"app name\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pglock

@@ -1,0 +1,246 @@
+// The on-call view (SPEC 4.10) against a real PostgreSQL and the real HTTP server: /locks and the
+// JSON APIs during seed scenarios (a wait, the seed 004 loss and takeover), query texts only when
+// enabled, hostile names escaped, the event log, runbooks.
+#include "exporter/http/oncall.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "exporter/http/server.h"
+#include "exporter/poll/poller.h"
+#include "tests/support/pg_environment.h"
+
+namespace pglock {
+namespace {
+
+using testing::Pg;
+using testing::TestSession;
+using testing::WaitFor;
+
+constexpr const char* kHostileLock = "<script>alert('lock')</script>&\"";
+constexpr const char* kHostileApp = "<img src=x onerror=alert(1)>";
+
+TargetConfig Target() {
+  TargetConfig t;
+  t.name = "oncall";
+  t.dsn = Pg().Dsn();
+  LockNameConfig hostile;
+  hostile.name = kHostileLock;
+  hostile.kind = LockNameConfig::Kind::kBigint;
+  hostile.key = 4242;
+  LockNameConfig rebuild;
+  rebuild.name = "rebuild:run";
+  rebuild.kind = LockNameConfig::Kind::kBigintText;
+  rebuild.key_text = "rebuild:run";
+  t.locks = {hostile, rebuild};
+  return t;
+}
+
+PollConfig Poll(bool query_text = false) {
+  PollConfig p;
+  p.interval = Duration(500);
+  p.timeout = Duration(3000);
+  p.query_text = query_text;
+  return p;
+}
+
+struct Response {
+  int code = 0;
+  std::string body;
+};
+
+Response Get(const std::string& url) {
+  Response r;
+  FILE* p = popen(("curl -s --max-time 5 -w '\\n%{http_code}' '" + url + "'").c_str(), "r");
+  char buf[4096];
+  size_t n = 0;
+  while (p != nullptr && (n = fread(buf, 1, sizeof buf, p)) > 0) r.body.append(buf, n);
+  if (p != nullptr) pclose(p);
+  const auto nl = r.body.rfind('\n');
+  if (nl != std::string::npos) {
+    r.code = std::atoi(r.body.c_str() + nl + 1);
+    r.body.resize(nl);
+  }
+  return r;
+}
+
+bool ValidJson(const std::string& text) {
+  FILE* p = popen("python3 -c 'import json,sys; json.load(sys.stdin)'", "w");
+  if (p == nullptr) return false;
+  fwrite(text.data(), 1, text.size(), p);
+  return pclose(p) == 0;
+}
+
+// A poller serving its snapshots over HTTP on a free port.
+class Served {
+ public:
+  explicit Served(PollConfig poll) : poller_(Target(), poll) {
+    WebConfig web;
+    web.listen_address = "127.0.0.1:0";
+    std::string error;
+    server_ = HttpServer::Start(
+        web, [this] { return SnapshotList{poller_.Latest()}; }, BuildInfo{"test", "test"}, &error);
+    EXPECT_NE(server_, nullptr) << error;
+  }
+  Poller& poller() { return poller_; }
+  std::string Url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(server_->ListeningPorts().at(0)) + path;
+  }
+
+ private:
+  Poller poller_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST(OnCall, WaitForestShowsBlockerAndWaiterEscapedAndQueryTextOnlyWhenEnabled) {
+  for (const bool query_text : {false, true}) {
+    SCOPED_TRACE(query_text ? "show_query_text = true" : "show_query_text = false");
+    Served s(Poll(query_text));
+    TestSession holder(Pg().Dsn() + " application_name='" + kHostileApp + "'");
+    holder.Query("SELECT pg_advisory_lock(4242), 'blocker-secret-text' AS marker");
+    TestSession waiter(Pg().Dsn() + " application_name=waiter-app");
+    waiter.Send("SELECT pg_advisory_lock(4242) /* waiter-secret-text */");
+    ASSERT_TRUE(WaitFor(10, [&] {
+      return Pg().Scalar("SELECT count(*) FROM pg_locks WHERE NOT granted AND pid = " +
+                         std::to_string(waiter.Pid())) == "1";
+    }));
+    s.poller().PollOnceForTest();
+    const Response page = Get(s.Url("/locks"));
+    ASSERT_EQ(page.code, 200);
+    EXPECT_NE(page.body.find("pid " + std::to_string(holder.Pid())), std::string::npos);
+    EXPECT_NE(page.body.find("pid " + std::to_string(waiter.Pid())), std::string::npos);
+    EXPECT_NE(page.body.find("&lt;script&gt;alert(&#39;lock&#39;)&lt;/script&gt;&amp;&quot;"),
+              std::string::npos);
+    EXPECT_NE(page.body.find("&lt;img src=x onerror=alert(1)&gt;"), std::string::npos);
+    EXPECT_EQ(page.body.find("<script>"), std::string::npos);
+    EXPECT_EQ(page.body.find("<img"), std::string::npos);
+    EXPECT_NE(page.body.find("http-equiv=\"refresh\""), std::string::npos);
+    EXPECT_EQ(page.body.find("blocker-secret-text") != std::string::npos, query_text);
+    EXPECT_EQ(page.body.find("waiter-secret-text") != std::string::npos, query_text);
+
+    const Response api = Get(s.Url("/api/v1/locks?target=oncall"));
+    ASSERT_EQ(api.code, 200);
+    EXPECT_TRUE(ValidJson(api.body)) << api.body;
+    EXPECT_NE(api.body.find("\"pid\":" + std::to_string(holder.Pid())), std::string::npos);
+    EXPECT_NE(api.body.find("\"pid\":" + std::to_string(waiter.Pid())), std::string::npos);
+    EXPECT_NE(api.body.find("\"lock\":\"<script>alert('lock')</script>&\\\"\""), std::string::npos);
+    EXPECT_EQ(api.body.find("blocker-secret-text") != std::string::npos, query_text);
+
+    // ?lock= and ?target= narrow it.
+    EXPECT_EQ(Get(s.Url("/api/v1/locks?lock=sweep")).body.find("waiter-app"), std::string::npos);
+    EXPECT_EQ(Get(s.Url("/locks?target=other")).body.find("waiter-app"), std::string::npos);
+    waiter.Close();
+    holder.Close();
+  }
+}
+
+TEST(OnCall, Seed004LossWithCauseTakeoverAndTimeLeftInPageAndEvents) {
+  Pg().Exec("DROP ROLE IF EXISTS rebuild_job");
+  Pg().Exec("CREATE ROLE rebuild_job LOGIN");
+  Pg().Exec(
+      "ALTER ROLE rebuild_job IN DATABASE postgres SET idle_in_transaction_session_timeout = '3s'");
+  Served s(Poll());
+  TestSession first(Pg().Dsn("postgres", "rebuild_job") + " application_name=rebuild-1");
+  first.Query("BEGIN");
+  ASSERT_EQ(first.Query("SELECT pg_try_advisory_lock(hashtextextended('rebuild:run', 0))"), "t");
+  const int first_pid = first.Pid();
+  s.poller().PollOnceForTest();
+  const Response before = Get(s.Url("/locks?lock=rebuild:run"));
+  EXPECT_NE(before.body.find("Idle in transaction"), std::string::npos);
+  EXPECT_NE(before.body.find("pid " + std::to_string(first_pid)), std::string::npos);
+  const Response idle = Get(s.Url("/api/v1/locks"));
+  const auto left = idle.body.find("\"timeout_remaining_seconds\":");
+  ASSERT_NE(left, std::string::npos) << idle.body;
+  EXPECT_LE(std::atof(idle.body.c_str() + left + 28), 3.0);
+
+  std::unique_ptr<TestSession> second;
+  Response events;
+  WaitFor(20, [&] {
+    s.poller().PollOnceForTest();
+    if (!second && Pg().Scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = " +
+                               std::to_string(first_pid)) == "0") {
+      second = std::make_unique<TestSession>(Pg().Dsn() + " application_name=rebuild-2");
+      EXPECT_EQ(second->Query("SELECT pg_try_advisory_lock(hashtextextended('rebuild:run', 0))"),
+                "t");
+    }
+    events = Get(s.Url("/api/v1/events?lock=rebuild:run"));
+    if (events.body.find("lock_takeover") != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return false;
+  });
+  ASSERT_NE(second, nullptr);
+  EXPECT_TRUE(ValidJson(events.body)) << events.body;
+  EXPECT_NE(events.body.find("\"kind\":\"lock_lost\",\"cause\":\"idle_in_transaction_timeout\""),
+            std::string::npos)
+      << events.body;
+  EXPECT_NE(events.body.find("\"kind\":\"lock_takeover\""), std::string::npos) << events.body;
+  EXPECT_NE(events.body.find("\"pid\":" + std::to_string(first_pid) +
+                             ",\"application_name\":\"rebuild-1\",\"usename\":\"rebuild_job\""),
+            std::string::npos)
+      << events.body;
+  EXPECT_NE(events.body.find("\"pid\":" + std::to_string(second->Pid()) +
+                             ",\"application_name\":\"rebuild-2\""),
+            std::string::npos)
+      << events.body;
+  const Response page = Get(s.Url("/locks?target=oncall"));
+  EXPECT_NE(page.body.find("lock_lost <b>idle_in_transaction_timeout</b>"), std::string::npos);
+  EXPECT_NE(page.body.find("lock_takeover"), std::string::npos);
+  second.reset();
+  first.Close();
+  Pg().Exec("DROP ROLE rebuild_job");
+}
+
+TEST(OnCall, LeaseHoldersAreEscapedInPageAndValidJson) {
+  Pg().Exec("DROP TABLE IF EXISTS oncall_leases");
+  Pg().Exec(
+      "CREATE TABLE oncall_leases (name text PRIMARY KEY, holder text, taken_at timestamptz, "
+      "expires_at timestamptz)");
+  Pg().Exec(
+      "INSERT INTO oncall_leases VALUES ('<b>lease</b>', "
+      "E'host:1:\\x01\"</td><script>x</script>\\n', "
+      "now() - interval '5 min', now() - interval '1 min')");
+  TargetConfig t = Target();
+  LeaseTableConfig table;
+  table.table = "oncall_leases";
+  table.relation = "oncall_leases";
+  t.leases = {table};
+  Poller poller(t, Poll());
+  poller.PollOnceForTest();
+  const SnapshotList snaps = {poller.Latest()};
+  const std::string html = RenderLocksPage(snaps, {});
+  EXPECT_NE(html.find("&lt;b&gt;lease&lt;/b&gt;"), std::string::npos) << html;
+  EXPECT_NE(html.find("&lt;/td&gt;&lt;script&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("<script>"), std::string::npos);
+  EXPECT_NE(html.find("expired"), std::string::npos);
+  const std::string json = RenderLocksJson(snaps, {});
+  EXPECT_TRUE(ValidJson(json)) << json;
+  EXPECT_NE(json.find("\\u0001"), std::string::npos);
+  Pg().Exec("DROP TABLE oncall_leases");
+}
+
+TEST(OnCall, RunbooksAreServedAndUnknownNamesAre404) {
+  Served s(Poll());
+  const Response r = Get(s.Url("/runbooks/PglockAdvisoryLockLost"));
+  EXPECT_EQ(r.code, 200);
+  EXPECT_NE(r.body.find("<h1>PglockAdvisoryLockLost</h1>"), std::string::npos);
+  EXPECT_NE(r.body.find("<table>"), std::string::npos);
+  EXPECT_NE(r.body.find("href=\"/runbooks/PglockAdvisoryLockTakeover\""), std::string::npos);
+  EXPECT_EQ(Get(s.Url("/runbooks/README")).code, 200);
+  for (const char* bad :
+       {"/runbooks/Nope", "/runbooks/../README.md", "/runbooks/",
+        "/runbooks/%2e%2e%2fCMakeLists.txt", "/runbooks/PglockAdvisoryLockLost.md"}) {
+    EXPECT_EQ(Get(s.Url(bad)).code, 404) << bad;
+  }
+  EXPECT_NE(Get(s.Url("/")).body.find("href=\"/locks\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pglock
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new pglock::testing::PgEnvironment());
+  return RUN_ALL_TESTS();
+}
