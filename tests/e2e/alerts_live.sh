@@ -554,7 +554,7 @@ e_handover=$(e_kind handover) e_overlap=$(e_kind overlap) e_expired=$(e_kind exp
 say "  e: $e_rounds rounds of take, work, DELETE on lease sweep: handover=$e_handover overlap=$e_overlap expired_takeover=$e_expired"
 [[ $e_overlap == 0 && $e_expired == 0 ]] || fail "e: the seed's own lease cycle counted overlap=$e_overlap expired_takeover=$e_expired"
 awk -v h="$e_handover" 'BEGIN { exit !(h + 0 > 0) }' || fail "e: no hand-over counted on lease sweep ($e_handover)"
-e_alerts=$(prom_query 'ALERTS{lease="sweep"}[15m]' | result_count)
+e_alerts=$(prom_query 'ALERTS{lease="sweep"}[15m]' | promapi count)
 ((e_alerts == 0)) || fail "e: lease alerts for the seed's own cycle:" "$(prom_query 'ALERTS{lease="sweep"}[15m]')"
 e_hooks=$("$py" "$here/alertlog.py" summary "$hooks" | grep 'lease="sweep"' || true)
 [[ -z $e_hooks ]] || fail "e: the webhook received a lease alert for the seed's own cycle:" "$e_hooks"
