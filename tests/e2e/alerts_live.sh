@@ -17,6 +17,10 @@
 #           PglockLeaseExpiredTakeover
 #        e. seed 000's own lease cycle for two minutes (take, 1.5 s of work, DELETE, the next round
 #           taking at once: hand-overs)         -> no lease alert, no overlap counted (issue 17)
+#        f. at the same time, a job loop (tests/e2e/job_loop.py) that takes, uses and releases lock
+#           job-loop every second in the ordinary ways (unlock then close, close holding, two
+#           workers contending, a migration inside BEGIN, a transaction lock)
+#                                               -> no loss, no takeover, no alert (issue 11)
 #      and that alerts resolve (Alertmanager sends status "resolved") when their condition ends;
 #   2. every dashboard expression (dashboards/exprs.sh) is accepted by Prometheus, and most return
 #      data while the scenarios are active.
@@ -28,7 +32,7 @@
 #   PGLOCK_E2E_KEEP=1        keep the temporary directory (logs, configs, webhook log) on exit
 #   PGLOCK_E2E_BASELINE=20   seconds of quiet baseline
 #   PGLOCK_PG_BINDIR         PostgreSQL server binaries (default: the newest /usr/lib/postgresql/*/bin)
-#   PGLOCK_E2E_LEASE_CYCLE=120  seconds of scenario e's lease cycle
+#   PGLOCK_E2E_LEASE_CYCLE=120  seconds of scenario e's lease cycle and f's job loop
 # Needs (Debian packages): postgresql-15, prometheus (prometheus, promtool), prometheus-alertmanager,
 # python3, curl. Runs PostgreSQL as `postgres` when started as root (scripts/lib/pg.sh).
 set -euo pipefail
@@ -63,7 +67,8 @@ for tool in prometheus promtool prometheus-alertmanager curl; do
   command -v "$tool" >/dev/null || fail "$tool not found (Debian packages prometheus, prometheus-alertmanager, curl)"
 done
 for f in "$repo/alerts/pglock.rules.yml" "$repo/alerts/shorten_for.sh" "$repo/dashboards/exprs.sh" \
-  "$here/webhook.py" "$here/alertlog.py" "$here/promapi.py" "$here/lease_cycle.py"; do
+  "$here/webhook.py" "$here/alertlog.py" "$here/promapi.py" "$here/lease_cycle.py" \
+  "$here/job_loop.py"; do
   [[ -r $f ]] || fail "missing $f"
 done
 
@@ -177,6 +182,9 @@ CREATE ROLE reporting LOGIN PASSWORD :'pw';   -- a. advisory wait (seed 002)
 CREATE ROLE app_worker LOGIN PASSWORD :'pw';  -- b. lock dropped by idle_in_transaction_session_timeout (seed 004)
 CREATE ROLE billing LOGIN PASSWORD :'pw';     -- c. pool of four (seed 000)
 CREATE ROLE scheduler LOGIN PASSWORD :'pw';   -- d. leases (seed 000)
+CREATE ROLE jobs LOGIN PASSWORD :'pw';        -- f. the job loop, and the schema its migrations change
+CREATE TABLE job_loop_schema (version int);
+ALTER TABLE job_loop_schema OWNER TO jobs;
 -- Seed 004: a per-role, per-database timeout that no application config mentions.
 ALTER ROLE app_worker IN DATABASE postgres SET idle_in_transaction_session_timeout = '8s';
 -- Seed 000, as published.
@@ -215,6 +223,11 @@ dsn = "host=127.0.0.1 port=$pg_port dbname=postgres user=pglock_exporter passfil
   [[targets.locks]]
   name = "rebuild:run"
   key_text = "rebuild:run"
+
+  # scenario f's job loop
+  [[targets.locks]]
+  name = "job-loop"
+  key_text = "job-loop"
 
   [[targets.leases]]
   table = "public.leases"
@@ -394,7 +407,7 @@ expect_alert() {
 # A time field (startsAt, endsAt) of the alert saved by the last expect_alert, as Unix time.
 last_time() { "$py" "$here/alertlog.py" field --epoch "$1" <"$tmp/last_alert.json"; }
 
-say "starting scenarios a (long wait), b (idle-in-transaction timeout), c (pool of four), d (lease), e (lease cycle) in parallel"
+say "starting scenarios a (long wait), b (idle-in-transaction timeout), c (pool of four), d (lease), e (lease cycle), f (job loop) in parallel"
 
 # e. seed 000's cycle on lease "sweep", one psql session paced by tests/e2e/lease_cycle.py.
 e_seconds=${PGLOCK_E2E_LEASE_CYCLE:-120}
@@ -404,6 +417,12 @@ start_bg e-cycle "$logs/psql-e-cycle.log" bash -c \
   '"$1" "$2" --lease sweep --seconds "$3" | PGAPPNAME=lease-cycle PGUSER=scheduler "$PSQL" -X -q -A -t -v ON_ERROR_STOP=1' \
   _ "$py" "$here/lease_cycle.py" "$e_seconds"
 e_pid=${bg_pids[-1]}
+
+# f. the job loop on lock job-loop, as long as e's cycle: one job a second, each its own session.
+started[f]=$(now)
+start_bg f-jobs "$logs/job-loop.log" env PGAPPNAME=job-loop PGUSER=jobs \
+  "$py" "$here/job_loop.py" --psql "$PSQL" --lock-text job-loop --seconds "$e_seconds"
+f_pid=${bg_pids[-1]}
 
 # a. seed 002: a holder of report-daily, and a waiter that blocks behind it.
 started[a]=$(now)
@@ -573,6 +592,33 @@ e_alerts=$(prom_query 'ALERTS{lease="sweep"}[15m]' | promapi count)
 e_hooks=$("$py" "$here/alertlog.py" summary "$hooks" | grep 'lease="sweep"' || true)
 [[ -z $e_hooks ]] || fail "e: the webhook received a lease alert for the seed's own cycle:" "$e_hooks"
 
+# --- f: the job loop ended; its lock was handed over and released, never lost or taken over ------
+for ((i = 0; i < 60; i++)); do
+  kill -0 "$f_pid" 2>/dev/null || break
+  sleep 1
+done
+! kill -0 "$f_pid" 2>/dev/null || fail "f: the job loop did not end" "$(tail -n 5 "$logs/job-loop.log")"
+f_summary=$(grep '^job-loop: .* jobs' "$logs/job-loop.log" || true)
+[[ $f_summary == *" 0 failed" ]] || fail "f: job loop jobs failed" "$(tail -n 20 "$logs/job-loop.log")"
+read -r _ f_jobs _ <<<"$f_summary"
+((f_jobs >= e_seconds * 9 / 10)) || fail "f: only $f_jobs jobs in ${e_seconds}s" "$f_summary"
+sleep 4 # the exporter judges the last jobs' interval
+f_sum() { prom_value "sum(${1}{target=\"e2e\",lock=\"job-loop\"${2:-}})"; }
+f_losses=$(f_sum pglock_advisory_lock_losses_total) f_takeovers=$(f_sum pglock_advisory_lock_takeovers_total)
+f_unlocked=$(f_sum pglock_advisory_lock_releases_total ',reason="unlocked"')
+f_closed=$(f_sum pglock_advisory_lock_releases_total ',reason="session_closed"')
+f_handovers=$(f_sum pglock_advisory_lock_handovers_total)
+f_counts="losses=$f_losses takeovers=$f_takeovers releases unlocked=$f_unlocked session_closed=$f_closed handovers=$f_handovers"
+say "  f: $f_summary; $f_counts"
+[[ $f_losses == 0 && $f_takeovers == 0 ]] || fail "f: the job loop's normal locking counted $f_counts"
+awk -v a="$f_unlocked" -v b="$f_closed" -v c="$f_handovers" 'BEGIN { exit !(a + b + c > 0) }' ||
+  fail "f: the exporter saw none of the job loop's releases or hand-overs ($f_counts)"
+f_query='count_over_time(ALERTS{lock="job-loop"}[15m]) or count_over_time(ALERTS{application_name="job-loop"}[15m])'
+f_alerts=$(prom_query "$f_query" | promapi count)
+((f_alerts == 0)) || fail "f: alerts about the job loop:" "$(prom_query "$f_query")"
+f_hooks=$("$py" "$here/alertlog.py" summary "$hooks" | grep -E 'lock="job-loop"|application_name="job-loop"' || true)
+[[ -z $f_hooks ]] || fail "f: the webhook received an alert about the job loop:" "$f_hooks"
+
 # --- nothing unexpected fired --------------------------------------------------------------------------
 mapfile -t names < <("$py" "$here/alertlog.py" names "$hooks")
 unexpected=()
@@ -603,6 +649,7 @@ done
 echo "  (a: from the start of the wait; a-end: from pg_cancel_backend of the waiter; b: from run 1's"
 echo "   BEGIN; b-drop: from run 2 taking the lock after the server ended run 1; c: from the pool's"
 echo "   start; d: from the 3 s lease upsert; d-takeover: from host-b's takeover)"
+echo "Job loop (f): ${f_summary#job-loop: }; $f_counts; no alert."
 echo "Lease cycle (e): $e_rounds rounds in ${e_seconds}s, handover=$e_handover overlap=$e_overlap expired_takeover=$e_expired, no lease alert."
 echo "  PglockLockAboutToBeDropped started firing ${b_lead}s before the server dropped the lock."
 echo "Dashboards: $dash_data/$dash_total expressions returned data (${dash_pct}%), all $dash_total succeeded."

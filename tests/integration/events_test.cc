@@ -2,17 +2,13 @@
 // timeouts of a few seconds: the seed 004 sequence, terminations, clean unlocks, disconnects,
 // the seed 000 lease sequence, session end counters and a real PgBouncer in transaction mode.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "exporter/poll/poller.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/pgbouncer.h"
 
 namespace pglock {
 namespace {
@@ -44,16 +40,9 @@ PollConfig Poll() {
   return p;
 }
 
-std::vector<Sample> Scrape(const Poller& poller) {
-  const std::string text = testing::Serialize({poller.Latest()});
-  std::string out;
-  EXPECT_TRUE(testing::PromtoolCheck(text, &out)) << out;
-  return testing::ParseSamples(text);
-}
-
 std::vector<Sample> PollAndScrape(Poller& poller) {
   poller.PollOnceForTest();
-  return Scrape(poller);
+  return testing::CheckedSamples(poller.Latest());
 }
 
 double Losses(const std::vector<Sample>& s, const std::string& cause, const std::string& lock) {
@@ -135,6 +124,17 @@ TEST(Events, TerminateBackendIsATerminatedLoss) {
   EXPECT_EQ(Sum(samples, "pglock_advisory_lock_losses_total"), 1);
   EXPECT_EQ(Sum(samples, "pglock_sessions_ended_total", {{"reason", "killed"}}), killed_before + 1);
   EXPECT_EQ(Sum(samples, "pglock_advisory_lock_takeovers_total"), 0);
+  // The next run takes the key: one takeover, not a hand-over, and counted once.
+  TestSession next(Pg().Dsn() + " application_name=next-run");
+  EXPECT_EQ(next.Query("SELECT pg_try_advisory_lock(31337)"), "t");
+  samples = PollUntil(poller, [](const std::vector<Sample>& s) {
+    return Sum(s, "pglock_advisory_lock_takeovers_total") > 0;
+  });
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_takeovers_total", {{"lock", "unnamed"}}), 1);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_handovers_total"), 0);
+  samples = PollAndScrape(poller);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_takeovers_total"), 1);
+  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_losses_total"), 1);
 }
 
 TEST(Events, CleanUnlockIsAReleaseAndNoLoss) {
@@ -240,49 +240,8 @@ TEST(Events, Seed000LeaseSequenceCountsEachTransitionOnce) {
   Pg().Exec("DROP TABLE leases");
 }
 
-// A PgBouncer in transaction mode in front of the test server, run as the postgres user when
-// root (it refuses root as PostgreSQL does).
-class Pgbouncer {
- public:
-  Pgbouncer() {
-    port_ = testing::FreePort();
-    char tmpl[] = "/tmp/pglock_test_pgb_XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    std::ofstream(dir_ + "/users.txt") << "\"postgres\" \"\"\n";
-    std::ofstream(dir_ + "/pgbouncer.ini")
-        << "[databases]\npostgres = host=127.0.0.1 port=" << Pg().port() << " dbname=postgres\n"
-        << "[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = " << port_
-        << "\nunix_socket_dir =\nauth_type = trust\nauth_file = " << dir_
-        << "/users.txt\nadmin_users = postgres\npool_mode = transaction\n"
-        << "server_reset_query =\nlogfile = " << dir_ << "/pgbouncer.log\npidfile = " << dir_
-        << "/pgbouncer.pid\n";
-    if (geteuid() == 0) std::system(("chown -R postgres " + dir_).c_str());
-    const std::string cmd = (geteuid() == 0 ? "runuser -u postgres -- " : "") +
-                            std::string("pgbouncer -d ") + dir_ + "/pgbouncer.ini";
-    started_ = std::system(cmd.c_str()) == 0 &&
-               WaitFor(10, [&] { return testing::CanConnect(Dsn("pgbouncer")); });
-  }
-  ~Pgbouncer() {
-    std::ifstream pidfile(dir_ + "/pgbouncer.pid");
-    int pid = 0;
-    if (pidfile >> pid && pid > 0) kill(pid, SIGTERM);
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  bool started() const { return started_; }
-  std::string Dsn(const std::string& db) const {
-    return "host=127.0.0.1 port=" + std::to_string(port_) + " dbname=" + db +
-           " user=postgres connect_timeout=5";
-  }
-
- private:
-  int port_ = 0;
-  std::string dir_;
-  bool started_ = false;
-};
-
 TEST(Events, SessionLockLeakedThroughTransactionPoolerIsCounted) {
-  Pgbouncer bouncer;
+  testing::Pgbouncer bouncer;
   ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
   TargetConfig t = Target();
   t.poolers = {{"pgb", bouncer.Dsn("pgbouncer")},

@@ -1,5 +1,6 @@
 #include "tests/support/metrics_text.h"
 
+#include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
 #include <unistd.h>
 
@@ -107,6 +108,13 @@ bool PromtoolCheck(const std::string& text, std::string* output) {
   unlink(path);
   *output = result;
   return status == 0;
+}
+
+std::vector<Sample> CheckedSamples(std::shared_ptr<const TargetSnapshot> snapshot) {
+  const std::string text = Serialize({std::move(snapshot)});
+  std::string out;
+  EXPECT_TRUE(PromtoolCheck(text, &out)) << out;
+  return ParseSamples(text);
 }
 
 }  // namespace pglock::testing

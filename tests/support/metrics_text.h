@@ -30,6 +30,10 @@ std::optional<double> Value(const std::vector<Sample>& samples, const std::strin
 double Sum(const std::vector<Sample>& samples, const std::string& name,
            const std::map<std::string, std::string>& match = {});
 
+// Serialises one snapshot, checks the text with promtool (a test failure if it does not pass) and
+// parses it.
+std::vector<Sample> CheckedSamples(std::shared_ptr<const TargetSnapshot> snapshot);
+
 // Runs promtool check metrics on the text; true when it passes (or promtool is missing and
 // PGLOCK_REQUIRE_PROMTOOL is unset). *output gets promtool's messages.
 bool PromtoolCheck(const std::string& text, std::string* output);
