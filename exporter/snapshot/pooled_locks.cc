@@ -38,7 +38,12 @@ void PooledLockTracker::Observe(const PollData& data, const LockNames* names, Co
       auto [entry, added] = locks_.try_emplace(id);
       PooledLock& lock = entry->second;
       if (added) {
-        lock = {p.name, server.database, server.user, l.pid, s->backend_start, l.key};
+        lock.pooler = p.name;
+        lock.database = server.database;
+        lock.user = server.user;
+        lock.pid = l.pid;
+        lock.backend_start = s->backend_start;
+        lock.key = l.key;
         lock.first_client = client;
         lock.current_client = client;
         lock.last_application_name = s->application_name;
