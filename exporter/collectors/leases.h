@@ -1,9 +1,10 @@
 // Lease tables ([[targets.leases]], queries/lease_table.sql): each configured table is read in a
 // round trip of its own, so a missing table or column, a wrong type or a permission problem is that
 // table's error (pglock_lease_table_up 0, pglock_collector_errors_total) and never fails the poll.
-// On a standby only tables with read_on_standby are read. Identifiers are quoted by libpq. The same round trip reads the table's write counters, which
-// the event diff needs to tell a hand-over from an overlap. Also owns
-// pglock_lease_transitions_total, which the event diff counts. Stateless; thread-safe.
+// On a standby only tables with read_on_standby are read. Identifiers are quoted by libpq. The same
+// round trip reads the table's write counters, which the event diff needs to tell a hand-over from
+// an overlap. Also owns pglock_lease_transitions_total, which the event diff counts. Stateless;
+// thread-safe.
 #pragma once
 
 #include "exporter/collectors/collector.h"
