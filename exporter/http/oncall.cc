@@ -188,6 +188,91 @@ std::string EventWho(const Identity& id, const std::string& holder) {
   return holder;
 }
 
+// The advisory holders and the idle-in-transaction sessions that hold or block something.
+void HoldersHtml(const TargetPart& t, std::string* o) {
+  *o += "<h3>Advisory lock holders (" + std::to_string(t.held_total) + ")</h3>\n";
+  if (!t.held.empty()) {
+    *o += "<table><tr><th>lock</th><th>held</th><th>holder</th><th>db</th><th>scope</th></tr>\n";
+    for (const HeldLock* h : t.held) {
+      *o += "<tr><td class=lock>" + H(h->lock) + "</td><td>" + H(Secs(h->seconds)) + "</td><td>" +
+            WhoHtml({h->holder.pid, h->holder.application_name, h->holder.client_addr,
+                     h->holder.usename, h->holder.state, ""}) +
+            "</td><td>" + H(h->datname) + "</td><td>" + H(h->scope) + "</td></tr>\n";
+    }
+    *o += "</table>\n";
+  }
+  *o += "<h3>Idle in transaction, holding or blocking</h3>\n";
+  if (t.idle.empty()) *o += "<p>None.</p>\n";
+  if (!t.idle.empty()) {
+    *o +=
+        "<table><tr><th>time left</th><th>idle</th><th>session</th><th>db</th><th>holds</th>"
+        "</tr>\n";
+    for (const IdleHolder* h : t.idle) {
+      *o += "<tr><td" + std::string(h->remaining && *h->remaining < 60 ? " class=down" : "") + ">" +
+            (h->remaining ? H(Secs(*h->remaining)) : "no timeout") + "</td><td>" +
+            H(Secs(h->seconds)) + "</td><td>" + WhoHtml(h->holder) + "</td><td>" + H(h->datname) +
+            "</td><td>" + H(h->holds) + "</td></tr>\n";
+    }
+    *o += "</table>\n";
+  }
+}
+
+// Session locks on pooled connections and the leases that need a look.
+void PooledAndLeasesHtml(const TargetPart& t, std::string* o) {
+  if (!t.pooled.empty()) {
+    *o +=
+        "<h3>Session locks on pooled connections</h3>\n<table><tr><th>lock</th><th>pooler"
+        "</th><th>pool</th><th>server pid</th><th>first client</th><th>current client</th>"
+        "<th>held</th><th>inherited</th></tr>\n";
+    for (const auto& [pooler, l] : t.pooled) {
+      *o += "<tr><td class=lock>" + H(l->lock) + "</td><td>" + H(pooler) + "</td><td>" +
+            H(l->database) + "/" + H(l->user) + "</td><td>" + std::to_string(l->pid) + "</td><td>" +
+            H(l->first_client) + "</td><td>" + H(l->current_client) + "</td><td>" +
+            H(Secs(l->seconds)) + "</td><td>" + std::to_string(l->inherited) + "</td></tr>\n";
+    }
+    *o += "</table>\n";
+  }
+  *o += "<h3>Leases needing a look</h3>\n";
+  if (!t.leases.empty()) {
+    *o +=
+        "<table><tr><th>lease</th><th>state</th><th>expires in</th><th>age</th><th>holder"
+        "</th><th>table</th></tr>\n";
+    for (const LeaseItem& l : t.leases) {
+      *o += "<tr><td class=lock>" + H(l.lease->lease) + "</td><td class=down>" + l.state +
+            "</td><td>" + H(Secs(l.lease->expires_in)) + "</td><td>" + H(Secs(l.lease->age)) +
+            "</td><td>" + H(l.lease->holder) + "</td><td>" + H(l.table) + "</td></tr>\n";
+    }
+    *o += "</table>\n";
+  }
+  *o += "<p>" + std::to_string(t.leases_fine) + " other leases held normally.</p>\n";
+}
+
+// The newest events, newest first.
+void EventsHtml(const TargetPart& t, std::string* o) {
+  *o += "<h3>Recent events</h3>\n";
+  if (t.events.empty()) {
+    *o += "<p>None since the exporter started.</p>\n";
+    return;
+  }
+  *o +=
+      "<table><tr><th>time (database clock)</th><th>event</th><th>lock / lease</th><th>before"
+      "</th><th>after</th></tr>\n";
+  size_t shown = 0;
+  for (auto it = t.events.rbegin(); it != t.events.rend() && shown < kPageEvents; ++it, ++shown) {
+    const Event& e = **it;
+    const bool bad = e.kind == "lock_lost" || e.kind == "lock_takeover" ||
+                     e.kind == "lease_overlap" || e.kind == "lease_expired_takeover" ||
+                     e.kind == "pooled_lock_inherited";
+    *o += "<tr><td>" + H(Utc(e.time)) + "</td><td" + (bad ? " class=down" : "") + ">" + H(e.kind) +
+          (e.cause.empty() ? "" : " <b>" + H(e.cause) + "</b>") + "</td><td>" +
+          "<span class=lock>" + H(e.lock.empty() ? e.lease : e.lock) + "</span> " +
+          H(e.table.empty() ? e.datname : e.table) + "</td><td>" +
+          H(EventWho(e.previous, e.previous_holder)) + "</td><td>" +
+          H(EventWho(e.current, e.current_holder)) + "</td></tr>\n";
+  }
+  *o += "</table>\n";
+}
+
 void TargetHtml(const TargetPart& t, std::string* o) {
   const TargetSnapshot& s = *t.snap;
   *o += "<section><h2>" + H(s.target) + " <span class=\"" + (s.up ? "up" : "down") + "\">" +
@@ -205,79 +290,10 @@ void TargetHtml(const TargetPart& t, std::string* o) {
     if (static_cast<int64_t>(t.waits.size()) < t.waiters) {
       *o += "<p class=note>The longest waits are shown (poll.top_n).</p>\n";
     }
-    *o += "<h3>Advisory lock holders (" + std::to_string(t.held_total) + ")</h3>\n";
-    if (!t.held.empty()) {
-      *o += "<table><tr><th>lock</th><th>held</th><th>holder</th><th>db</th><th>scope</th></tr>\n";
-      for (const HeldLock* h : t.held) {
-        *o += "<tr><td class=lock>" + H(h->lock) + "</td><td>" + H(Secs(h->seconds)) + "</td><td>" +
-              WhoHtml({h->holder.pid, h->holder.application_name, h->holder.client_addr,
-                       h->holder.usename, h->holder.state, ""}) +
-              "</td><td>" + H(h->datname) + "</td><td>" + H(h->scope) + "</td></tr>\n";
-      }
-      *o += "</table>\n";
-    }
-    *o += "<h3>Idle in transaction, holding or blocking</h3>\n";
-    if (t.idle.empty()) *o += "<p>None.</p>\n";
-    if (!t.idle.empty()) {
-      *o +=
-          "<table><tr><th>time left</th><th>idle</th><th>session</th><th>db</th><th>holds</th>"
-          "</tr>\n";
-      for (const IdleHolder* h : t.idle) {
-        *o += "<tr><td" + std::string(h->remaining && *h->remaining < 60 ? " class=down" : "") +
-              ">" + (h->remaining ? H(Secs(*h->remaining)) : "no timeout") + "</td><td>" +
-              H(Secs(h->seconds)) + "</td><td>" + WhoHtml(h->holder) + "</td><td>" + H(h->datname) +
-              "</td><td>" + H(h->holds) + "</td></tr>\n";
-      }
-      *o += "</table>\n";
-    }
-    if (!t.pooled.empty()) {
-      *o +=
-          "<h3>Session locks on pooled connections</h3>\n<table><tr><th>lock</th><th>pooler"
-          "</th><th>pool</th><th>server pid</th><th>first client</th><th>current client</th>"
-          "<th>held</th><th>inherited</th></tr>\n";
-      for (const auto& [pooler, l] : t.pooled) {
-        *o += "<tr><td class=lock>" + H(l->lock) + "</td><td>" + H(pooler) + "</td><td>" +
-              H(l->database) + "/" + H(l->user) + "</td><td>" + std::to_string(l->pid) +
-              "</td><td>" + H(l->first_client) + "</td><td>" + H(l->current_client) + "</td><td>" +
-              H(Secs(l->seconds)) + "</td><td>" + std::to_string(l->inherited) + "</td></tr>\n";
-      }
-      *o += "</table>\n";
-    }
-    *o += "<h3>Leases needing a look</h3>\n";
-    if (!t.leases.empty()) {
-      *o +=
-          "<table><tr><th>lease</th><th>state</th><th>expires in</th><th>age</th><th>holder"
-          "</th><th>table</th></tr>\n";
-      for (const LeaseItem& l : t.leases) {
-        *o += "<tr><td class=lock>" + H(l.lease->lease) + "</td><td class=down>" + l.state +
-              "</td><td>" + H(Secs(l.lease->expires_in)) + "</td><td>" + H(Secs(l.lease->age)) +
-              "</td><td>" + H(l.lease->holder) + "</td><td>" + H(l.table) + "</td></tr>\n";
-      }
-      *o += "</table>\n";
-    }
-    *o += "<p>" + std::to_string(t.leases_fine) + " other leases held normally.</p>\n";
+    HoldersHtml(t, o);
+    PooledAndLeasesHtml(t, o);
   }
-  *o += "<h3>Recent events</h3>\n";
-  if (t.events.empty()) *o += "<p>None since the exporter started.</p>\n";
-  if (!t.events.empty()) {
-    *o +=
-        "<table><tr><th>time (database clock)</th><th>event</th><th>lock / lease</th><th>before"
-        "</th><th>after</th></tr>\n";
-    size_t shown = 0;
-    for (auto it = t.events.rbegin(); it != t.events.rend() && shown < kPageEvents; ++it, ++shown) {
-      const Event& e = **it;
-      const bool bad = e.kind == "lock_lost" || e.kind == "lock_takeover" ||
-                       e.kind == "lease_overlap" || e.kind == "lease_expired_takeover" ||
-                       e.kind == "pooled_lock_inherited";
-      *o += "<tr><td>" + H(Utc(e.time)) + "</td><td" + (bad ? " class=down" : "") + ">" +
-            H(e.kind) + (e.cause.empty() ? "" : " <b>" + H(e.cause) + "</b>") + "</td><td>" +
-            "<span class=lock>" + H(e.lock.empty() ? e.lease : e.lock) + "</span> " +
-            H(e.table.empty() ? e.datname : e.table) + "</td><td>" +
-            H(EventWho(e.previous, e.previous_holder)) + "</td><td>" +
-            H(EventWho(e.current, e.current_holder)) + "</td></tr>\n";
-    }
-    *o += "</table>\n";
-  }
+  EventsHtml(t, o);
   *o += "</section>\n";
 }
 
