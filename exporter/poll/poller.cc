@@ -38,6 +38,7 @@ Poller::Poller(TargetConfig target, PollConfig poll)
     LeaseTableRules rules;
     rules.table = t.table;
     rules.holder_labels = t.holder_labels;
+    rules.max_hold = std::chrono::duration<double>(t.max_hold).count();
     if (!t.holder_pattern.empty()) {
       rules.matcher = std::make_shared<const HolderMatcher>(t.holder_pattern);
     }
@@ -127,7 +128,15 @@ Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
   }
   std::vector<PgResult> ignored;
   if (Status s = conn->Exec(queries::kSessionSetup, {}, deadline, &ignored); !s.ok()) return s;
-  if (Status s = ResolveLockNames(*conn, target_.locks, deadline, &names_); !s.ok()) return s;
+  std::vector<std::string> problems;
+  if (Status s = ResolveLockNames(*conn, target_.locks, QueryTimeouts::ForPoll(poll_.timeout),
+                                  deadline, &names_, &problems);
+      !s.ok()) {
+    return s;
+  }
+  for (const std::string& p : problems) {
+    if (logged_lock_problems_.insert(p).second) spdlog::error("target {}: {}", target_.name, p);
+  }
   conn_ = std::move(conn);
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,6 +84,8 @@ class Poller {
   bool ever_polled_ = false;
   bool was_up_ = false;
   bool warned_hidden_ = false;
+  // Lock-name expression failures already logged (each once per poller, whatever the reconnects).
+  std::set<std::string> logged_lock_problems_;
   std::map<std::string, std::string> collector_state_;  // collector -> last error ("" = ok)
 };
 
