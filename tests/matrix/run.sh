@@ -12,7 +12,7 @@ build=$(realpath "${1:-build}")
 source scripts/lib/pg_binaries.sh
 
 versions=${PGLOCK_PG_VERSIONS:-14 16 17 18 12 13}
-tests='^(integration\.(lock_health_test|events_test|hardening_test)|collectors\.collectors_test)$'
+tests='^(integration\.(lock_health_test|events_test|hardening_test|app_keys_test)|collectors\.collectors_test)$'
 failed=()
 for major in $versions; do
   start=$(date +%s)
