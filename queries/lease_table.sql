@@ -1,13 +1,18 @@
--- One configured lease table. {name} {holder} {taken_at} {expires_at} {table} are replaced by
--- identifiers quoted with PQescapeIdentifier, {limit} by poll.max_leases. The window counts run
--- over the whole table before LIMIT, so the per-state totals stay exact.
+-- One configured lock table, its row aliased `t`. {name} {holder} {taken_at} {expires_at} are each
+-- a quoted column (t."col"), the operator's parenthesised expression, or a typed NULL when the
+-- table has no such field; {expires_at} is ({taken_at} + ttl) for a table with a ttl. {held} says
+-- which rows are held ({expires_at} > now(), or true where held_sql already filters the rows),
+-- {where} which rows are read at all (where_sql AND held_sql, or true). {table} is the quoted
+-- relation, {limit} poll.max_leases. The window counts run over every matching row before LIMIT,
+-- so the per-state totals stay exact.
 SELECT {name}::text AS name,
        {holder}::text AS holder,
-       extract(epoch FROM {taken_at})::float8 AS taken_at,
-       extract(epoch FROM {expires_at})::float8 AS expires_at,
-       count(*) FILTER (WHERE {expires_at} > now()) OVER () AS held,
+       extract(epoch FROM ({taken_at})::timestamptz)::float8 AS taken_at,
+       extract(epoch FROM ({expires_at})::timestamptz)::float8 AS expires_at,
+       count(*) FILTER (WHERE {held}) OVER () AS held,
        count(*) OVER () AS total,
        extract(epoch FROM now())::float8 AS now
-FROM {table}
-ORDER BY {expires_at} ASC NULLS FIRST, {name}
+FROM {table} AS t
+WHERE {where}
+ORDER BY ({expires_at})::timestamptz ASC NULLS FIRST, 1
 LIMIT {limit}

@@ -1,5 +1,8 @@
 #include "exporter/collectors/leases.h"
 
+#include <algorithm>
+#include <map>
+
 #include "exporter/pg/columns.h"
 #include "exporter/queries.h"
 
@@ -16,15 +19,18 @@ const MetricDesc kLeases{
     "pglock_leases", MetricType::Gauge, "Lease rows by state.", {"target", "table", "state"}};
 const MetricDesc kLeaseHeld{"pglock_lease_held",
                             MetricType::Gauge,
-                            "1 while expires_at > now().",
+                            "1 while expires_at (or taken_at + ttl) > now(); for a table without "
+                            "an expiry, 1 for every row matched by held_sql.",
                             {"target", "table", "lease"}};
 const MetricDesc kLeaseAge{"pglock_lease_age_seconds",
                            MetricType::Gauge,
-                           "now() - taken_at.",
+                           "now() - taken_at; for a table without taken_at, the time since the "
+                           "exporter first saw the row held by its holder.",
                            {"target", "table", "lease"}};
 const MetricDesc kLeaseExpiresIn{"pglock_lease_expires_in_seconds",
                                  MetricType::Gauge,
-                                 "expires_at - now(), negative once expired.",
+                                 "expires_at (or taken_at + ttl) - now(), negative once expired; "
+                                 "absent for a table without an expiry.",
                                  {"target", "table", "lease"}};
 // Its label names after `lease` are `holder`, or the table's holder_labels.
 const MetricDesc kLeaseHolderInfo{"pglock_lease_holder_info",
@@ -40,6 +46,27 @@ const MetricDesc kTransitions{
     "broken).",
     {"target", "table", "lease", "kind"}};
 
+const MetricDesc kMaxHold{"pglock_lease_max_hold_seconds",
+                          MetricType::Gauge,
+                          "The table's configured max_hold: how long a lease may be held before "
+                          "PglockLeaseHeldTooLong fires (absent: the rule's default, 1h).",
+                          {"target", "table"}};
+
+// What the collector remembers of each table between polls.
+struct TableState {
+  bool checked = false;  // the types passed the check on this poller's connection
+  struct Seen {
+    std::string holder;
+    double since = 0;
+  };
+  std::map<std::string, Seen> first_held;  // by lease name; tables without taken_at
+};
+
+class LeasesState : public CollectorState {
+ public:
+  std::map<std::string, TableState> tables;  // by table
+};
+
 // "schema"."table" or "table"; "" when an identifier cannot be quoted (connection gone).
 std::string QuotedRelation(const PgConnection& conn, const LeaseTableConfig& table) {
   std::string relation = conn.QuoteIdentifier(table.relation);
@@ -50,6 +77,26 @@ std::string QuotedRelation(const PgConnection& conn, const LeaseTableConfig& tab
     relation = schema + "." + relation;
   }
   return relation;
+}
+
+// A field as SQL over the row `t`: t."column", (expression), or `absent` when the table has none.
+// "" when the column cannot be quoted.
+std::string FieldSql(const PgConnection& conn, const LeaseField& f, const std::string& absent) {
+  if (!f.sql.empty()) return "(" + f.sql + ")";
+  if (f.column.empty()) return absent;
+  const std::string quoted = conn.QuoteIdentifier(f.column);
+  return quoted.empty() ? "" : "t." + quoted;
+}
+
+// The expiry as SQL: the field, taken_at + ttl, or a NULL timestamptz.
+std::string ExpirySql(const PgConnection& conn, const LeaseTableConfig& table) {
+  if (table.ttl > Duration(0)) {
+    const std::string taken_at = FieldSql(conn, table.taken_at, "");
+    if (taken_at.empty()) return "";
+    return "((" + taken_at + ")::timestamptz + interval '" + std::to_string(table.ttl.count()) +
+           " milliseconds')";
+  }
+  return FieldSql(conn, table.expires_at, "NULL::timestamptz");
 }
 
 // The table's write counters, when they follow its writes.
@@ -63,14 +110,187 @@ Status ParseWrites(const PgResult& r, LeaseTableData* out) {
   return Status::Ok();
 }
 
+// Runs one statement in a batch of its own; *result is null when it failed on a live connection
+// (*error says why). The Status is not ok only when the connection was lost.
+Status RunAlone(const PollContext& ctx, const std::string& name, const std::string& sql,
+                BatchResults* results, std::string* error) {
+  StatementBatch batch;
+  batch.Add(name, sql);
+  if (Status s = batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, results); !s.ok()) {
+    *error = s.message();
+    return ctx.conn->Broken() ? s : Status::Ok();
+  }
+  return Status::Ok();
+}
+
+// The server's type of one field, from the catalog for a column, from the expression itself for
+// SQL. *problem (with its config key) when it cannot be had or is not one of `want`.
+Status CheckField(const PollContext& ctx, const LeaseTableConfig& table,
+                  const std::string& relation, const std::string& field, const LeaseField& f,
+                  const std::vector<std::string>& want, const std::string& want_text,
+                  std::string* problem) {
+  const bool column = f.sql.empty();
+  const std::string key = field + (column ? "_column" : "_sql");
+  const std::string shown = "\"" + (column ? f.column : f.sql) + "\"";
+  std::string sql;
+  if (column) {
+    const std::string rel = ctx.conn->QuoteLiteral(relation),
+                      col = ctx.conn->QuoteLiteral(f.column);
+    if (!rel.empty() && !col.empty()) {
+      sql = FillTemplate(queries::kLeaseTableColumn, {{"relation", rel}, {"column", col}});
+    }
+  } else {
+    sql = FillTemplate(queries::kLeaseTableCheck,
+                       {{"table", relation}, {"field", FieldSql(*ctx.conn, f, "")}});
+  }
+  if (sql.empty()) {
+    *problem = "cannot quote identifiers";
+    return ctx.conn->Broken() ? Status::ConnectionLost(*problem) : Status::Ok();
+  }
+  BatchResults results;
+  std::string error;
+  if (Status s = RunAlone(ctx, "lease_table_check", sql, &results, &error); !s.ok()) return s;
+  const PgResult* r = error.empty() ? results.Find("lease_table_check") : nullptr;
+  if (r == nullptr) {
+    *problem = table.Problem(key, shown + ": " + error);
+  } else if (r->Rows() == 0) {
+    *problem = table.Problem(key, shown + " does not exist in " + table.table);
+  } else if (!want.empty() && std::find(want.begin(), want.end(), r->String(0, 0)) == want.end()) {
+    *problem = table.Problem(key, shown + " is " + r->String(0, 0) + ", want " + want_text);
+  }
+  return Status::Ok();
+}
+
+// Checks that the table exists and every field has a usable type; *problem is the first problem
+// found (file:line: key: message), "" when there is none.
+Status CheckTable(const PollContext& ctx, const LeaseTableConfig& table,
+                  const std::string& relation, std::string* problem) {
+  BatchResults results;
+  std::string error;
+  const std::string exists =
+      FillTemplate(queries::kLeaseTableCheck, {{"table", relation}, {"field", "NULL::text"}});
+  if (Status s = RunAlone(ctx, "lease_table_check", exists, &results, &error); !s.ok()) return s;
+  if (!error.empty()) {
+    *problem = table.Problem("table", error);
+    return Status::Ok();
+  }
+  static const std::vector<std::string> kAny;  // every type has a cast to text
+  static const std::vector<std::string> kTime = {"timestamp with time zone",
+                                                 "timestamp without time zone"};
+  static const std::vector<std::string> kBool = {"boolean"};
+  struct Check {
+    const char* field;
+    LeaseField f;
+    const std::vector<std::string>* want;
+    const char* want_text;
+  };
+  const Check checks[] = {
+      {"name", table.name, &kAny, ""},
+      {"holder", table.holder, &kAny, ""},
+      {"taken_at", table.taken_at, &kTime, "timestamptz or timestamp"},
+      {"expires_at", table.expires_at, &kTime, "timestamptz or timestamp"},
+      {"held", {"", table.held_sql}, &kBool, "boolean"},
+      {"where", {"", table.where_sql}, &kBool, "boolean"},
+  };
+  for (const Check& c : checks) {
+    if (!c.f.present()) continue;
+    if (Status s = CheckField(ctx, table, relation, c.field, c.f, *c.want, c.want_text, problem);
+        !s.ok() || !problem->empty()) {
+      return s;
+    }
+  }
+  return Status::Ok();
+}
+
+// The read failed on a live connection though the types were right: an expression failed on a
+// row (a division by zero, a bad cast). Names the first expression that fails on its own over the
+// rows a poll reads, else the table. *problem is "file:line: key: error".
+Status BlameReadError(const PollContext& ctx, const LeaseTableConfig& table,
+                      const std::string& relation, const std::string& error, std::string* problem) {
+  const std::pair<const char*, const std::string*> expressions[] = {
+      {"where_sql", &table.where_sql},       {"held_sql", &table.held_sql},
+      {"name_sql", &table.name.sql},         {"holder_sql", &table.holder.sql},
+      {"taken_at_sql", &table.taken_at.sql}, {"expires_at_sql", &table.expires_at.sql},
+  };
+  for (const auto& [key, sql] : expressions) {
+    if (sql->empty()) continue;
+    BatchResults results;
+    std::string failed;
+    const std::string probe =
+        FillTemplate(queries::kLeaseTableProbe, {{"expression", "(" + *sql + ")"},
+                                                 {"table", relation},
+                                                 {"limit", std::to_string(ctx.poll->max_leases)}});
+    if (Status s = RunAlone(ctx, "lease_table_probe", probe, &results, &failed); !s.ok()) return s;
+    if (!failed.empty()) {
+      *problem = table.Problem(key, "\"" + *sql + "\": " + failed);
+      return Status::Ok();
+    }
+  }
+  *problem = table.Problem("table", error);
+  return Status::Ok();
+}
+
+// Held by the table's own clock: before its expiry, or matched by held_sql (no expiry).
+bool IsHeld(const LeaseTableData& t, const LeaseRow& row) {
+  return !t.has_expiry || row.expires_at > t.now;
+}
+
+// Sets the taken_at of rows of a table without one: when this poller first saw the row held by
+// its holder (kept across polls in *st; a row not held, or gone, starts again).
+void StampFirstHeld(TableState* st, LeaseTableData* t) {
+  std::map<std::string, TableState::Seen> next;
+  const double now = t->now;
+  for (LeaseRow& row : t->rows) {
+    if (!IsHeld(*t, row)) continue;
+    const auto it = st->first_held.find(row.name);
+    const bool same = it != st->first_held.end() && it->second.holder == row.holder;
+    TableState::Seen seen{row.holder, same ? it->second.since : now};
+    row.taken_at = seen.since;
+    next[row.name] = std::move(seen);
+  }
+  st->first_held = std::move(next);
+}
+
+// Parses the rows of lease_table.sql into *out.
+Status ParseRows(const PgResult& r, LeaseTableData* out) {
+  Columns c(r, "lease_table");
+  const int name = c["name"], holder = c["holder"], taken_at = c["taken_at"],
+            expires_at = c["expires_at"], held = c["held"], total = c["total"], now = c["now"];
+  if (Status s = c.status(); !s.ok()) return s;
+  for (int i = 0; i < r.Rows(); ++i) {
+    LeaseRow row;
+    row.name = r.String(i, name);
+    row.holder = r.String(i, holder);
+    out->now = r.Double(i, now).value_or(0);
+    // A NULL time makes the row unusable for ages; keep it visible as expired at the epoch.
+    row.taken_at = r.Double(i, taken_at).value_or(0);
+    row.expires_at = r.Double(i, expires_at).value_or(0);
+    out->held = r.Int(i, held).value_or(0);
+    out->total = r.Int(i, total).value_or(0);
+    out->rows.push_back(std::move(row));
+  }
+  out->expired = out->total - out->held;
+  return Status::Ok();
+}
+
 // Reads one table into *out; the Status is not ok only when the target's connection was lost.
-Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table, LeaseTableData* out) {
+Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table, TableState* st,
+                 LeaseTableData* out) {
   out->table = table.table;
+  out->has_expiry = table.has_expiry();
+  out->has_taken_at = table.taken_at.present();
+  out->filtered = !table.held_sql.empty() || !table.where_sql.empty();
+  const std::string relation = QuotedRelation(*ctx.conn, table);
   const std::string sql = LeaseTableSql(*ctx.conn, table, ctx.poll->max_leases);
   const std::string writes_sql = LeaseTableWritesSql(*ctx.conn, table);
-  if (sql.empty() || writes_sql.empty()) {
+  if (relation.empty() || sql.empty() || writes_sql.empty()) {
     out->error = "cannot quote identifiers";
     return ctx.conn->Broken() ? Status::ConnectionLost(out->error) : Status::Ok();
+  }
+  if (!st->checked) {
+    if (Status s = CheckTable(ctx, table, relation, &out->error); !s.ok()) return s;
+    if (!out->error.empty()) return Status::Ok();
+    st->checked = true;
   }
   StatementBatch batch;
   // The counters first: see queries/lease_table_writes.sql.
@@ -78,34 +298,20 @@ Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table, LeaseTab
   batch.Add("lease_table", sql);
   BatchResults results;
   if (Status s = batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &results); !s.ok()) {
-    out->error = s.message();
-    return ctx.conn->Broken() ? s : Status::Ok();
+    if (ctx.conn->Broken()) return s;
+    // A table dropped or altered since its check: the next poll checks it again.
+    st->checked = false;
+    return BlameReadError(ctx, table, relation, s.message(), &out->error);
   }
   if (Status s = ParseWrites(*results.Find("lease_table_writes"), out); !s.ok()) {
     out->error = s.message();
     return Status::Ok();
   }
-  const PgResult& r = *results.Find("lease_table");
-  Columns c(r, "lease_table");
-  const int name = c["name"], holder = c["holder"], taken_at = c["taken_at"],
-            expires_at = c["expires_at"], held = c["held"], total = c["total"], now = c["now"];
-  if (Status s = c.status(); !s.ok()) {
+  if (Status s = ParseRows(*results.Find("lease_table"), out); !s.ok()) {
     out->error = s.message();
     return Status::Ok();
   }
-  for (int i = 0; i < r.Rows(); ++i) {
-    LeaseRow row;
-    row.name = r.String(i, name);
-    row.holder = r.String(i, holder);
-    // A NULL time makes the row unusable for ages; keep it visible as expired at the epoch.
-    row.taken_at = r.Double(i, taken_at).value_or(0);
-    row.expires_at = r.Double(i, expires_at).value_or(0);
-    out->held = r.Int(i, held).value_or(0);
-    out->total = r.Int(i, total).value_or(0);
-    out->now = r.Double(i, now).value_or(0);
-    out->rows.push_back(std::move(row));
-  }
-  out->expired = out->total - out->held;
+  if (!out->has_taken_at) StampFirstHeld(st, out);
   out->ok = true;
   return Status::Ok();
 }
@@ -115,12 +321,17 @@ Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table, LeaseTab
 std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& table, int limit) {
   const std::string relation = QuotedRelation(conn, table);
   if (relation.empty()) return "";
+  const std::string expires_at = ExpirySql(conn, table);
+  std::string where = table.where_sql.empty() ? "true" : "(" + table.where_sql + ")";
+  if (!table.held_sql.empty()) where += " AND (" + table.held_sql + ") IS TRUE";
   const std::vector<std::pair<std::string, std::string>> values = {
       {"table", relation},
-      {"name", conn.QuoteIdentifier(table.name_column)},
-      {"holder", conn.QuoteIdentifier(table.holder_column)},
-      {"taken_at", conn.QuoteIdentifier(table.taken_at_column)},
-      {"expires_at", conn.QuoteIdentifier(table.expires_at_column)},
+      {"name", FieldSql(conn, table.name, "")},
+      {"holder", FieldSql(conn, table.holder, "NULL::text")},
+      {"taken_at", FieldSql(conn, table.taken_at, "NULL::timestamptz")},
+      {"expires_at", expires_at},
+      {"held", table.has_expiry() ? "(" + expires_at + ")::timestamptz > now()" : "true"},
+      {"where", where},
       {"limit", std::to_string(limit)},
   };
   for (const auto& [k, v] : values) {
@@ -137,12 +348,20 @@ std::string LeaseTableWritesSql(const PgConnection& conn, const LeaseTableConfig
   return FillTemplate(queries::kLeaseTableWrites, {{"relation", literal}});
 }
 
-Status LeasesCollector::Collect(const PollContext& ctx, CollectorState*, PollData* data) const {
+std::unique_ptr<CollectorState> LeasesCollector::NewState() const {
+  return std::make_unique<LeasesState>();
+}
+
+Status LeasesCollector::Collect(const PollContext& ctx, CollectorState* state,
+                                PollData* data) const {
+  auto* st = static_cast<LeasesState*>(state);
   for (const LeaseTableConfig& t : ctx.target->leases) {
     // Not read at all: no series, so a replicated lease pages on the primary only.
     if (data->in_recovery && !t.read_on_standby) continue;
     data->leases.emplace_back();
-    if (Status s = ReadTable(ctx, t, &data->leases.back()); !s.ok()) {
+    if (Status s = ReadTable(ctx, t, &st->tables[t.table], &data->leases.back()); !s.ok()) {
+      // The next connection checks the types again.
+      st->tables[t.table].checked = false;
       return s.WithContext("lease table " + t.table);
     }
   }
@@ -164,17 +383,19 @@ void LeasesCollector::BuildView(const PollData& data, const ViewContext& ctx,
     tv.ok = t.ok;
     tv.held = t.held;
     tv.expired = t.expired;
+    tv.has_expiry = t.has_expiry;
     const LeaseTableRules* rules = nullptr;
     for (const LeaseTableRules& r : ctx.options->lease_rules) {
       if (r.table == t.table) rules = &r;
     }
+    if (rules != nullptr) tv.max_hold = rules->max_hold;
     const bool split = rules != nullptr && rules->matcher && !rules->holder_labels.empty();
     if (split) tv.holder_labels = rules->holder_labels;
     for (const LeaseRow& row : t.rows) {
       LeaseView lv;
       lv.lease = row.name;
       lv.holder = row.holder;
-      lv.held = row.expires_at > t.now;
+      lv.held = IsHeld(t, row);
       lv.age = t.now - row.taken_at;
       lv.expires_in = row.expires_at - t.now;
       if (split) {
@@ -193,13 +414,14 @@ void LeasesCollector::ExposeView(const TargetSnapshot& snap, const TargetView& v
   const std::string& tg = snap.target;
   for (const LeaseTableView& lt : v.leases) {
     f->Add(kTableUp, {tg, lt.table}, lt.ok ? 1 : 0);
+    if (lt.max_hold > 0) f->Add(kMaxHold, {tg, lt.table}, lt.max_hold);
     if (!lt.ok) continue;
     f->Add(kLeases, {tg, lt.table, "held"}, static_cast<double>(lt.held));
     f->Add(kLeases, {tg, lt.table, "expired"}, static_cast<double>(lt.expired));
     for (const LeaseView& l : lt.leases) {
       f->Add(kLeaseHeld, {tg, lt.table, l.lease}, l.held ? 1 : 0);
       f->Add(kLeaseAge, {tg, lt.table, l.lease}, l.age);
-      f->Add(kLeaseExpiresIn, {tg, lt.table, l.lease}, l.expires_in);
+      if (lt.has_expiry) f->Add(kLeaseExpiresIn, {tg, lt.table, l.lease}, l.expires_in);
       Families::Labels hl = {{"target", tg}, {"table", lt.table}, {"lease", l.lease}};
       if (lt.holder_labels.empty()) {
         hl.emplace_back("holder", l.holder);

@@ -1,10 +1,15 @@
-// Lease tables ([[targets.leases]], queries/lease_table.sql): each configured table is read in a
-// round trip of its own, so a missing table or column, a wrong type or a permission problem is that
-// table's error (pglock_lease_table_up 0, pglock_collector_errors_total) and never fails the poll.
-// On a standby only tables with read_on_standby are read. Identifiers are quoted by libpq. The same
-// round trip reads the table's write counters, which the event diff needs to tell a hand-over from
-// an overlap. Also owns pglock_lease_transitions_total, which the event diff counts. Stateless;
-// thread-safe.
+// Lease and lock tables ([[targets.leases]], queries/lease_table.sql): each configured table is
+// read in a round trip of its own, so a missing table or column, a wrong type, a failing expression
+// or a permission problem is that table's error (pglock_lease_table_up 0,
+// pglock_collector_errors_total) and never fails the poll. On a standby only tables with
+// read_on_standby are read. Before a table is first read on a
+// connection, the type of each field is checked (queries/lease_table_check.sql,
+// lease_table_column.sql) and a problem is reported with the config file, line and key. Identifiers
+// are quoted by libpq; the operator's SQL expressions run inside the exporter's read-only,
+// timeout-bounded transaction. The same round trip reads the table's write counters, which the
+// event diff needs to tell a hand-over from an overlap. Also owns pglock_lease_transitions_total,
+// which the event diff counts. Its per-target state (checked tables, when rows without taken_at
+// were first seen held) belongs to the poller thread.
 #pragma once
 
 #include "exporter/collectors/collector.h"
@@ -19,6 +24,7 @@ std::string LeaseTableWritesSql(const PgConnection& conn, const LeaseTableConfig
 class LeasesCollector : public Collector {
  public:
   const char* name() const override { return "leases"; }
+  std::unique_ptr<CollectorState> NewState() const override;
   Status Collect(const PollContext& ctx, CollectorState* state, PollData* data) const override;
   bool Healthy(const PollData& data) const override;
   void BuildView(const PollData& data, const ViewContext& ctx, TargetView* view) const override;

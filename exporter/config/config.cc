@@ -221,14 +221,31 @@ bool WorldReadable(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && (st.st_mode & S_IROTH) != 0;
 }
 
+// A non-empty SQL expression at `key`, or an error.
+void SqlExpression(TableReader& r, const std::string& key, std::string* out) {
+  r.String(key, out);
+  if (r.Has(key) && out->empty()) r.TableError(key, "must be a non-empty SQL expression");
+}
+
+// Records the line of every key of the table, and the table's own line under "".
+std::map<std::string, int> KeyLinesOf(const toml::value& table) {
+  std::map<std::string, int> lines{{"", static_cast<int>(table.location().line())}};
+  for (const auto& [key, value] : table.as_table()) {
+    lines[key] = static_cast<int>(value.location().line());
+  }
+  return lines;
+}
+
 void ParseLock(TableReader& r, LockNameConfig* lock) {
   r.String("name", &lock->name);
   if (lock->name.empty()) r.TableError("name", "every [[targets.locks]] needs a non-empty name");
-  const bool has_key = r.Has("key"), has_text = r.Has("key_text"), has_key1 = r.Has("key1");
-  const int forms = int{has_key} + int{has_text} + int{has_key1};
+  const bool has_key = r.Has("key"), has_text = r.Has("key_text"), has_key1 = r.Has("key1"),
+             has_sql = r.Has("key_sql"), has_key1_sql = r.Has("key1_sql");
+  const int forms = int{has_key} + int{has_text} + int{has_key1} + int{has_sql} + int{has_key1_sql};
   if (forms != 1) {
     r.TableError("key", "lock \"" + lock->name +
-                            "\" needs exactly one of key, key_text, or key1 with key2/key2_text");
+                            "\" needs exactly one of key, key_text, key_sql, key1 with "
+                            "key2/key2_text, or key1_sql with key2_sql");
   }
   if (has_key) {
     lock->kind = LockNameConfig::Kind::kBigint;
@@ -237,6 +254,21 @@ void ParseLock(TableReader& r, LockNameConfig* lock) {
   if (has_text) {
     lock->kind = LockNameConfig::Kind::kBigintText;
     r.String("key_text", &lock->key_text);
+  }
+  if (has_sql) {
+    lock->kind = LockNameConfig::Kind::kBigintSql;
+    SqlExpression(r, "key_sql", &lock->key_sql);
+  }
+  if (has_key1_sql) {
+    lock->kind = LockNameConfig::Kind::kPairSql;
+    SqlExpression(r, "key1_sql", &lock->key1_sql);
+    if (!r.Has("key2_sql")) {
+      r.TableError("key2_sql", "lock \"" + lock->name + "\" with key1_sql needs key2_sql");
+    }
+    SqlExpression(r, "key2_sql", &lock->key2_sql);
+  } else if (r.Has("key2_sql")) {
+    r.Get("key2_sql");
+    r.TableError("key2_sql", "key2_sql needs key1_sql");
   }
   if (has_key1) {
     int64_t k1 = 0;
@@ -267,12 +299,53 @@ void ParseLock(TableReader& r, LockNameConfig* lock) {
   r.RejectUnknown();
 }
 
+// One field of a lock table: `<field>_column` or `<field>_sql`. A general table (`general`) has
+// only the fields it names; a classic one keeps the default column of the others.
+void ParseLeaseField(TableReader& r, const std::string& field, bool general, LeaseField* out) {
+  const std::string column_key = field + "_column", sql_key = field + "_sql";
+  const bool has_column = r.Has(column_key), has_sql = r.Has(sql_key);
+  if (has_column && has_sql) {
+    r.TableError(sql_key, "set either " + column_key + " or " + sql_key + ", not both");
+  }
+  if (has_column || has_sql || (general && field != "name")) *out = LeaseField{};
+  r.String(column_key, &out->column);
+  if (has_column && out->column.empty()) r.TableError(column_key, "must not be empty");
+  SqlExpression(r, sql_key, &out->sql);
+}
+
+// ttl, held_sql, where_sql and max_hold, and how they combine with the fields.
+void ParseLeaseRules(TableReader& r, LeaseTableConfig* lease) {
+  SqlExpression(r, "held_sql", &lease->held_sql);
+  SqlExpression(r, "where_sql", &lease->where_sql);
+  if (r.DurationValue("ttl", &lease->ttl) && lease->ttl <= Duration(0)) {
+    r.TableError("ttl", "must be greater than 0s");
+  }
+  if (r.DurationValue("max_hold", &lease->max_hold) && lease->max_hold <= Duration(0)) {
+    r.TableError("max_hold", "must be greater than 0s");
+  }
+  const bool ttl = r.Has("ttl");
+  const bool expires = r.Has("expires_at_column") || r.Has("expires_at_sql");
+  if (ttl && expires) {
+    r.TableError("ttl", "set either ttl or expires_at_column/expires_at_sql, not both");
+  }
+  if (ttl && !lease->taken_at.present()) {
+    r.TableError("ttl", "ttl needs taken_at_column or taken_at_sql (the expiry is taken_at + ttl)");
+  }
+  if (r.Has("held_sql") && (ttl || expires)) {
+    r.TableError("held_sql",
+                 "held_sql is for tables without an expiry; with expires_at or ttl a row is held "
+                 "while its expiry is in the future");
+  }
+}
+
 void ParseLease(TableReader& r, LeaseTableConfig* lease) {
   r.String("table", &lease->table);
-  r.String("name_column", &lease->name_column);
-  r.String("holder_column", &lease->holder_column);
-  r.String("taken_at_column", &lease->taken_at_column);
-  r.String("expires_at_column", &lease->expires_at_column);
+  const bool general = r.Has("held_sql") || r.Has("ttl");
+  ParseLeaseField(r, "name", general, &lease->name);
+  ParseLeaseField(r, "holder", general, &lease->holder);
+  ParseLeaseField(r, "taken_at", general, &lease->taken_at);
+  ParseLeaseField(r, "expires_at", general, &lease->expires_at);
+  ParseLeaseRules(r, lease);
   r.String("holder_pattern", &lease->holder_pattern);
   r.StringArray("holder_labels", &lease->holder_labels);
   r.Bool("read_on_standby", &lease->read_on_standby);
@@ -290,10 +363,6 @@ void ParseLease(TableReader& r, LeaseTableConfig* lease) {
         r.TableError("table", "\"" + lease->table + "\" must be \"schema.table\" or \"table\"");
       }
     }
-  }
-  for (const std::string* col : {&lease->name_column, &lease->holder_column,
-                                 &lease->taken_at_column, &lease->expires_at_column}) {
-    if (col->empty()) r.TableError("table", "column names must not be empty");
   }
   if (!lease->holder_pattern.empty()) {
     size_t groups = 0;
@@ -372,6 +441,8 @@ void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigErro
   for (const toml::value* t : r.Tables("locks")) {
     TableReader lr(*t, r.Dotted("locks"), file, errors);
     LockNameConfig lock;
+    lock.file = file;
+    lock.lines = KeyLinesOf(*t);
     ParseLock(lr, &lock);
     if (!lock.name.empty() && !lock_names.insert(lock.name).second) {
       lr.TableError("name",
@@ -383,6 +454,8 @@ void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigErro
   for (const toml::value* t : r.Tables("leases")) {
     TableReader lr(*t, r.Dotted("leases"), file, errors);
     LeaseTableConfig lease;
+    lease.file = file;
+    lease.lines = KeyLinesOf(*t);
     ParseLease(lr, &lease);
     if (!lease.table.empty() && !tables.insert(lease.table).second) {
       lr.TableError("table", "lease table \"" + lease.table + "\" listed twice");
@@ -636,6 +709,26 @@ bool LoadConfig(const Flags& flags, const std::optional<std::string>& env_dsn, C
   }
   ValidateMerged(config, timeout_set, lines, errors);
   return errors->size() == before;
+}
+
+namespace {
+
+std::string ProblemAt(const std::string& file, const std::map<std::string, int>& lines,
+                      const std::string& prefix, const std::string& key,
+                      const std::string& message) {
+  auto it = lines.find(key);
+  if (it == lines.end()) it = lines.find("");
+  return ConfigError{file, it == lines.end() ? 0 : it->second, prefix + key, message}.ToString();
+}
+
+}  // namespace
+
+std::string LockNameConfig::Problem(const std::string& key, const std::string& message) const {
+  return ProblemAt(file, lines, "targets.locks.", key, message);
+}
+
+std::string LeaseTableConfig::Problem(const std::string& key, const std::string& message) const {
+  return ProblemAt(file, lines, "targets.leases.", key, message);
 }
 
 std::string ConfigError::ToString() const {

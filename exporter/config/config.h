@@ -24,9 +24,10 @@ struct ConfigError {
   std::string ToString() const;
 };
 
-// A human name for an advisory lock key, resolved by the server's own hash functions.
+// A human name for an advisory lock key, resolved by the server's own hash functions or by the
+// operator's SQL expressions.
 struct LockNameConfig {
-  enum class Kind { kBigint, kBigintText, kPair, kPairText };
+  enum class Kind { kBigint, kBigintText, kPair, kPairText, kBigintSql, kPairSql };
   std::string name;
   Kind kind = Kind::kBigint;
   int64_t key = 0;        // kBigint
@@ -34,22 +35,56 @@ struct LockNameConfig {
   int32_t key1 = 0;       // kPair, kPairText
   int32_t key2 = 0;       // kPair
   std::string key2_text;  // kPairText: key2 = hashtext(key2_text)
+  std::string key_sql;    // kBigintSql: key = (key_sql)::bigint, evaluated by the server
+  std::string key1_sql;   // kPairSql: key1 = (key1_sql)::int4, key2 = (key2_sql)::int4
+  std::string key2_sql;
+  // Where the lock was configured, so a run-time failure of an expression names its key.
+  std::string file;
+  std::map<std::string, int> lines;  // key -> line in `file`
+
+  // "file:line: targets.locks.<key>: message".
+  std::string Problem(const std::string& key, const std::string& message) const;
 
   bool operator==(const LockNameConfig&) const = default;
 };
 
+// One field of a lock table: a column, or an SQL expression over the row (`t`), or neither (the
+// table has no such field).
+struct LeaseField {
+  std::string column;
+  std::string sql;
+
+  bool present() const { return !column.empty() || !sql.empty(); }
+  bool operator==(const LeaseField&) const = default;
+};
+
+// A lock table ([[targets.leases]]): a classic lease table (the four columns name, holder,
+// taken_at, expires_at by default) or, once it sets `held_sql` or `ttl`, a table with only the
+// fields it names. Every table has an expiry (expires_at, or taken_at + ttl) or `held_sql`.
 struct LeaseTableConfig {
   std::string table;   // as configured, "schema.table" or "table"
   std::string schema;  // empty: resolved through search_path
   std::string relation;
-  std::string name_column = "name";
-  std::string holder_column = "holder";
-  std::string taken_at_column = "taken_at";
-  std::string expires_at_column = "expires_at";
-  std::string holder_pattern;  // POSIX extended regex; empty keeps the holder text whole
+  LeaseField name{"name", ""};
+  LeaseField holder{"holder", ""};
+  LeaseField taken_at{"taken_at", ""};
+  LeaseField expires_at{"expires_at", ""};
+  Duration ttl = Duration(0);       // > 0: the expiry is taken_at + ttl
+  std::string held_sql;             // tables without an expiry: which rows are held
+  std::string where_sql;            // which rows are locks at all; empty: every row
+  Duration max_hold = Duration(0);  // > 0: exported as pglock_lease_max_hold_seconds
+  std::string holder_pattern;       // POSIX extended regex; empty keeps the holder text whole
   std::vector<std::string> holder_labels;
   // Read on a standby too: its replicated rows would page once per node, so off by default.
   bool read_on_standby = false;
+
+  // Where the table was configured, so the run-time type check names the file, line and key.
+  std::string file;
+  std::map<std::string, int> lines;  // key -> line in `file`
+
+  bool has_expiry() const { return expires_at.present() || ttl > Duration(0); }
+  // "file:line: targets.leases.<key>: message" (the table's own line when the key is not set).
+  std::string Problem(const std::string& key, const std::string& message) const;
 
   bool operator==(const LeaseTableConfig&) const = default;
 };

@@ -55,6 +55,7 @@ void Poller::BuildAnalyzeOptions() {
     LeaseTableRules rules;
     rules.table = t.table;
     rules.holder_labels = t.holder_labels;
+    rules.max_hold = std::chrono::duration<double>(t.max_hold).count();
     if (!t.holder_pattern.empty()) {
       rules.matcher = std::make_shared<const HolderMatcher>(t.holder_pattern);
     }
@@ -183,13 +184,23 @@ void Poller::RecordEvents(std::vector<Event> events) {
   event_log_.Append(std::move(events));
 }
 
-Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
-  if (conn_ && !conn_->Broken()) {
-    if (!names_stale_) return Status::Ok();
-    if (Status s = ResolveLockNames(*conn_, target_.locks, deadline, &names_); !s.ok()) return s;
-    names_stale_ = false;
-    return Status::Ok();
+Status Poller::ResolveNames(PgConnection& conn, SteadyClock::time_point deadline) {
+  std::vector<std::string> problems;
+  if (Status s = ResolveLockNames(conn, target_.locks, QueryTimeouts::ForPoll(poll_.timeout),
+                                  deadline, &names_, &problems);
+      !s.ok()) {
+    return s;
   }
+  for (const std::string& p : problems) {
+    if (logged_lock_problems_.insert(p).second) spdlog::error("target {}: {}", target_.name, p);
+  }
+  names_stale_ = false;
+  return Status::Ok();
+}
+
+Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
+  if (conn_ && !conn_->Broken())
+    return names_stale_ ? ResolveNames(*conn_, deadline) : Status::Ok();
   conn_.reset();
   std::unique_ptr<PgConnection> conn;
   if (Status s = PgConnection::Connect(target_.dsn, {{"application_name", "pglock_exporter"}},
@@ -199,8 +210,7 @@ Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
   }
   std::vector<PgResult> ignored;
   if (Status s = conn->Exec(queries::kSessionSetup, {}, deadline, &ignored); !s.ok()) return s;
-  if (Status s = ResolveLockNames(*conn, target_.locks, deadline, &names_); !s.ok()) return s;
-  names_stale_ = false;
+  if (Status s = ResolveNames(*conn, deadline); !s.ok()) return s;
   conn_ = std::move(conn);
   return Status::Ok();
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,6 +60,8 @@ class Poller {
   void ApplyPendingConfig() EXCLUDES(mu_);
   void BuildAnalyzeOptions();
   Status EnsureConnected(SteadyClock::time_point deadline);
+  // Resolves [[targets.locks]] on `conn`; an expression that fails is logged once and left unnamed.
+  Status ResolveNames(PgConnection& conn, SteadyClock::time_point deadline);
   // Runs every collector's statements and round trips into *data; *statuses gets each
   // collector's outcome and time.
   Status Collect(SteadyClock::time_point deadline, PollData* data,
@@ -102,6 +105,8 @@ class Poller {
   bool was_up_ = false;
   bool warned_hidden_ = false;
   std::string role_;  // "primary" or "standby" at the last good poll; "" before it
+  // Lock-name expression failures already logged (each once per poller, whatever the reconnects).
+  std::set<std::string> logged_lock_problems_;
   std::map<std::string, std::string> collector_state_;  // collector -> last error ("" = ok)
 };
 

@@ -36,6 +36,7 @@ struct LeaseTableRules {
   std::string table;
   std::vector<std::string> holder_labels;
   std::shared_ptr<const HolderMatcher> matcher;  // null: the holder text stays whole
+  double max_hold = 0;                           // seconds; 0 when unset
 };
 
 class PooledLockTracker;

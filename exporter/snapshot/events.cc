@@ -509,7 +509,8 @@ void EventTracker::CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st
         count(row.name, "released", old.holder);  // given back by moving its expiry to the past
         now_seen.given_back = true;
         mark->explained.updated += 1;
-      } else if (row.expires_at != old.expires_at || row.taken_at != old.taken_at) {
+      } else if (row.expires_at != old.expires_at ||
+                 (t.has_taken_at && row.taken_at != old.taken_at)) {
         count(row.name, "renewed");
         now_seen.given_back = p->second.given_back && row.expires_at <= t.now;
         mark->explained.updated += 1;
@@ -518,12 +519,14 @@ void EventTracker::CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st
       }
     } else if (p->second.given_back) {
       count(row.name, "handover", old.holder, row.holder);
-    } else if (row.taken_at >= old.expires_at) {
+    } else if (t.has_expiry &&
+               (t.has_taken_at ? row.taken_at >= old.expires_at : old.expires_at <= t.now)) {
+      // Without taken_at, an old lease expired by now may have expired before the take.
       count(row.name, "expired_takeover", old.holder, row.holder);
-    } else if (row.taken_at == old.taken_at) {
+    } else if (t.has_taken_at && row.taken_at == old.taken_at) {
       // Edited in place, not taken (a take writes taken_at): no give-back can explain it.
-      count(row.name, old.expires_at > t.now ? "overlap" : "expired_takeover", old.holder,
-            row.holder);
+      count(row.name, !t.has_expiry || old.expires_at > t.now ? "overlap" : "expired_takeover",
+            old.holder, row.holder);
     } else {
       st->pending.push_back({row.name, base_seq, mark->seq, old.holder, row.holder});
     }
@@ -532,7 +535,9 @@ void EventTracker::CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st
     for (const auto& [name, old] : st->leases) {
       if (seen.count(name) != 0) continue;
       count(name, "released", old.row.holder);
-      mark->explained.deleted += 1;
+      // A row leaves a filtered table's read by an UPDATE as well as by a DELETE: claim neither,
+      // which can only turn a later overlap into a hand-over, never the reverse.
+      if (!t.filtered) mark->explained.deleted += 1;
     }
   }
   st->leases = std::move(seen);

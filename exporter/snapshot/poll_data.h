@@ -88,9 +88,10 @@ struct DatabaseStats {
 
 struct LeaseRow {
   std::string name;
-  std::string holder;
-  double taken_at = 0;    // server epoch seconds
-  double expires_at = 0;  // server epoch seconds
+  std::string holder;     // "" when the table has no holder
+  double taken_at = 0;    // server epoch seconds; when the table has no taken_at, the now() of the
+                          // read that first saw the row held (by this holder)
+  double expires_at = 0;  // server epoch seconds; 0 when the table has no expiry
 };
 
 // A lease table's cumulative write counters (pg_stat_all_tables.n_tup_upd, n_tup_del). They are
@@ -105,9 +106,15 @@ struct LeaseTableData {
   bool ok = false;
   std::string error;           // why the read failed (missing table/column, permission, ...)
   std::vector<LeaseRow> rows;  // at most poll.max_leases, soonest expiry first
-  int64_t total = 0;           // rows in the table (rows.size() is smaller when capped)
-  double now = 0;              // the server clock when the table was read
-  int64_t held = 0;            // exact counts over the whole table
+  // Which fields the table has (its config): without an expiry every row read is held (held_sql);
+  // without taken_at, rows' taken_at is when the exporter first saw them held. `filtered`: rows
+  // leave and enter the read by updates too (where_sql, held_sql), not only by DELETE and INSERT.
+  bool has_expiry = true;
+  bool has_taken_at = true;
+  bool filtered = false;
+  int64_t total = 0;  // rows in the table (rows.size() is smaller when capped)
+  double now = 0;     // the server clock when the table was read
+  int64_t held = 0;   // exact counts over the whole table
   int64_t expired = 0;
   // Read just before `rows`; absent when the counters do not follow the table's writes (standby,
   // track_counts off, not a plain table).

@@ -90,6 +90,8 @@ struct LeaseView {
 struct LeaseTableView {
   std::string table;
   bool ok = false;
+  bool has_expiry = true;                  // false: no pglock_lease_expires_in_seconds
+  double max_hold = 0;                     // seconds, from the config; 0 when unset
   std::vector<std::string> holder_labels;  // empty: one "holder" label with the whole text
   int64_t held = 0;
   int64_t expired = 0;

@@ -183,10 +183,10 @@ TEST(ParseConfigTextTest, FullValidConfig) {
   EXPECT_EQ(leases.table, "public.leases");
   EXPECT_EQ(leases.schema, "public");
   EXPECT_EQ(leases.relation, "leases");
-  EXPECT_EQ(leases.name_column, "name");
-  EXPECT_EQ(leases.holder_column, "holder");
-  EXPECT_EQ(leases.taken_at_column, "taken_at");
-  EXPECT_EQ(leases.expires_at_column, "expires_at");
+  EXPECT_EQ(leases.name.column, "name");
+  EXPECT_EQ(leases.holder.column, "holder");
+  EXPECT_EQ(leases.taken_at.column, "taken_at");
+  EXPECT_EQ(leases.expires_at.column, "expires_at");
   EXPECT_EQ(leases.holder_pattern, "^([^:]+):([0-9]+):");
   EXPECT_EQ(leases.holder_labels, (std::vector<std::string>{"holder_host", "holder_pid"}));
   EXPECT_FALSE(leases.read_on_standby);
@@ -194,10 +194,10 @@ TEST(ParseConfigTextTest, FullValidConfig) {
   EXPECT_TRUE(jobs.read_on_standby);
   EXPECT_EQ(jobs.schema, "");
   EXPECT_EQ(jobs.relation, "jobs");
-  EXPECT_EQ(jobs.name_column, "job");
-  EXPECT_EQ(jobs.holder_column, "owner");
-  EXPECT_EQ(jobs.taken_at_column, "since");
-  EXPECT_EQ(jobs.expires_at_column, "until");
+  EXPECT_EQ(jobs.name.column, "job");
+  EXPECT_EQ(jobs.holder.column, "owner");
+  EXPECT_EQ(jobs.taken_at.column, "since");
+  EXPECT_EQ(jobs.expires_at.column, "until");
 
   ASSERT_EQ(main.poolers.size(), 1u);
   EXPECT_EQ(main.poolers[0].name, "bouncer");
@@ -347,6 +347,86 @@ TEST(ParseConfigTextErrorTest, LeaseTableNameShape) {
                  "targets.leases.table", "table =", "must be \"schema.table\"");
   ExpectOneError("[[targets]]\nname = \"a\"\n  [[targets.leases]]\n  holder_column = \"h\"\n",
                  "targets.leases.table", "[[targets.leases]]", "needs a table");
+}
+
+TEST(ParseConfigTextTest, KeyExpressionsAndGeneralLockTables) {
+  const std::string text = R"toml([[targets]]
+name = "a"
+  [[targets.locks]]
+  name = "invoices"
+  key_sql = "hashtextextended('invoices', 0)"
+  [[targets.locks]]
+  name = "payouts"
+  key1_sql = "1"
+  key2_sql = "2"
+  [[targets.leases]]
+  table = "knex_migrations_lock"
+  name_sql = "'migrations-' || index"
+  held_sql = "is_locked = 1"
+  max_hold = "30m"
+  [[targets.leases]]
+  table = "jobs"
+  name_column = "id"
+  taken_at_column = "locked_at"
+  ttl = "10m"
+  where_sql = "locked_at IS NOT NULL"
+)toml";
+  Config config;
+  std::vector<ConfigError> errors;
+  ASSERT_TRUE(ParseConfigText(text, kFile, &config, &errors)) << Dump(errors);
+  const TargetConfig& t = config.targets[0];
+  EXPECT_EQ(t.locks[0].kind, LockNameConfig::Kind::kBigintSql);
+  EXPECT_EQ(t.locks[0].key_sql, "hashtextextended('invoices', 0)");
+  EXPECT_EQ(t.locks[1].kind, LockNameConfig::Kind::kPairSql);
+  EXPECT_EQ(t.locks[1].Problem("key2_sql", "x"),
+            std::string(kFile) + ":9: targets.locks.key2_sql: x");
+  const LeaseTableConfig& flags = t.leases[0];
+  EXPECT_EQ(flags.name.sql, "'migrations-' || index");
+  EXPECT_TRUE(flags.name.column.empty());
+  // A general table has only the fields it names.
+  EXPECT_FALSE(flags.holder.present());
+  EXPECT_FALSE(flags.taken_at.present());
+  EXPECT_FALSE(flags.has_expiry());
+  EXPECT_EQ(flags.max_hold, Duration(1'800'000));
+  const LeaseTableConfig& jobs = t.leases[1];
+  EXPECT_EQ(jobs.taken_at.column, "locked_at");
+  EXPECT_FALSE(jobs.holder.present());
+  EXPECT_TRUE(jobs.has_expiry());
+  EXPECT_EQ(jobs.ttl, Duration(600'000));
+  EXPECT_EQ(jobs.where_sql, "locked_at IS NOT NULL");
+  EXPECT_EQ(jobs.Problem("taken_at_column", "x"),
+            std::string(kFile) + ":18: targets.leases.taken_at_column: x");
+  EXPECT_EQ(jobs.Problem("holder_column", "x"),
+            std::string(kFile) + ":15: targets.leases.holder_column: x");
+}
+
+TEST(ParseConfigTextErrorTest, KeyExpressionCombinations) {
+  const std::string head = "[[targets]]\nname = \"a\"\n  [[targets.locks]]\n  name = \"l\"\n";
+  ExpectOneError(head + "  key = 1\n  key_sql = \"2\"\n", "targets.locks.key", "key = 1",
+                 "exactly one of key, key_text, key_sql");
+  ExpectOneError(head + "  key1_sql = \"1\"\n", "targets.locks.key2_sql", "[[targets.locks]]",
+                 "with key1_sql needs key2_sql");
+  ExpectOneError(head + "  key = 1\n  key2_sql = \"2\"\n", "targets.locks.key2_sql", "key2_sql",
+                 "needs key1_sql");
+  ExpectOneError(head + "  key_sql = \"\"\n", "targets.locks.key_sql", "key_sql",
+                 "non-empty SQL expression");
+}
+
+TEST(ParseConfigTextErrorTest, LockTableCombinations) {
+  const std::string head = "[[targets]]\nname = \"a\"\n  [[targets.leases]]\n  table = \"t\"\n";
+  ExpectOneError(head + "  name_column = \"n\"\n  name_sql = \"'x'\"\n", "targets.leases.name_sql",
+                 "name_sql", "either name_column or name_sql");
+  ExpectOneError(head + "  taken_at_column = \"a\"\n  ttl = \"10m\"\n  expires_at_column = \"b\"\n",
+                 "targets.leases.ttl", "ttl", "either ttl or expires_at_column");
+  ExpectOneError(head + "  ttl = \"10m\"\n", "targets.leases.ttl", "ttl", "ttl needs taken_at");
+  ExpectOneError(head + "  held_sql = \"true\"\n  taken_at_column = \"a\"\n  ttl = \"1m\"\n",
+                 "targets.leases.held_sql", "held_sql", "without an expiry");
+  ExpectOneError(head + "  max_hold = \"0s\"\n", "targets.leases.max_hold", "max_hold",
+                 "greater than 0s");
+  ExpectOneError(head + "  where_sql = \"\"\n", "targets.leases.where_sql", "where_sql",
+                 "non-empty SQL expression");
+  ExpectOneError(head + "  holder_column = \"\"\n", "targets.leases.holder_column", "holder_column",
+                 "must not be empty");
 }
 
 TEST(ParseConfigTextErrorTest, DuplicateTargetNameAtTheSecondName) {

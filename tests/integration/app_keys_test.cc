@@ -1,0 +1,348 @@
+// Applications' own keys and lock tables (SPEC 4.9, issue 13) on a real PostgreSQL: every README
+// recipe (a key from a SHA-256 of a name as one bigint and as two int4, a migration tool's constant
+// key, a flag-only lock table, a job table with a TTL) is configured from TOML text exactly as the
+// README shows it, polled by the real Poller, and its exposition checked value by value and by
+// `promtool check metrics`. Wrong types and failing expressions must name the file, line and key,
+// be logged once, and leave the rest of the target working.
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <sstream>
+#include <thread>
+
+#include "exporter/poll/poller.h"
+#include "tests/support/metrics_text.h"
+#include "tests/support/pg_environment.h"
+
+namespace pglock {
+namespace {
+
+using testing::Pg;
+using testing::Sample;
+using testing::Select;
+using testing::TestSession;
+using testing::Value;
+
+// The one target of `toml` (a [[targets]] body after its name and dsn), parsed as config.toml.
+TargetConfig ParseTarget(const std::string& toml) {
+  const std::string text = "[[targets]]\nname = \"it\"\ndsn = \"" + Pg().Dsn() + "\"\n" + toml;
+  Config config;
+  std::vector<ConfigError> errors;
+  const bool ok = ParseConfigText(text, "config.toml", &config, &errors);
+  std::string all;
+  for (const ConfigError& e : errors) all += e.ToString() + "\n";
+  EXPECT_TRUE(ok) << all;
+  return config.targets.empty() ? TargetConfig{} : config.targets[0];
+}
+
+PollConfig FastPoll() {
+  PollConfig p;
+  p.interval = Duration(1000);
+  p.timeout = Duration(3000);
+  return p;
+}
+
+std::vector<Sample> PollAndScrape(Poller& poller) {
+  poller.PollOnceForTest();
+  const std::string text = testing::Serialize({poller.Latest()});
+  std::string out;
+  EXPECT_TRUE(testing::PromtoolCheck(text, &out)) << out << "\n" << text;
+  return testing::ParseSamples(text);
+}
+
+// Captures what the exporter logs while it lives.
+class LogCapture {
+ public:
+  LogCapture()
+      : previous_(spdlog::default_logger()),
+        logger_(std::make_shared<spdlog::logger>(
+            "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out_))) {
+    logger_->set_pattern("%v");
+    spdlog::set_default_logger(logger_);
+  }
+  ~LogCapture() { spdlog::set_default_logger(previous_); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+
+  // How many logged lines contain `text`.
+  int Count(const std::string& text) const {
+    std::istringstream lines(out_.str());
+    int n = 0;
+    for (std::string line; std::getline(lines, line);) n += line.find(text) != std::string::npos;
+    return n;
+  }
+  std::string Text() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+  std::shared_ptr<spdlog::logger> logger_;
+};
+
+// --- Keys ---------------------------------------------------------------------------------------
+
+// README recipe: a library that names its locks by the first 8 bytes of SHA-256(name), as one
+// bigint, or as two int4 (the first and second 4 bytes).
+TEST(AppKeys, Sha256KeyAsOneBigintAndAsTwoInt4) {
+  const TargetConfig t = ParseTarget(R"(
+  [[targets.locks]]
+  name = "invoices"
+  key_sql = "('x' || left(encode(sha256('invoices'), 'hex'), 16))::bit(64)::bigint"
+  [[targets.locks]]
+  name = "payouts"
+  key1_sql = "('x' || substr(encode(sha256('payouts'), 'hex'), 1, 8))::bit(32)::int4"
+  key2_sql = "('x' || substr(encode(sha256('payouts'), 'hex'), 9, 8))::bit(32)::int4"
+)");
+  TestSession app(Pg().Dsn() + " application_name=sha-app");
+  // The application's side, computed independently of the exporter's SQL: the digest's bytes.
+  app.Query(
+      "SELECT pg_advisory_lock(('x' || left(encode(sha256('invoices'), 'hex'), 16))::bit(64)::"
+      "bigint)");
+  const std::string hex = app.Query("SELECT encode(sha256('payouts'), 'hex')");
+  app.Query("SELECT pg_advisory_lock(('x' || '" + hex.substr(0, 8) +
+            "')::bit(32)::int4, ('x' || '" + hex.substr(8, 8) + "')::bit(32)::int4)");
+  Poller poller(t, FastPoll());
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "invoices"}}).size(),
+            1u);
+  EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "payouts"}}).size(), 1u);
+  // Nothing left under a raw key.
+  for (const Sample& s : Select(samples, "pglock_advisory_lock_held_seconds")) {
+    EXPECT_TRUE(s.labels.at("lock") == "invoices" || s.labels.at("lock") == "payouts")
+        << s.labels.at("lock");
+  }
+}
+
+// README recipe: Prisma Migrate holds pg_advisory_lock(72707369) while it migrates.
+TEST(AppKeys, MigrationToolConstantKey) {
+  const TargetConfig t = ParseTarget(R"(
+  [[targets.locks]]
+  name = "migrations"
+  key = 72707369
+)");
+  TestSession migrate(Pg().Dsn() + " application_name=prisma-migrate");
+  migrate.Query("SELECT pg_advisory_lock(72707369)");
+  Poller poller(t, FastPoll());
+  const auto samples = PollAndScrape(poller);
+  const auto held = Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "migrations"}});
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].labels.at("application_name"), "prisma-migrate");
+}
+
+// A key expression that fails is logged once with its key; the lock stays unnamed and the target
+// up; the other names still resolve.
+TEST(AppKeys, FailingKeyExpressionIsReportedWithItsKey) {
+  LogCapture log;
+  const TargetConfig t = ParseTarget(R"(
+  [[targets.locks]]
+  name = "broken"
+  key_sql = "1 / 0"
+  [[targets.locks]]
+  name = "sweep"
+  key = 4242
+)");
+  TestSession app(Pg().Dsn());
+  app.Query("SELECT pg_advisory_lock(4242)");
+  Poller poller(t, FastPoll());
+  auto samples = PollAndScrape(poller);
+  samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_up"), 1);
+  EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "sweep"}}).size(), 1u);
+  EXPECT_EQ(log.Count("config.toml:7: targets.locks.key_sql: lock \"broken\": "), 1) << log.Text();
+  EXPECT_EQ(log.Count("division by zero"), 1) << log.Text();
+}
+
+// --- Lock tables --------------------------------------------------------------------------------
+
+// README recipe: a migration tool's lock row (knex's knex_migrations_lock): two integer columns,
+// no holder, no time. Held rows have an age from when the exporter first saw them held and no
+// expiry; a flag cleared is a release.
+TEST(AppKeys, FlagOnlyLockTable) {
+  Pg().Exec("DROP TABLE IF EXISTS knex_migrations_lock");
+  Pg().Exec(
+      "CREATE TABLE knex_migrations_lock (index serial PRIMARY KEY, is_locked integer); "
+      "INSERT INTO knex_migrations_lock (is_locked) VALUES (0)");
+  const TargetConfig t = ParseTarget(R"(
+  [[targets.leases]]
+  table = "knex_migrations_lock"
+  name_sql = "'migrations-' || index"
+  held_sql = "is_locked = 1"
+  max_hold = "30m"
+)");
+  Poller poller(t, FastPoll());
+  auto samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_lease_table_up"), 1);
+  EXPECT_EQ(Value(samples, "pglock_leases", {{"state", "held"}}), 0);
+  EXPECT_EQ(Value(samples, "pglock_lease_max_hold_seconds", {{"table", "knex_migrations_lock"}}),
+            1800);
+  EXPECT_TRUE(Select(samples, "pglock_lease_held").empty());
+
+  Pg().Exec("UPDATE knex_migrations_lock SET is_locked = 1");  // a migration starts, then dies
+  samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_lease_held", {{"lease", "migrations-1"}}), 1);
+  EXPECT_EQ(Value(samples, "pglock_leases", {{"state", "held"}}), 1);
+  EXPECT_EQ(Value(samples, "pglock_leases", {{"state", "expired"}}), 0);
+  EXPECT_EQ(Value(samples, "pglock_lease_age_seconds", {{"lease", "migrations-1"}}), 0);
+  EXPECT_TRUE(Select(samples, "pglock_lease_expires_in_seconds").empty());
+  EXPECT_EQ(Value(samples, "pglock_lease_transitions_total",
+                  {{"lease", "migrations-1"}, {"kind", "acquired"}}),
+            1);
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  samples = PollAndScrape(poller);
+  const auto age = Value(samples, "pglock_lease_age_seconds", {{"lease", "migrations-1"}});
+  ASSERT_TRUE(age.has_value());
+  EXPECT_GE(*age, 1.4);
+  EXPECT_LT(*age, 10);
+
+  Pg().Exec("UPDATE knex_migrations_lock SET is_locked = 0");
+  samples = PollAndScrape(poller);
+  EXPECT_TRUE(Select(samples, "pglock_lease_held").empty());
+  EXPECT_EQ(Value(samples, "pglock_lease_transitions_total",
+                  {{"lease", "migrations-1"}, {"kind", "released"}}),
+            1);
+  Pg().Exec("DROP TABLE knex_migrations_lock");
+}
+
+// README recipe: a job queue marks rows with locked_at/locked_by; the application gives up a lock
+// after a fixed 10 minutes. Rows not locked are no locks at all (where_sql).
+TEST(AppKeys, JobTableWithTtl) {
+  Pg().Exec("DROP TABLE IF EXISTS jobs");
+  Pg().Exec(
+      "CREATE TABLE jobs (id bigint PRIMARY KEY, locked_at timestamp, locked_by text); "
+      "INSERT INTO jobs VALUES (1, NULL, NULL), "
+      "(2, localtimestamp - interval '4 minutes', 'worker-a'), "
+      "(3, localtimestamp - interval '25 minutes', 'worker-b')");
+  const TargetConfig t = ParseTarget(R"(
+  [[targets.leases]]
+  table = "jobs"
+  name_column = "id"
+  holder_column = "locked_by"
+  taken_at_column = "locked_at"
+  ttl = "10m"
+  where_sql = "locked_at IS NOT NULL"
+)");
+  Poller poller(t, FastPoll());
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_lease_table_up"), 1);
+  EXPECT_EQ(Value(samples, "pglock_leases", {{"state", "held"}}), 1);
+  EXPECT_EQ(Value(samples, "pglock_leases", {{"state", "expired"}}), 1);
+  EXPECT_EQ(Value(samples, "pglock_lease_held", {{"lease", "2"}}), 1);
+  EXPECT_EQ(Value(samples, "pglock_lease_held", {{"lease", "3"}}), 0);
+  EXPECT_TRUE(Select(samples, "pglock_lease_held", {{"lease", "1"}}).empty());
+  EXPECT_NEAR(*Value(samples, "pglock_lease_age_seconds", {{"lease", "2"}}), 240, 5);
+  EXPECT_NEAR(*Value(samples, "pglock_lease_expires_in_seconds", {{"lease", "2"}}), 360, 5);
+  EXPECT_NEAR(*Value(samples, "pglock_lease_expires_in_seconds", {{"lease", "3"}}), -900, 5);
+  EXPECT_EQ(
+      Select(samples, "pglock_lease_holder_info", {{"lease", "3"}, {"holder", "worker-b"}}).size(),
+      1u);
+  EXPECT_TRUE(Select(samples, "pglock_lease_max_hold_seconds").empty());
+  Pg().Exec("DROP TABLE jobs");
+}
+
+// --- Wrong types and failing expressions --------------------------------------------------------
+
+struct WrongType {
+  const char* column_type;  // of the jobs table's locked_at
+  const char* problem;      // what the log and nothing else must say
+};
+
+class AppKeysWrongType : public ::testing::TestWithParam<WrongType> {};
+
+// A wrong column is the table's error, with the file, line and key, logged once; the table is down,
+// the target and the other table are not.
+TEST_P(AppKeysWrongType, IsNamedByFileLineAndKey) {
+  LogCapture log;
+  Pg().Exec("DROP TABLE IF EXISTS bad_jobs");
+  Pg().Exec(std::string("CREATE TABLE bad_jobs (id bigint, locked_by text") +
+            (*GetParam().column_type != '\0' ? ", locked_at " : "") + GetParam().column_type + ")");
+  Pg().Exec("DROP TABLE IF EXISTS good_leases");
+  Pg().Exec(
+      "CREATE TABLE good_leases (name text, holder text, taken_at timestamptz, expires_at "
+      "timestamptz); INSERT INTO good_leases VALUES ('sweep', 'h', now(), now() + interval '1m')");
+  const TargetConfig t = ParseTarget(R"(
+  [[targets.leases]]
+  table = "bad_jobs"
+  name_column = "id"
+  holder_column = "locked_by"
+  taken_at_column = "locked_at"
+  ttl = "10m"
+  [[targets.leases]]
+  table = "good_leases"
+)");
+  TestSession app(Pg().Dsn());
+  app.Query("SELECT pg_advisory_lock(9090)");
+  Poller poller(t, FastPoll());
+  std::vector<Sample> samples;
+  for (int i = 0; i < 3; ++i) samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_up"), 1);
+  EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "bad_jobs"}}), 0);
+  EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "good_leases"}}), 1);
+  EXPECT_EQ(Value(samples, "pglock_lease_held", {{"table", "good_leases"}, {"lease", "sweep"}}), 1);
+  EXPECT_EQ(Value(samples, "pglock_collector_errors_total", {{"collector", "lease:bad_jobs"}}), 3);
+  EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "9090"}}).size(), 1u);
+  EXPECT_EQ(log.Count(GetParam().problem), 1) << log.Text();
+  Pg().Exec("DROP TABLE bad_jobs; DROP TABLE good_leases");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Types, AppKeysWrongType,
+    ::testing::Values(
+        WrongType{"integer",
+                  "config.toml:9: targets.leases.taken_at_column: \"locked_at\" is integer, want "
+                  "timestamptz or timestamp"},
+        WrongType{"text",
+                  "config.toml:9: targets.leases.taken_at_column: \"locked_at\" is text, want "
+                  "timestamptz or timestamp"},
+        WrongType{"",
+                  "config.toml:9: targets.leases.taken_at_column: \"locked_at\" does not exist "
+                  "in bad_jobs"}));
+
+// Expressions: a wrong type and a failing one are named by their key; a table that is fixed is
+// read at the next poll.
+TEST(AppKeys, FailingLeaseExpressionsAreNamedByTheirKey) {
+  LogCapture log;
+  Pg().Exec("DROP TABLE IF EXISTS flags");
+  Pg().Exec("CREATE TABLE flags (id int, is_locked int); INSERT INTO flags VALUES (1, 1)");
+  const TargetConfig t = ParseTarget(R"(
+  [[targets.leases]]
+  table = "flags"
+  name_sql = "'flag-' || id"
+  held_sql = "is_locked"
+  [[targets.leases]]
+  table = "public.flags"
+  name_sql = "'flag-' || id"
+  held_sql = "is_locked = 1"
+  where_sql = "1 / (id - 1) = 1"
+)");
+  Poller poller(t, FastPoll());
+  auto samples = PollAndScrape(poller);
+  samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_up"), 1);
+  EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "flags"}}), 0);
+  EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "public.flags"}}), 0);
+  EXPECT_EQ(log.Count("config.toml:8: targets.leases.held_sql: \"is_locked\" is integer, want "
+                      "boolean"),
+            1)
+      << log.Text();
+  // The types are right; the expression fails on a row, at read time: still named by its key.
+  EXPECT_EQ(log.Count("config.toml:13: targets.leases.where_sql: \"1 / (id - 1) = 1\": "), 1)
+      << log.Text();
+  EXPECT_EQ(log.Count("division by zero"), 1) << log.Text();
+
+  Pg().Exec("DELETE FROM flags");  // no row left to fail on
+  samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "public.flags"}}), 1);
+  EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "flags"}}), 0);
+  Pg().Exec("DROP TABLE flags");
+}
+
+}  // namespace
+}  // namespace pglock
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new pglock::testing::PgEnvironment());
+  return RUN_ALL_TESTS();
+}
