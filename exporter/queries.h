@@ -12,7 +12,6 @@ extern const char* const kLeaseTable;
 extern const char* const kLeaseTableWrites;
 extern const char* const kLockNameBigint;
 extern const char* const kLockNameInt4;
-extern const char* const kLockParties;
 extern const char* const kLockWaits;
 extern const char* const kPgbouncerClients;
 extern const char* const kPgbouncerPools;

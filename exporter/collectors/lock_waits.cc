@@ -123,6 +123,7 @@ class WaitGraph {
   void AddWait(const WaitingProcess& p, const Request& r,
                const std::unordered_map<NodeId, std::set<std::string>>& queued_for);
   NodeId PreparedBlocker(const Request& r, const std::string& datname);
+  std::string DatnameOf(uint32_t datid) const { return datid == 0 ? "" : index_.Datname(datid); }
   int64_t Depth(NodeId id, std::set<NodeId>* path);
 
   const PollData& data_;
@@ -166,7 +167,7 @@ std::vector<WaitingProcess> WaitGraph::WaitingProcesses() const {
   for (const auto& [pid, p] : others_) {
     if (!p->waiting_on_lock) continue;
     const NodeId node = p->leader_pid > 0 ? p->leader_pid : pid;
-    out.push_back({pid, node, &p->blocked_by, p->datname, p->since});
+    out.push_back({pid, node, &p->blocked_by, DatnameOf(p->datid), p->since});
   }
   return out;
 }
@@ -214,7 +215,7 @@ NodeId WaitGraph::PreparedBlocker(const Request& r, const std::string& datname) 
     if (!r.transactionid.empty() && prepared_[i]->xid == r.transactionid) {
       return -1 - static_cast<NodeId>(i);
     }
-    if (prepared_[i]->datname == datname) in_database.push_back(i);
+    if (DatnameOf(prepared_[i]->datid) == datname) in_database.push_back(i);
   }
   if (in_database.size() == 1) return -1 - static_cast<NodeId>(in_database[0]);
   if (prepared_.size() == 1) return -1;
@@ -233,7 +234,7 @@ LockParticipant WaitGraph::Participant(NodeId id) const {
     p.id.state = "prepared";
     const auto i = static_cast<size_t>(-1 - id);
     if (id > kFirstUnnamedPrepared && i < prepared_.size()) {
-      p.datname = prepared_[i]->datname;
+      p.datname = DatnameOf(prepared_[i]->datid);
       p.id.usename = prepared_[i]->usename;
       p.gid = prepared_[i]->gid;
     } else if (const auto it = unnamed_prepared_.find(id); it != unnamed_prepared_.end()) {
@@ -251,7 +252,7 @@ LockParticipant WaitGraph::Participant(NodeId id) const {
     // Background processes mostly have no application_name: their backend_type says what they are.
     p.id = {id, o.application_name.empty() ? o.backend_type : o.application_name, o.client_addr,
             o.usename, o.state};
-    p.datname = o.datname;
+    p.datname = DatnameOf(o.datid);
   } else {
     p.backend_type.clear();  // ended since, or not visible to the exporter's role
   }
@@ -339,59 +340,42 @@ void LockWaitsCollector::Plan(const PollPlan& plan, StatementBatch* batch) const
                               ? "extract(epoch FROM l.waitstart)::float8"
                               : "NULL::float8";
   const char* leader_pid = plan.server_version_num >= 130000 ? "a.leader_pid" : "NULL::int";
-  batch->Add(name(), FillTemplate(queries::kLockWaits, {{"waitstart", waitstart}}));
-  batch->Add("lock_parties", FillTemplate(queries::kLockParties, {{"leader_pid", leader_pid}}));
+  batch->Add(name(), FillTemplate(queries::kLockWaits,
+                                  {{"waitstart", waitstart}, {"leader_pid", leader_pid}}));
 }
 
 namespace {
 
-Status ParseWaits(const PgResult& r, PollData* data) {
-  Columns c(r, "lock_waits");
-  const int pid = c["pid"], locktype = c["locktype"], mode = c["mode"], database = c["database"],
-            relation = c["relation"], xid = c["transactionid"], locktag = c["locktag"],
-            waitstart = c["waitstart"];
-  if (Status s = c.status(); !s.ok()) return s;
-  for (int i = 0; i < r.Rows(); ++i) {
-    LockWaitRow w;
-    w.pid = static_cast<int>(r.Int(i, pid).value_or(0));
-    w.locktype = r.String(i, locktype);
-    w.mode = r.String(i, mode);
-    w.datid = static_cast<uint32_t>(r.Int(i, database).value_or(0));
-    w.relation = r.String(i, relation);
-    w.transactionid = r.String(i, xid);
-    w.locktag = r.String(i, locktag);
-    w.waitstart = r.Double(i, waitstart);
-    data->lock_waits.push_back(std::move(w));
-  }
-  return Status::Ok();
+LockWaitRow ParseRequest(const PgResult& r, int i, const std::map<std::string, int>& c) {
+  LockWaitRow w;
+  w.pid = static_cast<int>(r.Int(i, c.at("pid")).value_or(0));
+  w.locktype = r.String(i, c.at("locktype"));
+  w.mode = r.String(i, c.at("mode"));
+  w.datid = static_cast<uint32_t>(r.Int(i, c.at("datid")).value_or(0));
+  w.relation = r.String(i, c.at("relation"));
+  w.transactionid = r.String(i, c.at("transactionid"));
+  w.locktag = r.String(i, c.at("locktag"));
+  w.waitstart = r.Double(i, c.at("waitstart"));
+  return w;
 }
 
-Status ParseParties(const PgResult& r, PollData* data) {
-  Columns c(r, "lock_parties");
-  const int pid = c["pid"], leader = c["leader_pid"], type = c["backend_type"],
-            datname = c["datname"], usename = c["usename"], app = c["application_name"],
-            addr = c["client_addr"], state = c["state"], since = c["since"], waiting = c["waiting"],
-            blocked_by = c["blocked_by"], gid = c["gid"], xid = c["xid"];
-  if (Status s = c.status(); !s.ok()) return s;
-  for (int i = 0; i < r.Rows(); ++i) {
-    LockParty p;
-    p.pid = static_cast<int>(r.Int(i, pid).value_or(0));
-    p.leader_pid = static_cast<int>(r.Int(i, leader).value_or(0));
-    if (p.leader_pid == p.pid) p.leader_pid = 0;  // a leader names itself
-    p.backend_type = r.String(i, type);
-    p.datname = r.String(i, datname);
-    p.usename = r.String(i, usename);
-    p.application_name = r.String(i, app);
-    p.client_addr = r.String(i, addr);
-    p.state = r.String(i, state);
-    p.since = r.Double(i, since);
-    p.waiting_on_lock = r.Bool(i, waiting);
-    if (!r.IsNull(i, blocked_by)) p.blocked_by = ParsePidList(r.Text(i, blocked_by));
-    p.gid = r.String(i, gid);
-    p.xid = r.String(i, xid);
-    data->lock_parties.push_back(std::move(p));
-  }
-  return Status::Ok();
+LockParty ParseParty(const PgResult& r, int i, const std::map<std::string, int>& c) {
+  LockParty p;
+  p.pid = static_cast<int>(r.Int(i, c.at("pid")).value_or(0));
+  p.leader_pid = static_cast<int>(r.Int(i, c.at("leader_pid")).value_or(0));
+  if (p.leader_pid == p.pid) p.leader_pid = 0;  // a leader names itself
+  p.backend_type = r.String(i, c.at("backend_type"));
+  p.datid = static_cast<uint32_t>(r.Int(i, c.at("datid")).value_or(0));
+  p.usename = r.String(i, c.at("usename"));
+  p.application_name = r.String(i, c.at("application_name"));
+  p.client_addr = r.String(i, c.at("client_addr"));
+  p.state = r.String(i, c.at("state"));
+  p.since = r.Double(i, c.at("since"));
+  p.waiting_on_lock = r.Bool(i, c.at("waiting"));
+  if (const int b = c.at("blocked_by"); !r.IsNull(i, b)) p.blocked_by = ParsePidList(r.Text(i, b));
+  p.gid = r.String(i, c.at("gid"));
+  p.xid = r.String(i, c.at("xid"));
+  return p;
 }
 
 }  // namespace
@@ -400,12 +384,26 @@ Status LockWaitsCollector::Parse(const PollPlan&, const BatchResults& results,
                                  PollData* data) const {
   data->lock_waits.clear();
   data->lock_parties.clear();
-  const PgResult* waits = results.Find(name());
-  const PgResult* parties = results.Find("lock_parties");
-  if (waits == nullptr || parties == nullptr)
-    return Status::UnexpectedShape("lock_waits: no result");
-  if (Status s = ParseWaits(*waits, data); !s.ok()) return s;
-  return ParseParties(*parties, data);
+  const PgResult* r = results.Find(name());
+  if (r == nullptr) return Status::UnexpectedShape("lock_waits: no result");
+  Columns columns(*r, "lock_waits");
+  std::map<std::string, int> c;
+  for (const char* n : {"kind",     "pid",           "leader_pid",       "backend_type",
+                        "datid",    "usename",       "application_name", "client_addr",
+                        "state",    "since",         "waiting",          "blocked_by",
+                        "gid",      "xid",           "locktype",         "mode",
+                        "relation", "transactionid", "locktag",          "waitstart"}) {
+    c[n] = columns[n];
+  }
+  if (Status s = columns.status(); !s.ok()) return s;
+  for (int i = 0; i < r->Rows(); ++i) {
+    if (r->String(i, c["kind"]) == "request") {
+      data->lock_waits.push_back(ParseRequest(*r, i, c));
+    } else {
+      data->lock_parties.push_back(ParseParty(*r, i, c));
+    }
+  }
+  return Status::Ok();
 }
 
 void LockWaitsCollector::BuildView(const PollData& data, const ViewContext& ctx,

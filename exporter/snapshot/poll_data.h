@@ -84,7 +84,7 @@ struct LockParty {
   int pid = 0;
   int leader_pid = 0;        // a parallel worker's leader (13+), else 0
   std::string backend_type;  // pg_stat_activity.backend_type; "prepared transaction" for those
-  std::string datname;
+  uint32_t datid = 0;        // 0: no database (some background processes)
   std::string usename;
   std::string application_name;
   std::string client_addr;

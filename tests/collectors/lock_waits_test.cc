@@ -301,9 +301,11 @@ TEST(LockWaits, AdvisoryWaitsAreCountedUnderTheirLockType) {
   ASSERT_TRUE(WaitFor(10, [&] { return waiter.SendDone(); }));
 }
 
-// The cost rule: while no backend waits, the server never reads pg_locks for this statement.
+// The cost rule: while no backend waits, the server reads neither pg_locks nor the prepared
+// transactions for this statement.
 TEST(LockWaits, NobodyWaitingMeansPgLocksIsNeverRead) {
-  const std::string sql = FillTemplate(queries::kLockWaits, {{"waitstart", "l.waitstart"}});
+  const std::string sql = FillTemplate(
+      queries::kLockWaits, {{"waitstart", "NULL::float8"}, {"leader_pid", "NULL::int"}});
   TestSession s(Pg().Dsn());
   std::string plan, error;
   ASSERT_TRUE(s.TryQuery("CREATE TEMP TABLE plan_out (line text)", &plan, &error)) << error;
@@ -315,6 +317,8 @@ TEST(LockWaits, NobodyWaitingMeansPgLocksIsNeverRead) {
       << error;
   plan = s.Query("SELECT string_agg(line, E'\\n') FROM plan_out");
   EXPECT_NE(plan.find("Function Scan on pg_lock_status l (never executed)"), std::string::npos)
+      << plan;
+  EXPECT_NE(plan.find("Function Scan on pg_prepared_xact p (never executed)"), std::string::npos)
       << plan;
 }
 

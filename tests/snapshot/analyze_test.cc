@@ -805,7 +805,7 @@ TEST(LockWaitsTest, BackgroundWorkerBlockerShowsItsBackendType) {
   LockParty av;
   av.pid = 500;
   av.backend_type = "autovacuum worker";
-  av.datname = "appdb";
+  av.datid = kAppDb;
   av.state = "active";
   av.since = kNow - 40;
   d.lock_parties = {av};
@@ -829,7 +829,7 @@ TEST(LockWaitsTest, WaitingParallelWorkerCountsAsItsLeader) {
     w.pid = pid;
     w.leader_pid = 10;
     w.backend_type = "parallel worker";
-    w.datname = "appdb";
+    w.datid = kAppDb;
     w.waiting_on_lock = true;
     w.blocked_by = {20};
     d.lock_parties.push_back(w);
@@ -857,7 +857,7 @@ TEST(LockWaitsTest, PreparedBlockerIsTheOneWhoseTransactionIsWaitedFor) {
   for (const auto& [gid, xid] : {std::pair{"first", "777"}, std::pair{"second", "778"}}) {
     LockParty p;
     p.backend_type = "prepared transaction";
-    p.datname = "appdb";
+    p.datid = kAppDb;
     p.usename = "alice";
     p.state = "prepared";
     p.since = kNow - 100;
