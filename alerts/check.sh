@@ -22,7 +22,8 @@ locks_url='http://{{ $labels.instance }}/locks?target={{ $labels.target }}'
 
 # SPEC section 5: the contract. Keep in sync with the spec, not with the rules file. The spec lets
 # PglockSessionsEndedByTimeout be retired in favour of PglockAdvisoryLockLost; it is (see
-# alerts/runbooks/README.md, "Retired alerts"). PglockPooledLockInherited is from the second version.
+# alerts/runbooks/README.md, "Retired alerts"). PglockPooledLockInherited and the four
+# lock-wait alerts (SPEC 4.8) are from the second version.
 spec_alerts=(
   PglockTargetDown
   PglockAdvisoryLockWaitLong
@@ -38,6 +39,10 @@ spec_alerts=(
   PglockLeaseHeldTooLong
   PglockSessionLockThroughTransactionPooler
   PglockPooledLockInherited
+  PglockLockWaitLong
+  PglockLockWaitCritical
+  PglockBlockingRootIdleInTransaction
+  PglockLockQueue
 )
 
 # Lease alerts whose runbooks and tests belong to the lease hand-over change (SPEC 4.6): they are in

@@ -387,9 +387,13 @@ cat <<EOF
   ~1:25  PglockLockHoldersExhaustClientPool: billing-worker's 4 connections served requests,
          then all sit idle holding session advisory locks (the last from ~0:20, firing
          after 1m).                                                                [seed 000]
+  ~1:05  PglockBlockingRootIdleInTransaction and PglockLockQueue: checkout sits idle in
+         transaction on a row of orders; migrate's ALTER TABLE waits behind it and 4 storefront
+         readers wait behind the ALTER (5 sessions blocked, queue depth 2).       [the pile-up]
   ~1:05  PglockSessionLockThroughTransactionPooler: a session lock left on a PgBouncer server
          connection (pool_mode=transaction).                                       [seed 002]
   ~1:20  PglockLeaseExpiredTakeover: lease mail-checks expired and host-b took it over. [seed 000]
+  ~1:35  PglockLockWaitLong: one per pile-up edge (ALTER -> checkout, readers -> ALTER).
   ~1:35  PglockAdvisoryLockWaitLong: 2 sessions wait for report-daily, 1 for the shared
          nightly-export key (pending after 30s of waiting, firing 1m later; one alert per
          waiter->blocker edge, a waiter queued ahead counts as a blocker).        [seed 002]
@@ -399,6 +403,7 @@ cat <<EOF
   ~5:05  PglockLeaseHeldTooLong: lease nightly-report was taken 70 minutes ago.
   ~5:30  PglockLeaseExpired: lease uptime:node-b expired and nobody took it over.
   ~6:05  PglockAdvisoryLockWaitCritical: the report-daily waiters pass 5 minutes.
+  ~6:05  PglockLockWaitCritical: the pile-up's waits pass 5 minutes.
  Not shown: PglockTargetDown (the database stays up).
 EOF
 if [[ -z $rules ]]; then

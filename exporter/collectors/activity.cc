@@ -1,6 +1,5 @@
 #include "exporter/collectors/activity.h"
 
-#include <charconv>
 #include <set>
 #include <unordered_set>
 
@@ -54,19 +53,6 @@ const MetricDesc kHidden{"pglock_sessions_hidden",
                          "Sessions whose state the exporter's role cannot see (grant pg_monitor).",
                          {"target"}};
 
-std::vector<int> ParsePidList(std::string_view text) {
-  std::vector<int> out;
-  while (!text.empty()) {
-    const auto comma = text.find(',');
-    const std::string_view part = text.substr(0, comma);
-    int pid = 0;
-    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), pid);
-    if (ec == std::errc() && end == part.data() + part.size()) out.push_back(pid);
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-  }
-  return out;
-}
 
 // Idle in transaction, and which of those sessions hold something others need.
 void BuildIdleHolders(const PollData& data, const std::unordered_set<int>& advisory_holders,

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct AdvisoryKey {
 
 // "<bigint>" for objsubid 1, "<int4>:<int4>" for objsubid 2, signed as the application passed them.
 std::string RenderAdvisoryKey(const AdvisoryKey& key);
+
+// pg_blocking_pids() as array_to_string(..., ','): "12,0,34" -> {12, 0, 34}.
+std::vector<int> ParsePidList(std::string_view text);
 
 // One client backend from pg_stat_activity (never the exporter's own).
 struct Session {
@@ -60,6 +64,37 @@ struct AdvisoryLock {
   bool exclusive = true;  // ExclusiveLock vs ShareLock
   bool granted = true;
   std::optional<double> waitstart;  // 14+, NULL briefly after the wait starts
+};
+
+// A lock request not granted yet (pg_locks, every type but advisory: the advisory statements
+// read those into PollData::locks).
+struct LockWaitRow {
+  int pid = 0;  // the waiting process (a parallel worker's own pid, not its leader's)
+  std::string locktype;
+  std::string mode;
+  uint32_t datid = 0;         // 0: a shared object, or a lock type without a database
+  std::string relation;       // schema.table when resolved in the polled database, else the OID
+  std::string transactionid;  // the xid waited for (transactionid waits)
+  std::string locktag;        // names the locked object: equal tags, one object
+  std::optional<double> waitstart;  // 14+, NULL briefly after the wait starts
+};
+
+// A party to lock waits that is not a client backend: a background process (autovacuum, a
+// parallel worker, ...) or a prepared transaction (pid 0: it holds locks without a backend).
+struct LockParty {
+  int pid = 0;
+  int leader_pid = 0;        // a parallel worker's leader (13+), else 0
+  std::string backend_type;  // pg_stat_activity.backend_type; "prepared transaction" for those
+  uint32_t datid = 0;        // 0: no database (some background processes)
+  std::string usename;
+  std::string application_name;
+  std::string client_addr;
+  std::string state;
+  std::optional<double> since;  // state_change (else xact_start), or when it was prepared
+  bool waiting_on_lock = false;
+  std::vector<int> blocked_by;
+  std::string gid;  // prepared transactions
+  std::string xid;  // prepared transactions: their transaction id
 };
 
 struct ServerSetting {
@@ -145,6 +180,9 @@ struct PollData {
   bool inventory = true;        // false when the tiered poll skipped the pg_locks inventory
   std::vector<Session> sessions;
   std::vector<AdvisoryLock> locks;
+  // Read only when some backend waits on a lock (exporter/collectors/lock_waits.h).
+  std::vector<LockWaitRow> lock_waits;
+  std::vector<LockParty> lock_parties;
   std::vector<ServerSetting> settings;
   std::vector<SettingOverride> overrides;
   std::optional<std::vector<DatabaseStats>> database_stats;  // 14+

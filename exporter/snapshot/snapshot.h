@@ -37,6 +37,41 @@ struct WaitEdge {
   double seconds = 0;
 };
 
+// A party to a lock wait as the wait forest shows it: a client session, a background process
+// (backend_type says which) or a prepared transaction (pid 0, state "prepared", its gid).
+struct LockParticipant {
+  Identity id;
+  std::string datname;
+  std::string backend_type = "client backend";
+  std::string gid;  // prepared transactions only
+};
+
+// One waiter -> blocker edge of any lock type. The blocker holds the object the waiter asks for;
+// when none of the waiter's blockers holds it (a reader queued behind a waiting ALTER TABLE), the
+// blockers are the waiters queued ahead whose requests conflict with its own.
+struct LockWaitEdge {
+  std::string datname;  // the waiter's database
+  std::string locktype;
+  std::string mode;      // requested by the waiter
+  std::string relation;  // schema.table, else the OID (another database's), else ""
+  LockParticipant waiter;
+  LockParticipant blocker;
+  double seconds = 0;  // how long the waiter has waited
+};
+
+// A blocker that waits for nothing, with every session blocked by it directly or through a chain.
+struct BlockingRoot {
+  LockParticipant root;
+  double state_seconds = 0;       // time in its current state (since prepared, for those)
+  std::vector<int> blocked_pids;  // sorted; size() = the blocked sessions
+  int64_t depth = 0;              // longest chain of waits ending at this root
+};
+
+struct LockTypeWaits {
+  int64_t waiters = 0;
+  double wait_max = 0;
+};
+
 struct HeldLock {
   std::string datname;
   std::string lock;
@@ -76,6 +111,7 @@ struct DatabaseAggregate {
   int64_t idle_in_transaction = 0;
   double idle_in_transaction_max = 0;
   int64_t idle_in_transaction_holders = 0;
+  int64_t lock_queue_depth_max = 0;  // longest chain of waits starting in this database
 };
 
 struct LeaseView {
@@ -123,6 +159,11 @@ struct TargetView {
   std::map<std::string, DatabaseAggregate> databases;
   std::vector<WaitEdge> waits;
   std::vector<HeldLock> held;
+  // Waits of every lock type (exporter/collectors/lock_waits.h): exact counts per (datname,
+  // locktype), the top_n edges by wait and the top_n roots by sessions blocked.
+  std::map<std::pair<std::string, std::string>, LockTypeWaits> lock_waits_by_type;
+  std::vector<LockWaitEdge> lock_waits;
+  std::vector<BlockingRoot> blocking_roots;
   std::vector<IdleHolder> idle_holders;
   std::vector<ClientRow> clients;
   std::vector<ServerSetting> settings;

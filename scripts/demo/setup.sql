@@ -12,6 +12,7 @@ CREATE ROLE billing LOGIN PASSWORD :'pw';      -- seed 000: the "pool of four" (
 CREATE ROLE reporting LOGIN PASSWORD :'pw';    -- seed 002: report-daily / nightly-export locks
 CREATE ROLE app_worker LOGIN PASSWORD :'pw';   -- seed 004: the rebuild job
 CREATE ROLE scheduler LOGIN PASSWORD :'pw';    -- seed 000's fix: the lease runner
+CREATE ROLE shop LOGIN PASSWORD :'pw';         -- the pile-up: checkout, a migration, storefront readers
 
 -- Seed 004: a per-role, per-database timeout that no application config mentions. It applies to
 -- sessions started after this statement, i.e. to every app_worker session of the demo.
@@ -33,3 +34,9 @@ CREATE TABLE leases (
 );
 GRANT SELECT, INSERT, UPDATE, DELETE ON leases TO scheduler;
 GRANT SELECT ON leases TO pglock_exporter;
+
+-- The pile-up (README (f)): a table the shop's migration alters while a checkout transaction sits
+-- idle on one of its rows. The migration must own the table to ALTER it.
+CREATE TABLE orders (id int PRIMARY KEY, status text NOT NULL);
+INSERT INTO orders VALUES (1, 'new'), (2, 'new');
+ALTER TABLE orders OWNER TO shop;

@@ -290,8 +290,27 @@ pooler_leak() {
       "'${out#*|}' on backend ${out%%|*}: it inherited a lock it never took"
 }
 
+# --- (f) the pile-up: an idle transaction, a migration queued behind it, readers behind the migration --
+# checkout updates a row and leaves its transaction open (idle in transaction: it holds the row and a
+# RowExclusiveLock on orders). The migration's ALTER TABLE asks for AccessExclusiveLock and queues
+# behind it; every storefront reader asks for AccessShareLock, which conflicts with the queued ALTER,
+# and queues behind the ALTER. Nothing moves until checkout ends; it never does in the demo.
+pile_up() {
+  hold_session checkout shop pile-up "BEGIN;" "UPDATE orders SET status = 'paid' WHERE id = 1;"
+  sleep 2
+  hold_session migrate shop pile-up "ALTER TABLE orders ADD COLUMN note text;"
+  sleep 2
+  local _
+  for _ in 1 2 3 4; do
+    hold_session storefront shop pile-up "SELECT count(*) FROM orders;"
+  done
+  say "(f) pile-up: checkout is idle in transaction holding a row of orders; migrate's ALTER TABLE" \
+      "waits behind it; 4 storefront readers wait behind the ALTER (5 sessions blocked, depth 2)"
+}
+
 billing_pool
 report_locks
+pile_up
 rebuild_cycle &
 loops=($!)
 leases_loop &

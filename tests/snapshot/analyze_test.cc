@@ -751,5 +751,149 @@ TEST(AnalyzeTest, PoolerSessionLocksCountOnlyHoldersOutsideATransaction) {
             (std::map<Key, int64_t>{{{"app", "alice"}, 2}, {{"reports", "bob"}, 0}}));
 }
 
+// ---- Waits of every lock type: the wait graph's edge cases ------------------------------------
+
+LockWaitRow PendingRelation(int pid, const std::string& mode, double waitstart) {
+  LockWaitRow r;
+  r.pid = pid;
+  r.locktype = "relation";
+  r.mode = mode;
+  r.datid = kAppDb;
+  r.relation = "public.t";
+  r.locktag = "relation:16384:16500";
+  r.waitstart = waitstart;
+  return r;
+}
+
+Session WaitingSession(int pid, std::vector<int> blocked_by) {
+  Session s = MakeSession(pid, "active");
+  s.waiting_on_lock = true;
+  s.blocked_by = std::move(blocked_by);
+  return s;
+}
+
+TEST(LockWaitsTest, DeadlockCycleHasNoRootAndEnds) {
+  PollData d = BaseData();
+  d.sessions = {WaitingSession(1, {2}), WaitingSession(2, {1})};
+  d.lock_waits = {PendingRelation(1, "AccessExclusiveLock", kNow - 2),
+                  PendingRelation(2, "AccessExclusiveLock", kNow - 1)};
+  d.lock_waits[1].locktag = "relation:16384:16501";  // each waits for what the other holds
+  const Result r = AnalyzeData(d);
+  EXPECT_EQ(r.view.lock_waits.size(), 2u);
+  EXPECT_TRUE(r.view.blocking_roots.empty());
+  EXPECT_EQ(r.view.databases.at("appdb").lock_queue_depth_max, 2);
+  EXPECT_EQ((r.view.lock_waits_by_type.at({"appdb", "relation"}).waiters), 2);
+}
+
+TEST(LockWaitsTest, CycleBehindARootCountsEachSessionOnce) {
+  PollData d = BaseData();
+  d.sessions = {WaitingSession(1, {2}), WaitingSession(2, {1, 100}),
+                MakeSession(100, "idle in transaction")};
+  d.lock_waits = {PendingRelation(1, "AccessExclusiveLock", kNow - 2),
+                  PendingRelation(2, "AccessExclusiveLock", kNow - 1)};
+  d.lock_waits[1].locktag = "relation:16384:16501";
+  const Result r = AnalyzeData(d);
+  ASSERT_EQ(r.view.blocking_roots.size(), 1u);
+  EXPECT_EQ(r.view.blocking_roots[0].blocked_pids, (std::vector<int>{1, 2}));
+  EXPECT_EQ(r.view.databases.at("appdb").lock_queue_depth_max, 2);
+}
+
+TEST(LockWaitsTest, BackgroundWorkerBlockerShowsItsBackendType) {
+  PollData d = BaseData();
+  d.sessions = {WaitingSession(1, {500})};
+  d.lock_waits = {PendingRelation(1, "AccessExclusiveLock", kNow - 3)};
+  LockParty av;
+  av.pid = 500;
+  av.backend_type = "autovacuum worker";
+  av.datid = kAppDb;
+  av.state = "active";
+  av.since = kNow - 40;
+  d.lock_parties = {av};
+  const Result r = AnalyzeData(d);
+  ASSERT_EQ(r.view.blocking_roots.size(), 1u);
+  const BlockingRoot& root = r.view.blocking_roots[0];
+  EXPECT_EQ(root.root.id.pid, 500);
+  EXPECT_EQ(root.root.id.application_name, "autovacuum worker");
+  EXPECT_EQ(root.root.backend_type, "autovacuum worker");
+  EXPECT_DOUBLE_EQ(root.state_seconds, 40);
+  EXPECT_EQ(root.blocked_pids, std::vector<int>{1});
+  ASSERT_EQ(r.view.lock_waits.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.view.lock_waits[0].seconds, 3);
+}
+
+TEST(LockWaitsTest, WaitingParallelWorkerCountsAsItsLeader) {
+  PollData d = BaseData();
+  d.sessions = {MakeSession(10, "active", "report"), MakeSession(20, "idle in transaction")};
+  for (const int pid : {11, 12}) {  // two workers of leader 10 wait for the same table
+    LockParty w;
+    w.pid = pid;
+    w.leader_pid = 10;
+    w.backend_type = "parallel worker";
+    w.datid = kAppDb;
+    w.waiting_on_lock = true;
+    w.blocked_by = {20};
+    d.lock_parties.push_back(w);
+    d.lock_waits.push_back(PendingRelation(pid, "AccessShareLock", kNow - 5));
+  }
+  const Result r = AnalyzeData(d);
+  EXPECT_EQ((r.view.lock_waits_by_type.at({"appdb", "relation"}).waiters), 1);
+  ASSERT_EQ(r.view.lock_waits.size(), 1u);
+  EXPECT_EQ(r.view.lock_waits[0].waiter.id.pid, 10);
+  EXPECT_EQ(r.view.lock_waits[0].waiter.id.application_name, "report");
+  EXPECT_EQ(r.view.lock_waits[0].blocker.id.pid, 20);
+}
+
+TEST(LockWaitsTest, PreparedBlockerIsTheOneWhoseTransactionIsWaitedFor) {
+  PollData d = BaseData();
+  d.sessions = {WaitingSession(1, {0})};
+  LockWaitRow row;
+  row.pid = 1;
+  row.locktype = "transactionid";
+  row.mode = "ShareLock";
+  row.transactionid = "778";
+  row.locktag = "transactionid:778";
+  row.waitstart = kNow - 9;
+  d.lock_waits = {row};
+  for (const auto& [gid, xid] : {std::pair{"first", "777"}, std::pair{"second", "778"}}) {
+    LockParty p;
+    p.backend_type = "prepared transaction";
+    p.datid = kAppDb;
+    p.usename = "alice";
+    p.state = "prepared";
+    p.since = kNow - 100;
+    p.gid = gid;
+    p.xid = xid;
+    d.lock_parties.push_back(p);
+  }
+  const Result r = AnalyzeData(d);
+  ASSERT_EQ(r.view.blocking_roots.size(), 1u);
+  EXPECT_EQ(r.view.blocking_roots[0].root.gid, "second");
+  EXPECT_EQ(r.view.blocking_roots[0].root.id.pid, 0);
+  EXPECT_EQ(r.view.blocking_roots[0].root.id.state, "prepared");
+  EXPECT_DOUBLE_EQ(r.view.blocking_roots[0].state_seconds, 100);
+  // A relation wait cannot say which of two prepared transactions holds it: an unnamed one.
+  d.lock_waits = {PendingRelation(1, "AccessShareLock", kNow - 1)};
+  const Result unnamed = AnalyzeData(d);
+  ASSERT_EQ(unnamed.view.blocking_roots.size(), 1u);
+  EXPECT_EQ(unnamed.view.blocking_roots[0].root.gid, "");
+  EXPECT_EQ(unnamed.view.blocking_roots[0].root.datname, "appdb");
+}
+
+TEST(LockWaitsTest, EdgesAreCappedAtTopNLongestFirst) {
+  PollData d = BaseData();
+  d.sessions = {MakeSession(100, "idle in transaction")};
+  for (int pid = 1; pid <= 5; ++pid) {
+    d.sessions.push_back(WaitingSession(pid, {100}));
+    d.lock_waits.push_back(PendingRelation(pid, "RowExclusiveLock", kNow - pid));
+  }
+  const Result r = AnalyzeData(d, nullptr, 2);
+  ASSERT_EQ(r.view.lock_waits.size(), 2u);
+  EXPECT_EQ(r.view.lock_waits[0].waiter.id.pid, 5);
+  EXPECT_EQ(r.view.lock_waits[1].waiter.id.pid, 4);
+  EXPECT_EQ(r.dropped.at("pglock_lock_wait_seconds"), 3);
+  EXPECT_EQ((r.view.lock_waits_by_type.at({"appdb", "relation"}).waiters), 5);  // exact
+  EXPECT_EQ(r.view.blocking_roots.at(0).blocked_pids.size(), 5u);
+}
+
 }  // namespace
 }  // namespace pglock

@@ -1,0 +1,334 @@
+// Waits on every lock type (SPEC 4.8) against a real PostgreSQL: the pile-up (an idle
+// transaction, an ALTER TABLE queued behind it, readers queued behind the ALTER), a chain of row
+// locks, a prepared transaction as the blocker, a wait in another database, and the gate that
+// keeps pg_locks unread while nobody waits. One poll of the real Poller each; the exposition text
+// is parsed back, checked label by label and passed through `promtool check metrics`.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "exporter/pg/batch.h"
+#include "exporter/poll/poller.h"
+#include "exporter/queries.h"
+#include "tests/support/metrics_text.h"
+#include "tests/support/pg_environment.h"
+
+namespace pglock {
+namespace {
+
+using testing::Pg;
+using testing::Sample;
+using testing::Select;
+using testing::TestSession;
+using testing::Value;
+using testing::WaitFor;
+
+TargetConfig Target() {
+  TargetConfig t;
+  t.name = "it";
+  t.dsn = Pg().Dsn();
+  return t;
+}
+
+PollConfig FastPoll() {
+  PollConfig p;
+  p.interval = Duration(1000);
+  p.timeout = Duration(5000);
+  p.top_n = 20;
+  return p;
+}
+
+std::string Pid(const TestSession& s) { return std::to_string(s.Pid()); }
+
+// Polls once; the snapshot is kept for checks of the view the on-call page renders.
+std::vector<Sample> PollAndScrape(Poller& poller) {
+  poller.PollOnceForTest();
+  const std::string text = testing::Serialize({poller.Latest()});
+  std::string out;
+  EXPECT_TRUE(testing::PromtoolCheck(text, &out)) << out << "\n" << text;
+  return testing::ParseSamples(text);
+}
+
+// Waits until `pid` waits on a lock of `locktype`, as pg_stat_activity shows it.
+void WaitUntilWaiting(const TestSession& s, const std::string& locktype) {
+  ASSERT_TRUE(WaitFor(
+      10,
+      [&] {
+        return Pg().Scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = " + Pid(s) +
+                           " AND wait_event_type = 'Lock' AND wait_event = '" + locktype + "'") ==
+               "1";
+      }))
+      << "session " << s.Pid() << " never started waiting on " << locktype;
+}
+
+// The one edge of `waiter`.
+std::map<std::string, std::string> EdgeOf(const std::vector<Sample>& samples,
+                                          const TestSession& waiter, double* seconds = nullptr) {
+  const auto edges = Select(samples, "pglock_lock_wait_seconds", {{"waiter_pid", Pid(waiter)}});
+  EXPECT_EQ(edges.size(), 1u) << "edges of " << waiter.Pid();
+  if (edges.empty()) return {};
+  if (seconds != nullptr) *seconds = edges[0].value;
+  return edges[0].labels;
+}
+
+TEST(LockWaits, PileUpBehindAnIdleTransaction) {
+  Pg().Exec("CREATE TABLE pileup (id int PRIMARY KEY, v int); INSERT INTO pileup VALUES (1, 0)");
+  TestSession idle(Pg().Dsn() + " application_name=forgotten-tx");
+  TestSession ddl(Pg().Dsn() + " application_name=migration");
+  TestSession reader1(Pg().Dsn() + " application_name=web"), reader2(Pg().Dsn());
+  idle.Query("BEGIN");
+  idle.Query("UPDATE pileup SET v = v + 1 WHERE id = 1");
+  ddl.Send("ALTER TABLE pileup ADD COLUMN w int");
+  WaitUntilWaiting(ddl, "relation");
+  reader1.Send("SELECT count(*) FROM pileup");
+  WaitUntilWaiting(reader1, "relation");
+  reader2.Send("SELECT count(*) FROM pileup");
+  WaitUntilWaiting(reader2, "relation");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+
+  Poller poller(Target(), FastPoll());
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(
+      Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "relation"}}),
+      3);
+  EXPECT_GE(*Value(samples, "pglock_lock_wait_seconds_max",
+                   {{"datname", "postgres"}, {"locktype", "relation"}}),
+            1.0);
+  EXPECT_EQ(Value(samples, "pglock_lock_queue_depth_max", {{"datname", "postgres"}}), 2);
+
+  double ddl_wait = 0;
+  const auto alter = EdgeOf(samples, ddl, &ddl_wait);
+  EXPECT_EQ(alter.at("blocker_pid"), Pid(idle));  // the holder, not a waiter
+  EXPECT_EQ(alter.at("blocker_application_name"), "forgotten-tx");
+  EXPECT_EQ(alter.at("blocker_state"), "idle in transaction");
+  EXPECT_EQ(alter.at("blocker_usename"), "postgres");
+  EXPECT_EQ(alter.at("blocker_client_addr"), "127.0.0.1");
+  EXPECT_EQ(alter.at("waiter_application_name"), "migration");
+  EXPECT_EQ(alter.at("waiter_usename"), "postgres");
+  EXPECT_EQ(alter.at("locktype"), "relation");
+  EXPECT_EQ(alter.at("mode"), "AccessExclusiveLock");
+  EXPECT_EQ(alter.at("relation"), "public.pileup");
+  EXPECT_EQ(alter.at("datname"), "postgres");
+  EXPECT_GE(ddl_wait, 1.0);
+  EXPECT_LT(ddl_wait, 60.0);
+  // The readers do not conflict with the idle transaction's RowExclusiveLock: what blocks them is
+  // the ALTER's queued AccessExclusiveLock, so they point at the ALTER.
+  for (const TestSession* r : {&reader1, &reader2}) {
+    const auto e = EdgeOf(samples, *r);
+    EXPECT_EQ(e.at("blocker_pid"), Pid(ddl));
+    EXPECT_EQ(e.at("blocker_application_name"), "migration");
+    EXPECT_EQ(e.at("blocker_state"), "active");
+    EXPECT_EQ(e.at("mode"), "AccessShareLock");
+    EXPECT_EQ(e.at("relation"), "public.pileup");
+  }
+  const auto roots = Select(samples, "pglock_blocking_root_blocked_sessions");
+  ASSERT_EQ(roots.size(), 1u);
+  EXPECT_EQ(roots[0].value, 3);
+  EXPECT_EQ(roots[0].labels.at("root_pid"), Pid(idle));
+  EXPECT_EQ(roots[0].labels.at("root_application_name"), "forgotten-tx");
+  EXPECT_EQ(roots[0].labels.at("root_state"), "idle in transaction");
+  EXPECT_EQ(roots[0].labels.at("root_usename"), "postgres");
+  EXPECT_EQ(roots[0].labels.at("root_client_addr"), "127.0.0.1");
+  EXPECT_GE(*Value(samples, "pglock_blocking_root_state_seconds", {{"root_pid", Pid(idle)}}), 1.0);
+  // The view keeps the forest for the on-call page: the root with every session behind it.
+  const auto view = poller.Latest()->view;
+  ASSERT_EQ(view->blocking_roots.size(), 1u);
+  std::vector<int> behind = {ddl.Pid(), reader1.Pid(), reader2.Pid()};
+  std::sort(behind.begin(), behind.end());
+  EXPECT_EQ(view->blocking_roots[0].blocked_pids, behind);
+  EXPECT_EQ(view->blocking_roots[0].depth, 2);
+  // The advisory family is untouched by relation waits.
+  EXPECT_EQ(Value(samples, "pglock_advisory_lock_waiters", {{"datname", "postgres"}}), 0);
+
+  idle.Query("ROLLBACK");
+  ASSERT_TRUE(WaitFor(10, [&] { return ddl.SendDone(); }));
+  ASSERT_TRUE(WaitFor(10, [&] { return reader1.SendDone() && reader2.SendDone(); }));
+  // Once it is over the wait series go away and the queue depth is back to 0.
+  const auto after = PollAndScrape(poller);
+  EXPECT_TRUE(Select(after, "pglock_lock_wait_seconds").empty());
+  EXPECT_TRUE(Select(after, "pglock_blocking_root_blocked_sessions").empty());
+  EXPECT_EQ(Value(after, "pglock_lock_queue_depth_max", {{"datname", "postgres"}}), 0);
+}
+
+TEST(LockWaits, QueuedWaitersPointAtTheHolderNotAtEachOther) {
+  Pg().Exec("CREATE TABLE queue (id int)");
+  TestSession holder(Pg().Dsn()), first(Pg().Dsn()), second(Pg().Dsn());
+  holder.Query("BEGIN");
+  holder.Query("LOCK TABLE queue IN ACCESS EXCLUSIVE MODE");
+  first.Send("BEGIN; LOCK TABLE queue IN ACCESS EXCLUSIVE MODE");
+  WaitUntilWaiting(first, "relation");
+  second.Send("BEGIN; LOCK TABLE queue IN ACCESS EXCLUSIVE MODE");
+  WaitUntilWaiting(second, "relation");
+  // pg_blocking_pids() names the first waiter as a blocker of the second one too.
+  EXPECT_EQ(Pg().Scalar("SELECT cardinality(pg_blocking_pids(" + Pid(second) + "))"), "2");
+
+  Poller poller(Target(), FastPoll());
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(EdgeOf(samples, first).at("blocker_pid"), Pid(holder));
+  EXPECT_EQ(EdgeOf(samples, second).at("blocker_pid"), Pid(holder));
+  EXPECT_EQ(Value(samples, "pglock_lock_queue_depth_max", {{"datname", "postgres"}}), 1);
+  EXPECT_EQ(Value(samples, "pglock_blocking_root_blocked_sessions", {{"root_pid", Pid(holder)}}),
+            2);
+
+  holder.Query("ROLLBACK");
+  ASSERT_TRUE(WaitFor(10, [&] { return first.SendDone(); }));
+  first.Query("ROLLBACK");
+  ASSERT_TRUE(WaitFor(10, [&] { return second.SendDone(); }));
+  second.Query("ROLLBACK");
+}
+
+TEST(LockWaits, ChainOfRowLocksPointsAtEachHolder) {
+  Pg().Exec(
+      "CREATE TABLE chain (id int PRIMARY KEY, v int); INSERT INTO chain VALUES (1, 0), (2, 0)");
+  TestSession a(Pg().Dsn()), b(Pg().Dsn()), c(Pg().Dsn());
+  a.Query("BEGIN");
+  a.Query("UPDATE chain SET v = 1 WHERE id = 1");
+  b.Query("BEGIN");
+  b.Query("UPDATE chain SET v = 2 WHERE id = 2");
+  b.Send("UPDATE chain SET v = 2 WHERE id = 1");  // B waits for A's transaction
+  WaitUntilWaiting(b, "transactionid");
+  c.Send("UPDATE chain SET v = 3 WHERE id = 2");  // C waits for B's transaction
+  WaitUntilWaiting(c, "transactionid");
+
+  Poller poller(Target(), FastPoll());
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_lock_waiters",
+                  {{"datname", "postgres"}, {"locktype", "transactionid"}}),
+            2);
+  const auto eb = EdgeOf(samples, b);
+  EXPECT_EQ(eb.at("blocker_pid"), Pid(a));
+  EXPECT_EQ(eb.at("locktype"), "transactionid");
+  EXPECT_EQ(eb.at("mode"), "ShareLock");
+  EXPECT_EQ(eb.at("relation"), "");
+  EXPECT_EQ(eb.at("blocker_state"), "idle in transaction");
+  const auto ec = EdgeOf(samples, c);
+  EXPECT_EQ(ec.at("blocker_pid"), Pid(b));
+  EXPECT_EQ(ec.at("blocker_state"), "active");
+  const auto roots = Select(samples, "pglock_blocking_root_blocked_sessions");
+  ASSERT_EQ(roots.size(), 1u);
+  EXPECT_EQ(roots[0].labels.at("root_pid"), Pid(a));
+  EXPECT_EQ(roots[0].value, 2);
+  EXPECT_EQ(Value(samples, "pglock_lock_queue_depth_max", {{"datname", "postgres"}}), 2);
+
+  a.Query("ROLLBACK");
+  ASSERT_TRUE(WaitFor(10, [&] { return b.SendDone(); }));
+  b.Query("ROLLBACK");
+  ASSERT_TRUE(WaitFor(10, [&] { return c.SendDone(); }));
+}
+
+TEST(LockWaits, PreparedTransactionIsARootWithItsGid) {
+  Pg().Exec("CREATE TABLE prep (id int PRIMARY KEY, v int); INSERT INTO prep VALUES (1, 0)");
+  TestSession p(Pg().Dsn()), w(Pg().Dsn() + " application_name=payments");
+  p.Query("BEGIN");
+  p.Query("UPDATE prep SET v = 1 WHERE id = 1");
+  p.Query("PREPARE TRANSACTION 'pglock-test-gid'");
+  w.Send("UPDATE prep SET v = 2 WHERE id = 1");
+  WaitUntilWaiting(w, "transactionid");
+  EXPECT_EQ(Pg().Scalar("SELECT pg_blocking_pids(" + Pid(w) + ")::text"), "{0}");
+
+  Poller poller(Target(), FastPoll());
+  const auto samples = PollAndScrape(poller);
+  const auto e = EdgeOf(samples, w);
+  EXPECT_EQ(e.at("blocker_pid"), "0");
+  EXPECT_EQ(e.at("blocker_state"), "prepared");
+  EXPECT_EQ(e.at("blocker_application_name"), "");
+  EXPECT_EQ(e.at("blocker_usename"), "postgres");
+  EXPECT_EQ(e.at("blocker_client_addr"), "");
+  EXPECT_EQ(e.at("waiter_application_name"), "payments");
+  const auto roots = Select(samples, "pglock_blocking_root_blocked_sessions");
+  ASSERT_EQ(roots.size(), 1u);
+  EXPECT_EQ(roots[0].labels.at("root_pid"), "0");
+  EXPECT_EQ(roots[0].labels.at("root_state"), "prepared");
+  EXPECT_EQ(roots[0].labels.at("root_application_name"), "");
+  EXPECT_EQ(roots[0].labels.at("datname"), "postgres");
+  EXPECT_EQ(roots[0].value, 1);
+  const auto view = poller.Latest()->view;
+  ASSERT_EQ(view->blocking_roots.size(), 1u);
+  EXPECT_EQ(view->blocking_roots[0].root.gid, "pglock-test-gid");
+  EXPECT_EQ(view->blocking_roots[0].root.backend_type, "prepared transaction");
+
+  Pg().Exec("ROLLBACK PREPARED 'pglock-test-gid'");
+  ASSERT_TRUE(WaitFor(10, [&] { return w.SendDone(); }));
+}
+
+TEST(LockWaits, WaitInAnotherDatabaseShowsTheRelationOid) {
+  Pg().Exec("CREATE DATABASE otherdb");
+  Pg().Exec("CREATE TABLE far (id int)", "otherdb");
+  const std::string oid = Pg().Scalar("SELECT 'far'::regclass::oid", "otherdb");
+  TestSession holder(Pg().Dsn("otherdb") + " application_name=far-holder");
+  TestSession waiter(Pg().Dsn("otherdb"));
+  holder.Query("BEGIN");
+  holder.Query("LOCK TABLE far IN ACCESS EXCLUSIVE MODE");
+  waiter.Send("SELECT * FROM far");
+  WaitUntilWaiting(waiter, "relation");
+
+  Poller poller(Target(), FastPoll());  // connected to "postgres"
+  const auto samples = PollAndScrape(poller);
+  const auto e = EdgeOf(samples, waiter);
+  EXPECT_EQ(e.at("datname"), "otherdb");
+  EXPECT_EQ(e.at("relation"), oid);  // an OID of otherdb means nothing in postgres
+  EXPECT_EQ(e.at("mode"), "AccessShareLock");
+  EXPECT_EQ(e.at("blocker_pid"), Pid(holder));
+  EXPECT_EQ(
+      Value(samples, "pglock_lock_waiters", {{"datname", "otherdb"}, {"locktype", "relation"}}), 1);
+  EXPECT_EQ(Value(samples, "pglock_lock_queue_depth_max", {{"datname", "otherdb"}}), 1);
+  const auto roots =
+      Select(samples, "pglock_blocking_root_blocked_sessions", {{"datname", "otherdb"}});
+  ASSERT_EQ(roots.size(), 1u);
+  EXPECT_EQ(roots[0].labels.at("root_application_name"), "far-holder");
+
+  holder.Query("ROLLBACK");
+  ASSERT_TRUE(WaitFor(10, [&] { return waiter.SendDone(); }));
+}
+
+TEST(LockWaits, AdvisoryWaitsAreCountedUnderTheirLockType) {
+  TestSession holder(Pg().Dsn()), waiter(Pg().Dsn());
+  holder.Query("SELECT pg_advisory_lock(8080)");
+  waiter.Send("SELECT pg_advisory_lock(8080)");
+  WaitUntilWaiting(waiter, "advisory");
+  Poller poller(Target(), FastPoll());
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(
+      Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "advisory"}}),
+      1);
+  const auto e = EdgeOf(samples, waiter);
+  EXPECT_EQ(e.at("blocker_pid"), Pid(holder));
+  EXPECT_EQ(e.at("mode"), "ExclusiveLock");
+  EXPECT_EQ(e.at("blocker_state"), "idle");
+  holder.Query("SELECT pg_advisory_unlock_all()");
+  ASSERT_TRUE(WaitFor(10, [&] { return waiter.SendDone(); }));
+}
+
+// The cost rule: while no backend waits, the server reads neither pg_locks nor the prepared
+// transactions for this statement.
+TEST(LockWaits, NobodyWaitingMeansPgLocksIsNeverRead) {
+  const std::string sql = FillTemplate(
+      queries::kLockWaits, {{"waitstart", "NULL::float8"}, {"leader_pid", "NULL::int"}});
+  TestSession s(Pg().Dsn());
+  std::string plan, error;
+  ASSERT_TRUE(s.TryQuery("CREATE TEMP TABLE plan_out (line text)", &plan, &error)) << error;
+  ASSERT_TRUE(s.TryQuery(
+      "DO $$DECLARE l text; BEGIN FOR l IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ' || "
+      "$q$" +
+          sql + "$q$ LOOP INSERT INTO plan_out VALUES (l); END LOOP; END$$",
+      &plan, &error))
+      << error;
+  plan = s.Query("SELECT string_agg(line, E'\\n') FROM plan_out");
+  EXPECT_NE(plan.find("Function Scan on pg_lock_status l (never executed)"), std::string::npos)
+      << plan;
+  EXPECT_NE(plan.find("Function Scan on pg_prepared_xact p (never executed)"), std::string::npos)
+      << plan;
+}
+
+}  // namespace
+}  // namespace pglock
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  // Prepared transactions are off by default; one test needs them.
+  ::testing::AddGlobalTestEnvironment(
+      new pglock::testing::PgEnvironment({"max_prepared_transactions = 5"}));
+  return RUN_ALL_TESTS();
+}
