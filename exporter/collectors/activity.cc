@@ -53,7 +53,6 @@ const MetricDesc kHidden{"pglock_sessions_hidden",
                          "Sessions whose state the exporter's role cannot see (grant pg_monitor).",
                          {"target"}};
 
-
 // Idle in transaction, and which of those sessions hold something others need.
 void BuildIdleHolders(const PollData& data, const std::unordered_set<int>& advisory_holders,
                       TargetView* view) {
