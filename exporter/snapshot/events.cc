@@ -12,8 +12,6 @@
 namespace pglock {
 namespace {
 
-using SessionId = std::pair<int, double>;  // pid, backend_start: pids are reused
-
 const char* const kCauses[] = {"idle_in_transaction_timeout",
                                "idle_session_timeout",
                                "terminated",
@@ -193,24 +191,51 @@ void EventTracker::Observe(std::shared_ptr<const PollData> cur,
                            std::shared_ptr<const PollData> last_inventory, const LockNames* names,
                            Counters* counters, std::vector<Event>* events) {
   SeedZeroCounters(*cur, names, counters);
+  SeeSessions(*cur);
   if (cur->inventory && last_inventory != nullptr) {
     const bool waiting = waiting_baseline_ != nullptr;
     std::shared_ptr<const PollData> baseline = waiting ? waiting_baseline_ : last_inventory;
-    if (counter_waits_ < kMaxCounterWaits &&
-        SessionCountersLag(*baseline, *cur, waiting ? waiting_since_ : cur->now)) {
+    const bool may_wait = counter_waits_ < kMaxCounterWaits;
+    const bool judged =
+        !(may_wait && SessionCountersLag(*baseline, *cur, waiting ? waiting_since_ : cur->now)) &&
+        CountLockEvents(*baseline, *cur, names, may_wait, counters, events);
+    if (judged) {
+      waiting_baseline_.reset();
+      counter_waits_ = 0;
+      ForgetEndedSessions(*cur);
+    } else {
       if (!waiting) waiting_since_ = cur->now;
       waiting_baseline_ = std::move(baseline);
       ++counter_waits_;
-    } else {
-      CountLockEvents(*baseline, *cur, names, counters, events);
-      waiting_baseline_.reset();
-      counter_waits_ = 0;
     }
+  } else if (cur->inventory) {
+    ForgetEndedSessions(*cur);  // the first inventory: nothing before it to explain
   }
   CountSessionsEnded(*cur, counters);
   CountLeaseTransitions(*cur, counters, events);
   pooled_.Observe(*cur, names, counters, events);
-  last_ = std::move(cur);
+}
+
+void EventTracker::SeeSessions(const PollData& cur) {
+  for (const Session& s : cur.sessions) {
+    SessionSighting& seen = sightings_[{s.pid, s.backend_start}];
+    seen.datid = s.datid;
+    seen.usesysid = s.usesysid;
+    if (seen.state != s.state) seen.state = s.state;
+    seen.state_change = s.state_change;
+    seen.seen_at = cur.now;
+  }
+}
+
+void EventTracker::ForgetEndedSessions(const PollData& cur) {
+  std::set<SessionId> alive;
+  for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
+  for (auto it = sightings_.begin(); it != sightings_.end();) {
+    const SessionSighting& seen = it->second;
+    const bool keep = alive.count(it->first) != 0 ||
+                      (seen.awaiting_end && cur.now - *seen.awaiting_end <= kLateSessionEndSeconds);
+    it = keep ? std::next(it) : sightings_.erase(it);
+  }
 }
 
 void EventTracker::SeedZeroCounters(const PollData& cur, const LockNames* names,
@@ -282,20 +307,20 @@ namespace {
 
 using LostKeys = std::map<AdvisoryKey, LostKey>;
 
+struct EndJudgement {
+  std::map<SessionId, std::string> causes;  // of the holders at `prev` gone at `cur`
+  bool counts_pending = false;  // a holder ended as a timeout would, its end not counted yet
+};
+
 // How each session that held a lock at `prev` and is gone at `cur` ended: "" for a clean close,
-// else the cause of the loss. `last` is the most recent poll before `cur` (even a cheap one).
-std::map<SessionId, std::string> EndCauses(const PollData& prev, const PollData& cur,
-                                           const PollData* last) {
+// else the cause of the loss. `sightings` holds the last sight of every session seen since `prev`
+// (and of those ended earlier that still wait for their end count); those that ended as a timeout
+// would, but whose database shows no fatal end for them yet, are marked as waiting for it.
+EndJudgement EndCauses(const PollData& prev, const PollData& cur,
+                       std::map<SessionId, SessionSighting>* sightings) {
+  EndJudgement out;
   std::set<SessionId> alive;
   for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
-  // The most recent sight of each session: the last poll (even a cheap one) beats the inventory.
-  std::map<SessionId, const Session*> last_seen;
-  for (const Session& s : prev.sessions) last_seen[{s.pid, s.backend_start}] = &s;
-  double last_seen_now = prev.now;
-  if (last != nullptr && last != &prev && last->postmaster_start == cur.postmaster_start) {
-    for (const Session& s : last->sessions) last_seen[{s.pid, s.backend_start}] = &s;
-    last_seen_now = last->now;
-  }
   const PollIndex prev_index(prev);
   std::set<SessionId> holders;
   for (const AdvisoryLock& l : prev.locks) {
@@ -319,34 +344,78 @@ std::map<SessionId, std::string> EndCauses(const PollData& prev, const PollData&
     }
   }
 
-  // Every session seen before and gone now. Those whose idle time matches a timeout claim the
-  // 'fatal' deltas first, lock holders or not: a server that reaps idle sessions counts a fatal
-  // end for each, and those must not be pinned on a holder that closed its session cleanly.
-  std::map<SessionId, std::string> causes;
+  // Every session seen and gone now. Those whose idle time matches a timeout claim the 'fatal'
+  // deltas first, lock holders or not, those that waited for a late count before the others: a
+  // server that reaps idle sessions counts a fatal end for each, and those must not be pinned on
+  // a holder that closed its session cleanly.
   std::vector<std::pair<SessionId, uint32_t>> undecided;  // holders without a timeout match
-  for (const auto& [sid, s] : last_seen) {
-    if (alive.count(sid) != 0) continue;
-    const double iit = EffectiveTimeout("idle_in_transaction_session_timeout", s->datid,
-                                        s->usesysid, prev.settings, prev.overrides);
-    const double idle = EffectiveTimeout("idle_session_timeout", s->datid, s->usesysid,
+  std::vector<std::pair<const SessionId, SessionSighting>*> gone;
+  for (auto& entry : *sightings) {
+    if (alive.count(entry.first) == 0) gone.push_back(&entry);
+  }
+  std::stable_partition(gone.begin(), gone.end(),
+                        [](const auto* e) { return e->second.awaiting_end.has_value(); });
+  for (auto* entry : gone) {
+    const SessionId& sid = entry->first;
+    SessionSighting& seen = entry->second;
+    const double iit = EffectiveTimeout("idle_in_transaction_session_timeout", seen.datid,
+                                        seen.usesysid, prev.settings, prev.overrides);
+    const double idle = EffectiveTimeout("idle_session_timeout", seen.datid, seen.usesysid,
                                          prev.settings, prev.overrides);
-    const std::string timeout = TimeoutMatch(*s, last_seen_now, cur.now, iit, idle);
-    SessionEndDeltas& d = deltas[s->datid];
+    Session last;
+    last.state = seen.state;
+    last.state_change = seen.state_change;
+    const std::string timeout = TimeoutMatch(last, seen.seen_at, cur.now, iit, idle);
+    const bool holder = holders.count(sid) != 0;
+    SessionEndDeltas& d = deltas[seen.datid];
     if (!timeout.empty() && (!deltas_known || d.fatal > 0)) {
       if (deltas_known) --d.fatal;
-      if (holders.count(sid) != 0) causes[sid] = timeout;
-    } else if (holders.count(sid) != 0) {
-      undecided.emplace_back(sid, s->datid);
+      seen.awaiting_end.reset();
+      if (holder) out.causes[sid] = timeout;
+    } else if (!timeout.empty()) {
+      if (!seen.awaiting_end) seen.awaiting_end = cur.now;
+      if (holder) {
+        out.counts_pending = true;
+        undecided.emplace_back(sid, seen.datid);
+      }
+    } else if (holder) {
+      undecided.emplace_back(sid, seen.datid);
     }
   }
   for (const auto& [sid, datid] : undecided) {
-    causes[sid] = InferLossCause(Session{}, 0, 0, 0, 0, &deltas[datid], deltas_known);
+    out.causes[sid] = InferLossCause(Session{}, 0, 0, 0, 0, &deltas[datid], deltas_known);
   }
   // A holder never seen as a session has no evidence of an abnormal end: a clean close.
   for (const SessionId& sid : holders) {
-    if (alive.count(sid) == 0) causes.emplace(sid, "");
+    if (alive.count(sid) == 0) out.causes.emplace(sid, "");
   }
-  return causes;
+  return out;
+}
+
+// True when a lock held at the previous inventory is gone now while its session is still listed and
+// ran no statement in between (same state, same state_change): nothing the client sent released it,
+// so the backend is ending (it releases its locks before it leaves pg_stat_activity and counts its
+// end), and the next inventory tells how.
+bool HolderEnding(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
+                  const PollIndex& prev_index, const PollIndex& cur_index) {
+  for (size_t i = 0; i < prev_holds.size(); ++i) {
+    const auto now_held = cur_holds.Find(prev_holds.key(i));
+    for (const Hold& h : prev_holds.holds(i)) {
+      if (std::any_of(now_held.begin(), now_held.end(),
+                      [&](const Hold& c) { return c.session == h.session; })) {
+        continue;
+      }
+      const Session* before = prev_index.Find(h.session.first);
+      const Session* after = cur_index.Find(h.session.first);
+      if (before == nullptr || after == nullptr || after->backend_start != h.session.second ||
+          !before->state_change || before->state_change != after->state_change ||
+          before->state != after->state) {
+        continue;
+      }
+      return true;
+    }
+  }
+  return false;
 }
 
 // Changes of exclusive holder between prev and cur: a takeover when the key was lost (in this
@@ -398,8 +467,8 @@ void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
 
 }  // namespace
 
-void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
-                                   const LockNames* names, Counters* counters,
+bool EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
+                                   const LockNames* names, bool may_wait, Counters* counters,
                                    std::vector<Event>* events) {
   const HoldIndex prev_holds(prev);
   const HoldIndex cur_holds(cur);
@@ -408,8 +477,16 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
   const bool restarted = prev.postmaster_start != cur.postmaster_start;
   // A restart ends every session: every lock held before is lost, and the next run that takes
   // one of them may overlap a run that still believes it holds it.
-  const std::map<SessionId, std::string> causes =
-      restarted ? std::map<SessionId, std::string>{} : EndCauses(prev, cur, last_.get());
+  if (restarted) {
+    sightings_.clear();
+    SeeSessions(cur);
+  }
+  const EndJudgement ended = restarted ? EndJudgement{} : EndCauses(prev, cur, &sightings_);
+  if (may_wait && !restarted &&
+      (ended.counts_pending || HolderEnding(prev_holds, cur_holds, prev_index, cur_index))) {
+    return false;
+  }
+  const std::map<SessionId, std::string>& causes = ended.causes;
   for (size_t i = 0; i < prev_holds.size(); ++i) {
     const AdvisoryKey& key = prev_holds.key(i);
     const auto now_held = restarted ? std::span<const Hold>{} : cur_holds.Find(key);
@@ -460,6 +537,7 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
         [](const auto& a, const auto& b) { return a.second.lost_at < b.second.lost_at; });
     lost_keys_.erase(oldest);
   }
+  return true;
 }
 
 void EventTracker::CountLeaseTransitions(const PollData& cur, Counters* counters,

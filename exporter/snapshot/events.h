@@ -28,9 +28,13 @@ namespace pglock {
 inline constexpr double kTimeoutSlackSeconds = 1.0;
 // Keys remembered after their holder's session ended, to spot the next run taking them.
 inline constexpr size_t kMaxLostKeys = 10'000;
-// Inventories that may pass before lock events are judged with stale session counters (see
-// EventTracker::Observe).
+// Inventories that may pass before lock events are judged with stale session counters, or while a
+// holder's backend is still on its way out (see EventTracker::Observe).
 inline constexpr int kMaxCounterWaits = 3;
+// How long a session that ended as a timeout would end it, but whose end the session counters do
+// not show yet, waits to claim its late count (a backend leaves pg_stat_activity a moment before it
+// counts its end; on PostgreSQL 14 the counters may also be up to 500 ms old).
+inline constexpr double kLateSessionEndSeconds = 10.0;
 // Distinct lease names per table that get their own transition counters; the rest count as
 // lease="other", so tables with per-job lease names cannot grow the counters without bound.
 inline constexpr size_t kMaxLeaseCounterNames = 1'000;
@@ -41,6 +45,20 @@ inline constexpr size_t kMaxSeededLeases = 100;
 // counters at transaction end at most once a second (PGSTAT_MIN_INTERVAL) and, when that defers
 // them, at the latest 10 s after going idle (PGSTAT_IDLE_INTERVAL); 2 s of margin.
 inline constexpr double kLeaseWritesDelaySeconds = 12.0;
+
+using SessionId = std::pair<int, double>;  // pid, backend_start: pids are reused
+
+// The last sight of a session, from any poll (an inventory or not) since lock events were last
+// judged: a session that came and went between two inventories still takes part in explaining its
+// database's session end counters.
+struct SessionSighting {
+  uint32_t datid = 0;
+  uint32_t usesysid = 0;
+  std::string state;
+  std::optional<double> state_change;
+  double seen_at = 0;                  // now() of the poll that saw it
+  std::optional<double> awaiting_end;  // ended as a timeout would, its count not seen yet, since
+};
 
 struct LostKey {
   int pid = 0;
@@ -62,7 +80,9 @@ class EventTracker {
   // was before `cur`; null at first). `names` maps configured keys to names; other keys count
   // under lock="unnamed". On PostgreSQL 14, when a lock holder's session is gone but the session
   // counters may predate its end, the judgement waits for a later inventory (at most
-  // kMaxCounterWaits), against the same baseline. Each loss, takeover, hand-over, release by
+  // kMaxCounterWaits), against the same baseline; so it does when a held lock is gone while its
+  // session, still listed, ran no statement since (a backend that ends releases its locks before
+  // it leaves pg_stat_activity and counts its end). Each loss, takeover, hand-over, release by
   // session close, lease transition but a renewal, and pooled-lock inheritance counted is also
   // appended to *events (when not null), without its target.
   void Observe(std::shared_ptr<const PollData> cur, std::shared_ptr<const PollData> last_inventory,
@@ -76,8 +96,17 @@ class EventTracker {
 
  private:
   void CountSessionsEnded(const PollData& cur, Counters* counters);
-  void CountLockEvents(const PollData& prev, const PollData& cur, const LockNames* names,
-                       Counters* counters, std::vector<Event>* events);
+  // Judges the lock events between the inventories `prev` and `cur`; when `may_wait` and the
+  // evidence may still be on its way (see Observe), counts nothing and returns false.
+  bool CountLockEvents(const PollData& prev, const PollData& cur, const LockNames* names,
+                       bool may_wait, Counters* counters, std::vector<Event>* events);
+  // Remembers what every poll shows of each session, for EndCauses.
+  void SeeSessions(const PollData& cur);
+  // After a judgement: forgets the sessions gone by `cur`, but those still waiting for their late
+  // end count (for at most kLateSessionEndSeconds).
+  void ForgetEndedSessions(const PollData& cur);
+
+ private:
   // What the last good read of a lease table showed, and the evidence kept for the holder changes
   // still waiting for it.
   struct LeaseSeen {
@@ -120,7 +149,7 @@ class EventTracker {
   void SeedZeroCounters(const PollData& cur, const LockNames* names, Counters* counters);
 
   double takeover_window_seconds_;
-  std::shared_ptr<const PollData> last_;  // last successful poll
+  std::map<SessionId, SessionSighting> sightings_;
   // The inventory that lock events are judged against while the session counters lag, the now()
   // of the first inventory that waited, and how many have waited.
   std::shared_ptr<const PollData> waiting_baseline_;

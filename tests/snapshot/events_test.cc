@@ -89,6 +89,13 @@ class Events {
     tracker_.Observe(data, previous, &names_, &counters_);
   }
 
+  // A poll that is not an inventory: only its sessions count for the lock events.
+  void ObserveCheap(const PollData& d) {
+    auto data = std::make_shared<PollData>(d);
+    data->inventory = false;
+    tracker_.Observe(data, inventory_.last(), &names_, &counters_);
+  }
+
   double Released(const std::string& reason, const std::string& lock = "unnamed") const {
     return Get(counters_.releases, std::make_tuple(std::string("appdb"), lock, reason));
   }
@@ -151,7 +158,8 @@ TEST(EventTrackerTest, CleanUnlockIsAReleaseNotALoss) {
   Events e;
   const Session s = MakeSession(10, "idle", kStart - 5);
   e.Observe(Poll(kStart, {s}, {Held(10, 1), Held(10, 2)}));
-  e.Observe(Poll(kStart + 5, {s}, {Held(10, 2)}));
+  // The client ran pg_advisory_unlock(1): its session went active and idle again.
+  e.Observe(Poll(kStart + 5, {MakeSession(10, "idle", kStart + 3)}, {Held(10, 2)}));
   EXPECT_EQ(e.Released("unlocked"), 1);
   EXPECT_EQ(e.Released("session_closed"), 0);
   EXPECT_EQ(e.TotalLost(), 0);
@@ -272,9 +280,111 @@ TEST(EventTrackerTest, TimeoutMatchWithoutFatalDeltaIsACleanClose) {
   PollData p1 = Poll(kStart, {MakeSession(10, "idle in transaction", kStart - 58)}, {Held(10, 1)});
   p1.settings = {{kIit, 60, "configuration file"}};
   e.Observe(p1);
-  e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 0, 0)));
+  // A backend counts its end a moment after it leaves pg_stat_activity: the judgement waits for
+  // the count for kMaxCounterWaits inventories, then calls it a clean close.
+  for (int i = 1; i <= kMaxCounterWaits; ++i) {
+    e.Observe(Poll(kStart + 5 * i, {}, {}, Stats(0, 0, 0)));
+    EXPECT_EQ(e.Released("session_closed"), 0) << i;
+  }
+  e.Observe(Poll(kStart + 5 * (kMaxCounterWaits + 1), {}, {}, Stats(0, 0, 0)));
   EXPECT_EQ(e.TotalLost(), 0);
   EXPECT_EQ(e.Released("session_closed"), 1);
+}
+
+TEST(EventTrackerTest, TimeoutEndCountedOnePollLateIsStillTheTimeout) {
+  // The holder is gone at the poll, its fatal end counted just after: the next inventory sees it.
+  Events e;
+  PollData p1 = Poll(kStart, {MakeSession(10, "idle in transaction", kStart - 58)}, {Held(10, 1)});
+  p1.settings = {{kIit, 60, "configuration file"}};
+  e.Observe(p1);
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 0, 0)));
+  EXPECT_EQ(e.TotalLost() + e.Released("session_closed"), 0) << "judged before the count";
+  e.Observe(Poll(kStart + 10, {}, {}, Stats(1, 0, 0)));
+  EXPECT_EQ(e.Lost("idle_in_transaction_timeout"), 1);
+  EXPECT_EQ(e.Released("session_closed"), 0);
+}
+
+// ALTER ROLE (oid 77) SET idle_session_timeout = '3s'.
+std::vector<SettingOverride> ReapRole77() {
+  SettingOverride o;
+  o.name = "idle_session_timeout";
+  o.roleid = 77;
+  o.role = "reaped";
+  o.seconds = 3;
+  return {o};
+}
+
+TEST(EventTrackerTest, ReapedSessionCountedLateIsNotPinnedOnANextCleanClose) {
+  // A server reaps idle sessions (idle_session_timeout 3 s). One is gone at a poll while its fatal
+  // end is counted only by the next one; meanwhile a lock holder closes its session cleanly. The
+  // late count belongs to the reaped session, not to the holder.
+  Events e;
+  const Session holder = MakeSession(10, "active", kStart - 1);
+  Session reaped = MakeSession(20, "idle", kStart - 2.5);
+  reaped.usesysid = 77;
+  PollData p1 = Poll(kStart, {holder, reaped}, {Held(10, 1)});
+  p1.overrides = ReapRole77();
+  e.Observe(p1);
+  PollData p2 = Poll(kStart + 1, {holder}, {Held(10, 1)}, Stats(0, 0, 0));
+  p2.overrides = p1.overrides;
+  e.Observe(p2);
+  PollData p3 = Poll(kStart + 2, {}, {}, Stats(1, 0, 0));
+  p3.overrides = p1.overrides;
+  e.Observe(p3);
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Released("session_closed"), 1);
+}
+
+TEST(EventTrackerTest, SessionSeenOnlyBetweenInventoriesStillClaimsItsEnd) {
+  // With a tiered poll, a reaped session may be seen only by the polls between two inventories.
+  Events e;
+  const Session holder = MakeSession(10, "active", kStart - 1);
+  Session reaped = MakeSession(20, "idle", kStart + 0.5);
+  reaped.usesysid = 77;
+  const std::vector<SettingOverride> overrides = ReapRole77();
+  PollData p1 = Poll(kStart, {holder}, {Held(10, 1)});
+  p1.overrides = overrides;
+  e.Observe(p1);
+  PollData cheap = Poll(kStart + 2, {holder, reaped}, {Held(10, 1)});
+  cheap.overrides = overrides;
+  e.ObserveCheap(cheap);
+  PollData p3 = Poll(kStart + 5, {}, {}, Stats(1, 0, 0));
+  p3.overrides = overrides;
+  e.Observe(p3);
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Released("session_closed"), 1);
+}
+
+TEST(EventTrackerTest, HolderTerminatedWhileStillListedIsALossNotAnUnlock) {
+  // pg_terminate_backend: the backend releases its locks, then leaves pg_stat_activity and counts
+  // its end. A poll in between sees the lock gone from a session that ran nothing since.
+  Events e;
+  const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
+  const Session b_took = MakeSession(11, "idle", kStart + 4);
+  e.Observe(Poll(kStart + 5, {a, b_took}, {Held(11, 1)}));
+  EXPECT_EQ(e.Released("unlocked"), 0) << "a ran no statement: it did not unlock";
+  EXPECT_EQ(e.Handovers(), 0);
+  e.Observe(Poll(kStart + 10, {b_took}, {Held(11, 1)}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  EXPECT_EQ(e.Takeovers(), 1);
+  EXPECT_EQ(e.Handovers(), 0);
+  EXPECT_EQ(e.Released("unlocked"), 0);
+}
+
+TEST(EventTrackerTest, LockGoneFromAStillSessionThatStaysIsAnUnlockAfterTheWaits) {
+  // A statement that runs for long may unlock inside it (a procedure): no state change is seen.
+  // After kMaxCounterWaits inventories the session is still there: a release by unlock.
+  Events e;
+  const Session a = MakeSession(10, "active", kStart - 5);
+  e.Observe(Poll(kStart, {a}, {Held(10, 1), Held(10, 2)}));
+  for (int i = 1; i <= kMaxCounterWaits; ++i) {
+    e.Observe(Poll(kStart + 5 * i, {a}, {Held(10, 2)}));
+    EXPECT_EQ(e.Released("unlocked"), 0) << i;
+  }
+  e.Observe(Poll(kStart + 5 * (kMaxCounterWaits + 1), {a}, {Held(10, 2)}));
+  EXPECT_EQ(e.Released("unlocked"), 1);
+  EXPECT_EQ(e.TotalLost(), 0);
 }
 
 TEST(EventTrackerTest, Pre14InfersFromTimeoutsOnly) {
@@ -429,7 +539,9 @@ TEST(EventTrackerTest, UnlockAndRetakeByAnotherBetweenPollsIsAHandover) {
   Events e;
   const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
   e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
-  e.Observe(Poll(kStart + 5, {a, b}, {Held(11, 1)}));
+  const Session a_unlocked = MakeSession(10, "idle", kStart + 3);
+  const Session b_took = MakeSession(11, "idle", kStart + 4);
+  e.Observe(Poll(kStart + 5, {a_unlocked, b_took}, {Held(11, 1)}));
   EXPECT_EQ(e.Takeovers(), 0);
   EXPECT_EQ(e.Handovers(), 1);
   EXPECT_EQ(e.Released("unlocked"), 1);
@@ -473,8 +585,9 @@ TEST(EventTrackerTest, TakeoverAfterLossAndEmptyPolls) {
   e.Observe(Poll(kStart + 25, {b}, {Held(11, 1)}, Stats(0, 1, 0)));
   EXPECT_EQ(e.Takeovers(), 1);
   // Released and taken by yet another session: one takeover per loss, then hand-overs.
-  const Session c2 = MakeSession(12, "idle", kStart - 5);
-  e.Observe(Poll(kStart + 30, {b, c2}, {Held(12, 1)}, Stats(0, 1, 0)));
+  const Session b_unlocked = MakeSession(11, "idle", kStart + 28);
+  const Session c2 = MakeSession(12, "idle", kStart + 29);
+  e.Observe(Poll(kStart + 30, {b_unlocked, c2}, {Held(12, 1)}, Stats(0, 1, 0)));
   EXPECT_EQ(e.Takeovers(), 1);
   EXPECT_EQ(e.Handovers(), 1);
 }
@@ -493,8 +606,8 @@ TEST(EventTrackerTest, SameSessionReHoldingIsNoTakeover) {
   Events e;
   const Session a = MakeSession(10, "idle", kStart - 5);
   e.Observe(Poll(kStart, {a}, {Held(10, 1)}));
-  e.Observe(Poll(kStart + 5, {a}, {}));
-  e.Observe(Poll(kStart + 10, {a}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {MakeSession(10, "idle", kStart + 3)}, {}));
+  e.Observe(Poll(kStart + 10, {MakeSession(10, "idle", kStart + 8)}, {Held(10, 1)}));
   EXPECT_EQ(e.Takeovers(), 0);
   EXPECT_EQ(e.Released("unlocked"), 1);
 }
