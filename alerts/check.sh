@@ -134,6 +134,22 @@ long_for=$(grep -nE '^[[:space:]]*(-[[:space:]]+)?for:' "$tmp/short.rules.yml" |
 promtool check rules "$tmp/short.rules.yml" >/dev/null
 echo "  shortened copy passes promtool check rules"
 
+echo "== suggested Alertmanager inhibitions (alerts/runbooks/README.md)"
+command -v amtool >/dev/null 2>&1 || fail "amtool not found (Debian package: prometheus-alertmanager)"
+{
+  printf 'route:\n  receiver: none\nreceivers:\n  - name: none\n'
+  sed -n '/^## Alertmanager inhibitions/,/^## /p' alerts/runbooks/README.md |
+    sed -n '/^```yaml$/,/^```$/p' | sed '1d;$d'
+} >"$tmp/alertmanager.yml"
+grep -q '^inhibit_rules:' "$tmp/alertmanager.yml" || fail "no inhibit_rules block in alerts/runbooks/README.md"
+amtool check-config "$tmp/alertmanager.yml" >"$tmp/amtool.log" 2>&1 ||
+  fail "the suggested inhibit_rules do not load:"$'\n'"$(cat "$tmp/amtool.log")"
+inhibit_names=$(grep -oE 'alertname="[A-Za-z0-9]+"' "$tmp/alertmanager.yml" | sed 's/alertname="\(.*\)"/\1/' | sort -u)
+for a in $inhibit_names; do
+  printf '%s\n' "${rule_alerts[@]}" | grep -qx "$a" || fail "inhibition names $a, which is not an alert"
+done
+echo "  amtool check-config passes; $(wc -w <<<"$inhibit_names") alert names, all defined"
+
 echo "== rebase_urls.sh"
 base='https://pglock.example.com/{{ $labels.instance }}'
 alerts/rebase_urls.sh "$rules" "$tmp/rebased.rules.yml" "$base"
