@@ -33,6 +33,8 @@ here=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd -- "$here/../.." && pwd)
 # shellcheck source=scripts/lib/pg.sh
 source "$repo/scripts/lib/pg.sh"
+# shellcheck source=scripts/lib/bg.sh
+source "$repo/scripts/lib/bg.sh"
 PGE=/usr/bin/prometheus-postgres-exporter
 out_md=${BENCH_OUT:-$here/results/latest.md}
 out_tsv=${out_md%.md}.tsv
@@ -87,37 +89,8 @@ fi
 [[ -x $exporter ]] || die "no exporter binary at $exporter"
 
 # --- process bookkeeping and cleanup -------------------------------------------------------------------
-# Every background process is started with setsid, so its pid is its process group and stopping it
-# stops its children too (session groups are one bash with many psql pipelines).
+# Background processes: start_bg / stop_pid / stop_named (scripts/lib/bg.sh).
 tmp=
-declare -a bg_pids=()
-declare -A bg_name=()
-start_bg() { # NAME LOGFILE COMMAND...
-  local name=$1 log=$2
-  shift 2
-  setsid "$@" >>"$log" 2>&1 </dev/null &
-  bg_pids+=("$!")
-  bg_name[$!]=$name
-  last_bg=$!
-}
-stop_pid() {
-  local pid=$1 i
-  [[ -n ${bg_name[$pid]:-} ]] || return 0
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 50; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL -- "-$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  unset "bg_name[$pid]"
-}
-stop_named() {
-  local pid
-  for pid in "${bg_pids[@]}"; do
-    if [[ ${bg_name[$pid]:-} == "$1" ]]; then stop_pid "$pid"; fi
-  done
-}
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM

@@ -44,6 +44,8 @@ exporter=${PGLOCK_EXPORTER_BINARY:-$repo/build/pglock_exporter}
 baseline_seconds=${PGLOCK_E2E_BASELINE:-20}
 # shellcheck source=scripts/lib/pg.sh
 source "$repo/scripts/lib/pg.sh"
+# shellcheck source=scripts/lib/bg.sh
+source "$repo/scripts/lib/bg.sh"
 py=/usr/bin/python3
 [[ -x $py ]] || py=$(command -v python3 || echo python3)
 
@@ -73,39 +75,8 @@ for f in "$repo/alerts/pglock.rules.yml" "$repo/alerts/shorten_for.sh" "$repo/da
 done
 
 # --- process bookkeeping and cleanup -------------------------------------------------------------------
-# Every background process is started with setsid: its pid is its process group, which cleanup stops
-# as a whole (psql clients are pipelines: a feeder and psql).
+# Background processes: start_bg / stop_pid / stop_named (scripts/lib/bg.sh).
 tmp=
-declare -a bg_pids=()
-declare -A bg_name=()
-
-start_bg() { # NAME LOGFILE COMMAND...
-  local name=$1 log=$2
-  shift 2
-  setsid "$@" >>"$log" 2>&1 </dev/null &
-  bg_pids+=("$!")
-  bg_name[$!]=$name
-}
-
-stop_pid() {
-  local pid=$1 i
-  [[ -n ${bg_name[$pid]:-} ]] || return 0
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 50; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL -- "-$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  unset "bg_name[$pid]"
-}
-
-stop_named() {
-  local pid
-  for pid in "${bg_pids[@]}"; do
-    if [[ ${bg_name[$pid]:-} == "$1" ]]; then stop_pid "$pid"; fi
-  done
-}
 
 # Fails when the named service has exited (a port taken since free_port chose it, a bad flag, ...).
 alive() {
