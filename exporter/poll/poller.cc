@@ -10,7 +10,7 @@
 #include "exporter/collectors/registry.h"
 #include "exporter/log.h"
 #include "exporter/pg/conninfo.h"
-#include "exporter/queries.h"
+#include "exporter/pg/session.h"
 
 namespace pglock {
 namespace {
@@ -203,13 +203,7 @@ Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
     return names_stale_ ? ResolveNames(*conn_, deadline) : Status::Ok();
   conn_.reset();
   std::unique_ptr<PgConnection> conn;
-  if (Status s = PgConnection::Connect(target_.dsn, {{"application_name", "pglock_exporter"}},
-                                       deadline, &conn, &abort_);
-      !s.ok()) {
-    return s;
-  }
-  std::vector<PgResult> ignored;
-  if (Status s = conn->Exec(queries::kSessionSetup, {}, deadline, &ignored); !s.ok()) return s;
+  if (Status s = OpenSession(target_.dsn, "", deadline, &abort_, &conn); !s.ok()) return s;
   if (Status s = ResolveNames(*conn, deadline); !s.ok()) return s;
   conn_ = std::move(conn);
   return Status::Ok();
