@@ -53,7 +53,7 @@ void Poller::BuildAnalyzeOptions() {
   analyze_options_.pooled = &events_.pooled();
   for (const LeaseTableConfig& t : target_.leases) {
     LeaseTableRules rules;
-    rules.table = t.table;
+    rules.table = t.label();
     rules.holder_labels = t.holder_labels;
     rules.max_hold = std::chrono::duration<double>(t.max_hold).count();
     if (!t.holder_pattern.empty()) {
@@ -92,7 +92,7 @@ void Poller::ApplyPendingConfig() {
   names_stale_ = names_stale_ || !(next.locks == target_.locks);
   // Counters of lease tables and poolers that are no longer configured go; the rest carry on.
   std::set<std::string> keep;
-  for (const LeaseTableConfig& t : next.leases) keep.insert("lease:" + t.table);
+  for (const LeaseTableConfig& t : next.leases) keep.insert("lease:" + t.label());
   for (const PoolerConfig& p : next.poolers) keep.insert("pooler:" + p.name);
   std::erase_if(counters_.collector_errors,
                 [&](const auto& e) { return keep.count(e.first) == 0; });
