@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <set>
 
@@ -17,6 +18,8 @@ namespace {
 
 constexpr auto kMaxBackoff = std::chrono::seconds(10);
 
+std::atomic<uint64_t> next_poller_id{1};
+
 double UnixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -27,10 +30,12 @@ double SecondsSince(SteadyClock::time_point t) {
 
 }  // namespace
 
-Poller::Poller(TargetConfig target, PollConfig poll)
+Poller::Poller(TargetConfig target, PollConfig poll, std::shared_ptr<ServerRegistry> servers)
     : target_(std::move(target)),
       poll_(poll),
       masked_dsn_(MaskConninfo(target_.dsn)),
+      id_(next_poller_id.fetch_add(1)),
+      servers_(std::move(servers)),
       event_log_(static_cast<size_t>(poll_.event_log_size)),
       inventory_(poll_.inventory_interval),
       events_(std::chrono::duration<double>(poll_.takeover_window).count()) {
@@ -205,6 +210,15 @@ Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
   std::unique_ptr<PgConnection> conn;
   if (Status s = OpenSession(target_.dsn, "", deadline, &abort_, &conn); !s.ok()) return s;
   if (Status s = ResolveNames(*conn, deadline); !s.ok()) return s;
+  if (servers_) {
+    ServerIdentity identity;
+    if (Status s =
+            ReadServerIdentity(*conn, QueryTimeouts::ForPoll(poll_.timeout), deadline, &identity);
+        !s.ok()) {
+      return s;
+    }
+    servers_->Report(id_, target_.name, identity);
+  }
   conn_ = std::move(conn);
   return Status::Ok();
 }
