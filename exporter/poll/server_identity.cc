@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "exporter/pg/batch.h"
 #include "exporter/pg/columns.h"
@@ -38,9 +39,8 @@ void ServerRegistry::Report(uint64_t poller, const std::string& target,
                             const ServerIdentity& identity) {
   MutexLock lock(&mu_);
   if (retired_.count(poller) != 0) return;
-  Entry& e = entries_[poller];
-  e = Entry{target, identity};
-  WarnPairsOf(e);
+  entries_[poller] = Entry{target, identity};
+  WarnServer(identity);
 }
 
 void ServerRegistry::Retire(uint64_t poller) {
@@ -56,24 +56,36 @@ void ServerRegistry::BeginReload() {
 
 void ServerRegistry::WarnAll() {
   MutexLock lock(&mu_);
-  for (const auto& [poller, e] : entries_) WarnPairsOf(e);
+  std::map<std::string, ServerIdentity> servers;
+  for (const auto& [poller, e] : entries_) servers.emplace(e.identity.key, e.identity);
+  for (const auto& [key, identity] : servers) WarnServer(identity);
 }
 
-void ServerRegistry::WarnPairsOf(const Entry& entry) {
-  if (entry.identity.key.empty()) return;
-  for (const auto& [poller, other] : entries_) {
-    if (&other == &entry || other.target == entry.target ||
-        other.identity.key != entry.identity.key) {
-      continue;
-    }
-    const auto pair = std::minmax(entry.target, other.target);
-    if (!warned_.emplace(pair.first, pair.second).second) continue;
-    spdlog::warn(
-        "targets {} and {} poll the same PostgreSQL server ({}): its locks, sessions and "
-        "events are reported, and page, once per target; use one target per server, with "
-        "`database = \"...\"` in [[targets.leases]] for lease tables in other databases",
-        pair.first, pair.second, entry.identity.description);
+void ServerRegistry::WarnServer(const ServerIdentity& identity) {
+  if (identity.key.empty()) return;
+  std::set<std::string> targets;
+  for (const auto& [poller, e] : entries_) {
+    if (e.identity.key == identity.key) targets.insert(e.target);
   }
+  std::set<std::string>& warned = warned_[identity.key];
+  if (targets.size() < 2 ||
+      std::includes(warned.begin(), warned.end(), targets.begin(), targets.end())) {
+    return;
+  }
+  warned.insert(targets.begin(), targets.end());
+  // "a and b", "a, b and c", "a, b, ..., h and 192 more".
+  constexpr size_t kNamed = 8;
+  std::vector<std::string> names(targets.begin(), targets.end());
+  const size_t shown = names.size() > kNamed ? kNamed : names.size() - 1;
+  std::string list;
+  for (size_t i = 0; i < shown; ++i) list += (i > 0 ? ", " : "") + names[i];
+  list += " and " +
+          (names.size() > kNamed ? std::to_string(names.size() - kNamed) + " more" : names.back());
+  spdlog::warn(
+      "targets {} poll the same PostgreSQL server ({}): its locks, sessions and events are "
+      "reported, and page, once per target; use one target per server, with `database = "
+      "\"...\"` in [[targets.leases]] for lease tables in other databases",
+      list, identity.description);
 }
 
 }  // namespace pglock

@@ -33,17 +33,18 @@ class ServerRegistry {
   ServerRegistry(const ServerRegistry&) = delete;
   ServerRegistry& operator=(const ServerRegistry&) = delete;
 
-  // Poller `poller` of `target` is connected to `identity`. Warns about every other target on the
-  // same server not yet warned about with this one. Ignored once the poller is retired.
+  // Poller `poller` of `target` is connected to `identity`. When that server has targets not yet
+  // warned about together, logs one warning naming all the server's targets (so 200 targets on
+  // one server log at most 199 lines, not one per pair). Ignored once the poller is retired.
   void Report(uint64_t poller, const std::string& target, const ServerIdentity& identity)
       EXCLUDES(mu_);
   // The poller is being replaced or removed (a reload): its target no longer counts, and a late
   // report from it is ignored.
   void Retire(uint64_t poller) EXCLUDES(mu_);
-  // A reload begins: every pair may be warned about once more.
+  // A reload begins: every server with several targets may be warned about once more.
   void BeginReload() EXCLUDES(mu_);
-  // A reload is complete: warns about every pair on one server not yet warned about since
-  // BeginReload() (pollers that kept their connection do not report again).
+  // A reload is complete: warns about every server whose targets were not warned about together
+  // since BeginReload() (pollers that kept their connection do not report again).
   void WarnAll() EXCLUDES(mu_);
 
  private:
@@ -51,12 +52,14 @@ class ServerRegistry {
     std::string target;
     ServerIdentity identity;
   };
-  void WarnPairsOf(const Entry& entry) REQUIRES(mu_);
+  void WarnServer(const ServerIdentity& identity) REQUIRES(mu_);
 
   Mutex mu_;
   std::map<uint64_t, Entry> entries_ GUARDED_BY(mu_);  // by poller
   std::set<uint64_t> retired_ GUARDED_BY(mu_);
-  std::set<std::pair<std::string, std::string>> warned_ GUARDED_BY(mu_);  // target names, sorted
+  // By identity key: targets named together in a warning since the last BeginReload(). A server
+  // restart changes the key, so its targets are warned about once more.
+  std::map<std::string, std::set<std::string>> warned_ GUARDED_BY(mu_);
 };
 
 }  // namespace pglock
