@@ -18,7 +18,7 @@ bool App::Start(const Config& config, std::string* error) {
   {
     MutexLock lock(&mu_);
     for (const TargetConfig& t : config.targets) {
-      pollers_.push_back(std::make_unique<Poller>(t, config.poll));
+      pollers_.push_back(std::make_unique<Poller>(t, config.poll, servers_));
       pollers_.back()->Start();
     }
   }
@@ -29,8 +29,10 @@ bool App::Start(const Config& config, std::string* error) {
 
 bool App::Reload(const Config& config, std::string* error) {
   std::vector<std::unique_ptr<Poller>> retired;
+  servers_->BeginReload();
   {
     std::vector<std::unique_ptr<Poller>> next;
+    std::vector<Poller*> added;
     MutexLock lock(&mu_);
     for (const TargetConfig& t : config.targets) {
       std::unique_ptr<Poller> kept;
@@ -45,20 +47,25 @@ bool App::Reload(const Config& config, std::string* error) {
       }
       if (!kept) {
         spdlog::info("target {}: (re)configured", t.name);
-        kept = std::make_unique<Poller>(t, config.poll);
-        kept->Start();
+        kept = std::make_unique<Poller>(t, config.poll, servers_);
+        added.push_back(kept.get());
       }
       next.push_back(std::move(kept));
     }
     for (auto& p : pollers_) {
       if (p) {
         spdlog::info("target {}: removed", p->target().name);
+        servers_->Retire(p->id());
         retired.push_back(std::move(p));
       }
     }
+    // Started once the pollers they replace are retired, so that a new poller is never taken for
+    // a second target on its own server.
+    for (Poller* p : added) p->Start();
     pollers_ = std::move(next);
   }
   retired.clear();  // joins outside the lock: scrapes keep being served meanwhile
+  servers_->WarnAll();
 
   bool ok = true;
   if (!(config.web == config_.web)) {

@@ -1,6 +1,7 @@
 // Wiring: the pollers of the configured targets and the HTTP server, and config reload (SIGHUP):
 // targets whose config is unchanged keep their poller and its counters; added ones start, removed
-// ones stop; a changed [web] restarts the listener. Thread-safe.
+// ones stop; a changed [web] restarts the listener. Two targets on one PostgreSQL server are
+// warned about at start and after each reload (exporter/poll/server_identity.h). Thread-safe.
 #pragma once
 
 #include <memory>
@@ -36,6 +37,7 @@ class App {
   mutable Mutex mu_;
   std::vector<std::unique_ptr<Poller>> pollers_ GUARDED_BY(mu_);
   Config config_;  // only touched by Start/Reload/Stop
+  const std::shared_ptr<ServerRegistry> servers_ = std::make_shared<ServerRegistry>();
   std::unique_ptr<HttpServer> http_;
 };
 

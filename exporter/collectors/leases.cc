@@ -1,9 +1,13 @@
 #include "exporter/collectors/leases.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <memory>
+#include <vector>
 
 #include "exporter/pg/columns.h"
+#include "exporter/pg/session.h"
 #include "exporter/queries.h"
 
 namespace pglock {
@@ -62,10 +66,34 @@ struct TableState {
   std::map<std::string, Seen> first_held;  // by lease name; tables without taken_at
 };
 
+// The session of one other database of the target's server ([[targets.leases]] database), with
+// a backoff of its own: a database that is gone or refuses connections costs a connect attempt
+// now and then, not one per poll.
+struct DatabaseSession {
+  std::unique_ptr<PgConnection> conn;
+  int failures = 0;       // consecutive failed connects or reads
+  int polls_to_skip = 0;  // polls left before the next connect attempt
+  std::string error;      // why the last attempt failed; its tables report it meanwhile
+};
+
 class LeasesState : public CollectorState {
  public:
-  std::map<std::string, TableState> tables;  // by table
+  std::map<std::string, TableState> tables;          // by table label
+  std::map<std::string, DatabaseSession> databases;  // by database name
 };
+
+constexpr auto kMaxDatabaseBackoff = std::chrono::seconds(10);
+
+// After `failures` consecutive failures, the polls to skip before trying again: 0, 1, 3, 7, ...
+// (the target's own backoff: interval, 2x, 4x, ...), at most max(interval, 10s) of waiting.
+int PollsToSkip(int failures, Duration interval) {
+  const int64_t cap =
+      std::max<int64_t>(0, std::chrono::duration_cast<Duration>(kMaxDatabaseBackoff).count() /
+                                   std::max<int64_t>(interval.count(), 1) -
+                               1);
+  const int shift = std::clamp(failures - 1, 0, 20);
+  return static_cast<int>(std::min<int64_t>((int64_t{1} << shift) - 1, cap));
+}
 
 // "schema"."table" or "table"; "" when an identifier cannot be quoted (connection gone).
 std::string QuotedRelation(const PgConnection& conn, const LeaseTableConfig& table) {
@@ -276,7 +304,7 @@ Status ParseRows(const PgResult& r, LeaseTableData* out) {
 // Reads one table into *out; the Status is not ok only when the target's connection was lost.
 Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table, TableState* st,
                  LeaseTableData* out) {
-  out->table = table.table;
+  out->table = table.label();
   out->has_expiry = table.has_expiry();
   out->has_taken_at = table.taken_at.present();
   out->filtered = !table.held_sql.empty() || !table.where_sql.empty();
@@ -314,6 +342,60 @@ Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table, TableSta
   if (!out->has_taken_at) StampFirstHeld(st, out);
   out->ok = true;
   return Status::Ok();
+}
+
+// Opens the session of `database` unless it is open or backing off; "" when it is usable, else
+// why not.
+std::string EnsureDatabaseSession(const PollContext& ctx, const std::string& database,
+                                  const std::vector<const LeaseTableConfig*>& tables,
+                                  LeasesState* st) {
+  DatabaseSession& db = st->databases[database];
+  if (db.conn && !db.conn->Broken()) return "";
+  db.conn.reset();
+  if (db.polls_to_skip > 0) {
+    --db.polls_to_skip;
+    return db.error;
+  }
+  if (Status s = OpenSession(ctx.target->dsn, database, ctx.deadline, ctx.abort, &db.conn);
+      !s.ok()) {
+    db.conn.reset();
+    db.error = "database \"" + database + "\": " + s.message();
+    db.polls_to_skip = PollsToSkip(++db.failures, ctx.poll->interval);
+    return db.error;
+  }
+  // A new session: its tables' types are checked on it before their first read.
+  for (const LeaseTableConfig* t : tables) st->tables[t->label()].checked = false;
+  return "";
+}
+
+// Reads the tables of one other database through its own session. Every failure, the session's
+// included, is those tables' error: the target's poll never fails for them.
+void ReadDatabase(const PollContext& ctx, const std::string& database,
+                  const std::vector<const LeaseTableConfig*>& tables, LeasesState* st,
+                  PollData* data) {
+  std::string error = EnsureDatabaseSession(ctx, database, tables, st);
+  DatabaseSession& db = st->databases[database];
+  PollContext db_ctx = ctx;
+  db_ctx.conn = db.conn.get();
+  for (const LeaseTableConfig* t : tables) {
+    data->leases.emplace_back();
+    LeaseTableData& out = data->leases.back();
+    if (!error.empty()) {
+      out.table = t->label();
+      out.error = error;
+      continue;
+    }
+    TableState& ts = st->tables[t->label()];
+    if (Status s = ReadTable(db_ctx, *t, &ts, &out); !s.ok()) {
+      ts.checked = false;
+      db.conn.reset();
+      error = db.error = "database \"" + database + "\": " + s.message();
+      db.polls_to_skip = PollsToSkip(++db.failures, ctx.poll->interval);
+      out.ok = false;
+      out.error = error;
+    }
+  }
+  if (error.empty()) db.failures = 0;
 }
 
 }  // namespace
@@ -355,16 +437,29 @@ std::unique_ptr<CollectorState> LeasesCollector::NewState() const {
 Status LeasesCollector::Collect(const PollContext& ctx, CollectorState* state,
                                 PollData* data) const {
   auto* st = static_cast<LeasesState*>(state);
+  std::map<std::string, std::vector<const LeaseTableConfig*>> elsewhere;  // by database
   for (const LeaseTableConfig& t : ctx.target->leases) {
     // Not read at all: no series, so a replicated lease pages on the primary only.
     if (data->in_recovery && !t.read_on_standby) continue;
+    if (!t.database.empty()) {
+      elsewhere[t.database].push_back(&t);
+      continue;
+    }
     data->leases.emplace_back();
-    if (Status s = ReadTable(ctx, t, &st->tables[t.table], &data->leases.back()); !s.ok()) {
+    TableState& ts = st->tables[t.label()];
+    if (Status s = ReadTable(ctx, t, &ts, &data->leases.back()); !s.ok()) {
       // The next connection checks the types again.
-      st->tables[t.table].checked = false;
+      ts.checked = false;
       return s.WithContext("lease table " + t.table);
     }
   }
+  // Other databases last: one that hangs can use up the rest of the poll's deadline, but never
+  // the target's own reads.
+  for (const auto& [database, tables] : elsewhere) {
+    ReadDatabase(ctx, database, tables, st, data);
+  }
+  // Sessions of databases no longer configured (a reload) are closed.
+  std::erase_if(st->databases, [&](const auto& d) { return elsewhere.count(d.first) == 0; });
   return Status::Ok();
 }
 

@@ -8,8 +8,12 @@
 // are quoted by libpq; the operator's SQL expressions run inside the exporter's read-only,
 // timeout-bounded transaction. The same round trip reads the table's write counters, which the
 // event diff needs to tell a hand-over from an overlap. Also owns pglock_lease_transitions_total,
-// which the event diff counts. Its per-target state (checked tables, when rows without taken_at
-// were first seen held) belongs to the poller thread.
+// which the event diff counts. A table with `database` lives in another database of the target's
+// server: it is read through a session of that database (exporter/pg/session.h: the same session
+// rules, the poll's deadline, a backoff of its own), after the target's own tables, and any
+// failure of that session is only its tables' error. Its per-target state (checked tables, when
+// rows without taken_at were first seen held, the other databases' sessions) belongs to the
+// poller thread.
 #pragma once
 
 #include "exporter/collectors/collector.h"

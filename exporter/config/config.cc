@@ -340,6 +340,11 @@ void ParseLeaseRules(TableReader& r, LeaseTableConfig* lease) {
 
 void ParseLease(TableReader& r, LeaseTableConfig* lease) {
   r.String("table", &lease->table);
+  r.String("database", &lease->database);
+  if (const toml::value* v = r.Get("database");
+      v != nullptr && v->is_string() && lease->database.empty()) {
+    r.TableError("database", "must be a database name (leave it out for the target's own)");
+  }
   const bool general = r.Has("held_sql") || r.Has("ttl");
   ParseLeaseField(r, "name", general, &lease->name);
   ParseLeaseField(r, "holder", general, &lease->holder);
@@ -457,8 +462,8 @@ void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigErro
     lease.file = file;
     lease.lines = KeyLinesOf(*t);
     ParseLease(lr, &lease);
-    if (!lease.table.empty() && !tables.insert(lease.table).second) {
-      lr.TableError("table", "lease table \"" + lease.table + "\" listed twice");
+    if (!lease.table.empty() && !tables.insert(lease.label()).second) {
+      lr.TableError("table", "lease table \"" + lease.label() + "\" listed twice");
     }
     target->leases.push_back(std::move(lease));
   }

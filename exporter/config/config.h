@@ -62,7 +62,10 @@ struct LeaseField {
 // taken_at, expires_at by default) or, once it sets `held_sql` or `ttl`, a table with only the
 // fields it names. Every table has an expiry (expires_at, or taken_at + ttl) or `held_sql`.
 struct LeaseTableConfig {
-  std::string table;   // as configured, "schema.table" or "table"
+  std::string table;  // as configured, "schema.table" or "table"
+  // Another database of the target's server, read through a connection of its own; empty: the
+  // database of the target's DSN.
+  std::string database;
   std::string schema;  // empty: resolved through search_path
   std::string relation;
   LeaseField name{"name", ""};
@@ -83,6 +86,9 @@ struct LeaseTableConfig {
   std::map<std::string, int> lines;  // key -> line in `file`
 
   bool has_expiry() const { return expires_at.present() || ttl > Duration(0); }
+  // The `table` label: `table`, or "database/table" for a table in another database, so the
+  // same table name in two databases stays two series.
+  std::string label() const { return database.empty() ? table : database + "/" + table; }
   // "file:line: targets.leases.<key>: message" (the table's own line when the key is not set).
   std::string Problem(const std::string& key, const std::string& message) const;
 

@@ -4,18 +4,21 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <set>
 
 #include "exporter/collectors/registry.h"
 #include "exporter/log.h"
 #include "exporter/pg/conninfo.h"
-#include "exporter/queries.h"
+#include "exporter/pg/session.h"
 
 namespace pglock {
 namespace {
 
 constexpr auto kMaxBackoff = std::chrono::seconds(10);
+
+std::atomic<uint64_t> next_poller_id{1};
 
 double UnixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -27,10 +30,12 @@ double SecondsSince(SteadyClock::time_point t) {
 
 }  // namespace
 
-Poller::Poller(TargetConfig target, PollConfig poll)
+Poller::Poller(TargetConfig target, PollConfig poll, std::shared_ptr<ServerRegistry> servers)
     : target_(std::move(target)),
       poll_(poll),
       masked_dsn_(MaskConninfo(target_.dsn)),
+      id_(next_poller_id.fetch_add(1)),
+      servers_(std::move(servers)),
       event_log_(static_cast<size_t>(poll_.event_log_size)),
       inventory_(poll_.inventory_interval),
       events_(std::chrono::duration<double>(poll_.takeover_window).count()) {
@@ -53,7 +58,7 @@ void Poller::BuildAnalyzeOptions() {
   analyze_options_.pooled = &events_.pooled();
   for (const LeaseTableConfig& t : target_.leases) {
     LeaseTableRules rules;
-    rules.table = t.table;
+    rules.table = t.label();
     rules.holder_labels = t.holder_labels;
     rules.max_hold = std::chrono::duration<double>(t.max_hold).count();
     if (!t.holder_pattern.empty()) {
@@ -92,7 +97,7 @@ void Poller::ApplyPendingConfig() {
   names_stale_ = names_stale_ || !(next.locks == target_.locks);
   // Counters of lease tables and poolers that are no longer configured go; the rest carry on.
   std::set<std::string> keep;
-  for (const LeaseTableConfig& t : next.leases) keep.insert("lease:" + t.table);
+  for (const LeaseTableConfig& t : next.leases) keep.insert("lease:" + t.label());
   for (const PoolerConfig& p : next.poolers) keep.insert("pooler:" + p.name);
   std::erase_if(counters_.collector_errors,
                 [&](const auto& e) { return keep.count(e.first) == 0; });
@@ -203,14 +208,17 @@ Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
     return names_stale_ ? ResolveNames(*conn_, deadline) : Status::Ok();
   conn_.reset();
   std::unique_ptr<PgConnection> conn;
-  if (Status s = PgConnection::Connect(target_.dsn, {{"application_name", "pglock_exporter"}},
-                                       deadline, &conn, &abort_);
-      !s.ok()) {
-    return s;
-  }
-  std::vector<PgResult> ignored;
-  if (Status s = conn->Exec(queries::kSessionSetup, {}, deadline, &ignored); !s.ok()) return s;
+  if (Status s = OpenSession(target_.dsn, "", deadline, &abort_, &conn); !s.ok()) return s;
   if (Status s = ResolveNames(*conn, deadline); !s.ok()) return s;
+  if (servers_) {
+    ServerIdentity identity;
+    if (Status s =
+            ReadServerIdentity(*conn, QueryTimeouts::ForPoll(poll_.timeout), deadline, &identity);
+        !s.ok()) {
+      return s;
+    }
+    servers_->Report(id_, target_.name, identity);
+  }
   conn_ = std::move(conn);
   return Status::Ok();
 }

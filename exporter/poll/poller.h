@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <set>
 #include <string>
@@ -18,6 +19,7 @@
 #include "exporter/collectors/lock_names.h"
 #include "exporter/config/config.h"
 #include "exporter/pg/connection.h"
+#include "exporter/poll/server_identity.h"
 #include "exporter/snapshot/analyze.h"
 #include "exporter/snapshot/event_log.h"
 #include "exporter/snapshot/events.h"
@@ -29,7 +31,9 @@ namespace pglock {
 
 class Poller {
  public:
-  Poller(TargetConfig target, PollConfig poll);
+  // `servers`, when given, hears which server the poller connects to (two targets on one server
+  // are warned about).
+  Poller(TargetConfig target, PollConfig poll, std::shared_ptr<ServerRegistry> servers = nullptr);
   ~Poller();  // stops and joins
   Poller(const Poller&) = delete;
   Poller& operator=(const Poller&) = delete;
@@ -48,6 +52,9 @@ class Poller {
   // its counters, pglock_up and its event state, and applies the new settings from its next
   // poll. Any thread.
   void Reconfigure(TargetConfig target, PollConfig poll) EXCLUDES(mu_);
+
+  // Unique for the life of the process (ServerRegistry's key); any thread.
+  uint64_t id() const { return id_; }
 
   // Runs one poll synchronously on the calling thread (tests). Not to be mixed with Start().
   void PollOnceForTest() { PollOnce(); }
@@ -76,6 +83,8 @@ class Poller {
   TargetConfig target_;
   PollConfig poll_;
   const std::string masked_dsn_;
+  const uint64_t id_;
+  const std::shared_ptr<ServerRegistry> servers_;
 
   mutable Mutex mu_;
   std::condition_variable_any cv_;

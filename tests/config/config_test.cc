@@ -349,6 +349,47 @@ TEST(ParseConfigTextErrorTest, LeaseTableNameShape) {
                  "targets.leases.table", "[[targets.leases]]", "needs a table");
 }
 
+TEST(ParseConfigTextTest, LeaseTablesInOtherDatabases) {
+  const std::string text = R"toml([[targets]]
+name = "a"
+  [[targets.leases]]
+  table = "public.leases"
+  [[targets.leases]]
+  table = "public.leases"
+  database = "billing"
+  [[targets.leases]]
+  table = "public.leases"
+  database = "shipping"
+)toml";
+  Config config;
+  std::vector<ConfigError> errors;
+  ASSERT_TRUE(ParseConfigText(text, kFile, &config, &errors)) << Dump(errors);
+  const auto& leases = config.targets[0].leases;
+  ASSERT_EQ(leases.size(), 3u);
+  EXPECT_EQ(leases[0].database, "");
+  EXPECT_EQ(leases[0].label(), "public.leases");
+  EXPECT_EQ(leases[1].database, "billing");
+  EXPECT_EQ(leases[1].label(), "billing/public.leases");
+  EXPECT_EQ(leases[2].label(), "shipping/public.leases");
+}
+
+TEST(ParseConfigTextErrorTest, LeaseTableDatabase) {
+  ExpectOneError(
+      "[[targets]]\nname = \"a\"\n  [[targets.leases]]\n  table = \"t\"\n"
+      "  database = 5\n",
+      "targets.leases.database", "database =", "must be a string");
+  ExpectOneError(
+      "[[targets]]\nname = \"a\"\n  [[targets.leases]]\n  table = \"t\"\n"
+      "  database = \"\"\n",
+      "targets.leases.database", "database =", "must be a database name");
+  // The same table in the same database twice; the label decides, whatever the spelling.
+  ExpectOneError(
+      "[[targets]]\nname = \"a\"\n  [[targets.leases]]\n  table = \"t\"\n"
+      "  database = \"b\"\n  [[targets.leases]]\n  table  = \"t\"\n"
+      "  database = \"b\"\n",
+      "targets.leases.table", "table  =", "\"b/t\" listed twice");
+}
+
 TEST(ParseConfigTextTest, KeyExpressionsAndGeneralLockTables) {
   const std::string text = R"toml([[targets]]
 name = "a"

@@ -5,19 +5,19 @@
 // `promtool check metrics`. Wrong types and failing expressions must name the file, line and key,
 // be logged once, and leave the rest of the target working.
 #include <gtest/gtest.h>
-#include <spdlog/sinks/ostream_sink.h>
-#include <spdlog/spdlog.h>
 
 #include <sstream>
 #include <thread>
 
 #include "exporter/poll/poller.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 
 namespace pglock {
 namespace {
 
+using testing::LogCapture;
 using testing::Pg;
 using testing::Sample;
 using testing::Select;
@@ -50,35 +50,6 @@ std::vector<Sample> PollAndScrape(Poller& poller) {
   EXPECT_TRUE(testing::PromtoolCheck(text, &out)) << out << "\n" << text;
   return testing::ParseSamples(text);
 }
-
-// Captures what the exporter logs while it lives.
-class LogCapture {
- public:
-  LogCapture()
-      : previous_(spdlog::default_logger()),
-        logger_(std::make_shared<spdlog::logger>(
-            "capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out_))) {
-    logger_->set_pattern("%v");
-    spdlog::set_default_logger(logger_);
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-
-  // How many logged lines contain `text`.
-  int Count(const std::string& text) const {
-    std::istringstream lines(out_.str());
-    int n = 0;
-    for (std::string line; std::getline(lines, line);) n += line.find(text) != std::string::npos;
-    return n;
-  }
-  std::string Text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-  std::shared_ptr<spdlog::logger> logger_;
-};
 
 // --- Keys ---------------------------------------------------------------------------------------
 

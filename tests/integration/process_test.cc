@@ -1,7 +1,8 @@
 // The pglock_exporter binary as a user runs it: config errors and exit codes, /metrics and the
 // other endpoints over real HTTP, a database that stops and comes back, a target that accepts
 // TCP but never answers, the exporter's own session terminated, SIGHUP reload, SIGTERM, TLS and
-// basic auth with a real certificate, and secrets that never leak.
+// basic auth with a real certificate, secrets that never leak, and the warning about two targets
+// on one server.
 #include <crypt.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -380,6 +381,95 @@ std::string BcryptHash(const std::string& password) {
   crypt_data data;
   std::memset(&data, 0, sizeof data);
   return crypt_r(password.c_str(), salt, &data);
+}
+
+// How many lines of `log` contain `text`.
+int CountLines(const std::string& log, const std::string& text) {
+  std::istringstream lines(log);
+  int n = 0;
+  for (std::string line; std::getline(lines, line);) n += line.find(text) != std::string::npos;
+  return n;
+}
+
+TEST(Process, TwoTargetsOnOneServerAreWarnedAboutOnceAtStartAndAfterEachReload) {
+  constexpr char kWarning[] = "targets one and two poll the same PostgreSQL server";
+  const std::string dir = TempDir();
+  const std::string path = dir + "/c.toml";
+  const std::string poll = "[poll]\ninterval = \"300ms\"\n";
+  // One target, with a lease table in another database: its extra session is not a target.
+  Pg().Exec("DROP DATABASE IF EXISTS warn_other");
+  Pg().Exec("CREATE DATABASE warn_other");
+  const std::string one = MainTarget("one") +
+                          "  [[targets.leases]]\n  table = \"leases\"\n  database = "
+                          "\"warn_other\"\n";
+  WriteFile(path, poll + one);
+  Exporter exporter(path);
+  ASSERT_TRUE(exporter.WaitServing());
+  ASSERT_TRUE(WaitFor(5, [&] { return Value(exporter.Scrape(), "pglock_up") == 1; }));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(CountLines(exporter.Log(), "poll the same PostgreSQL server"), 0) << exporter.Log();
+
+  // A second target on the same server: one warning naming both, not one per poll.
+  WriteFile(path, poll + one + MainTarget("two"));
+  exporter.Signal(SIGHUP);
+  ASSERT_TRUE(WaitFor(5, [&] { return CountLines(exporter.Log(), kWarning) >= 1; }))
+      << exporter.Log();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(CountLines(exporter.Log(), kWarning), 1) << exporter.Log();
+  EXPECT_NE(exporter.Log().find("use one target per server"), std::string::npos);
+  // Reconnects are not reloads: no new warning.
+  Pg().Exec(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
+      "'pglock_exporter'");
+  ASSERT_TRUE(WaitFor(10, [&] {
+    const auto s = exporter.Scrape();
+    return Value(s, "pglock_up", {{"target", "one"}}) == 1 &&
+           Value(s, "pglock_up", {{"target", "two"}}) == 1 &&
+           Value(s, "pglock_poll_errors_total", {{"target", "two"}}) >= 1;
+  }));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(CountLines(exporter.Log(), kWarning), 1) << exporter.Log();
+
+  // Each reload warns once more, even when both targets keep their connection.
+  exporter.Signal(SIGHUP);
+  ASSERT_TRUE(WaitFor(5, [&] { return CountLines(exporter.Log(), kWarning) >= 2; }))
+      << exporter.Log();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(CountLines(exporter.Log(), kWarning), 2) << exporter.Log();
+
+  // Back to one target per server: quiet.
+  WriteFile(path, poll + one);
+  exporter.Signal(SIGHUP);
+  ASSERT_TRUE(WaitFor(5, [&] {
+    return !Value(exporter.Scrape(), "pglock_up", {{"target", "two"}}).has_value();
+  }));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(CountLines(exporter.Log(), kWarning), 2) << exporter.Log();
+  exporter.Signal(SIGTERM);
+  EXPECT_EQ(exporter.WaitExit(5), 0);
+  Pg().Exec("DROP DATABASE IF EXISTS warn_other WITH (FORCE)");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Process, TwoTargetsOnOneServerFromTheStartAreWarnedAboutOnce) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/c.toml";
+  WriteFile(path, "[poll]\ninterval = \"300ms\"\n" + MainTarget("b") + MainTarget("a"));
+  Exporter exporter(path);
+  ASSERT_TRUE(exporter.WaitServing());
+  ASSERT_TRUE(WaitFor(5, [&] {
+    return CountLines(exporter.Log(), "targets a and b poll the same PostgreSQL server") == 1;
+  })) << exporter.Log();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const std::string log = exporter.Log();
+  EXPECT_EQ(CountLines(log, "poll the same PostgreSQL server"), 1) << log;
+  EXPECT_NE(log.find("system_identifier " +
+                     Pg().Scalar("SELECT system_identifier FROM "
+                                 "pg_control_system()") +
+                     ", port " + std::to_string(Pg().port())),
+            std::string::npos)
+      << log;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Process, TlsAndBasicAuthWithRealCertificate) {

@@ -1,0 +1,202 @@
+// Lease tables in other databases of the target's server ([[targets.leases]] database, issue 16),
+// on a real PostgreSQL: read through a session of that database (labelled "database/table"),
+// counted like any lease table; a database dropped, refusing connections or unknown takes down
+// only its tables (logged once per state change), never the target; a reload adds and removes
+// such tables and closes the session of a database no longer configured.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "exporter/poll/poller.h"
+#include "tests/support/log_capture.h"
+#include "tests/support/metrics_text.h"
+#include "tests/support/pg_environment.h"
+
+namespace pglock {
+namespace {
+
+using testing::LogCapture;
+using testing::Pg;
+using testing::Sample;
+using testing::Value;
+
+constexpr char kTenant[] = "tenant_a";
+constexpr char kOther[] = "tenant_a/leases";  // the table label of the tenant's table
+constexpr char kCreateLeases[] =
+    "CREATE TABLE leases (name text PRIMARY KEY, holder text NOT NULL, "
+    "taken_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz NOT NULL)";
+
+std::string ExporterSessionsIn(const std::string& database) {
+  return Pg().Scalar(
+      "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pglock_exporter' AND "
+      "datname = '" +
+      database + "'");
+}
+
+LeaseTableConfig Leases(const std::string& database) {
+  LeaseTableConfig t;
+  t.table = t.relation = "leases";
+  t.database = database;
+  return t;
+}
+
+// One target on the `postgres` database with a lease table there and one in tenant_a, both
+// named `leases`.
+class LeaseDatabases : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Pg().Exec(std::string("DROP DATABASE IF EXISTS ") + kTenant + " WITH (FORCE)");
+    Pg().Exec(std::string("CREATE DATABASE ") + kTenant);
+    Pg().Exec(kCreateLeases, kTenant);
+    Pg().Exec("DROP TABLE IF EXISTS leases");
+    Pg().Exec(kCreateLeases);
+    Pg().Exec("INSERT INTO leases VALUES ('own', 'me', now(), now() + interval '1h')");
+    target_.name = "one";
+    target_.dsn = Pg().Dsn();
+    target_.leases = {Leases(""), Leases(kTenant)};
+    poll_.interval = Duration(200);
+    poll_.timeout = Duration(2000);
+    poller_ = std::make_unique<Poller>(target_, poll_);
+  }
+  void TearDown() override {
+    poller_.reset();
+    Pg().Exec(std::string("DROP DATABASE IF EXISTS ") + kTenant + " WITH (FORCE)");
+  }
+
+  std::vector<Sample> Poll() {
+    poller_->PollOnceForTest();
+    const std::string text = testing::Serialize({poller_->Latest()});
+    std::string out;
+    EXPECT_TRUE(testing::PromtoolCheck(text, &out)) << out << "\n" << text;
+    return testing::ParseSamples(text);
+  }
+
+  TargetConfig target_;
+  PollConfig poll_;
+  std::unique_ptr<Poller> poller_;
+};
+
+TEST_F(LeaseDatabases, TableInAnotherDatabaseHasItsOwnLabelAndTransitions) {
+  Pg().Exec("INSERT INTO leases VALUES ('sweep', 'worker-1', now(), now() + interval '1h')",
+            kTenant);
+  auto s = Poll();
+  EXPECT_EQ(Value(s, "pglock_up"), 1);
+  EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", "leases"}}), 1);
+  EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", kOther}}), 1);
+  // Each row under its own table: the tenant's lease is not the target database's.
+  EXPECT_EQ(Value(s, "pglock_lease_held", {{"table", kOther}, {"lease", "sweep"}}), 1);
+  EXPECT_FALSE(Value(s, "pglock_lease_held", {{"table", "leases"}, {"lease", "sweep"}}));
+  EXPECT_EQ(Value(s, "pglock_lease_held", {{"table", "leases"}, {"lease", "own"}}), 1);
+  EXPECT_FALSE(Value(s, "pglock_lease_held", {{"table", kOther}, {"lease", "own"}}));
+  EXPECT_EQ(Value(s, "pglock_lease_holder_info",
+                  {{"table", kOther}, {"lease", "sweep"}, {"holder", "worker-1"}}),
+            1);
+  // One session of its own in that database, under the exporter's name, never in a transaction.
+  EXPECT_EQ(ExporterSessionsIn(kTenant), "1");
+  EXPECT_EQ(Pg().Scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                        "'pglock_exporter' AND datname = 'tenant_a' AND state <> 'idle'"),
+            "0");
+
+  Pg().Exec("INSERT INTO leases VALUES ('nightly', 'worker-2', now(), now() + interval '1h')",
+            kTenant);
+  Pg().Exec("DELETE FROM leases WHERE name = 'sweep'", kTenant);
+  s = Poll();
+  const std::map<std::string, std::string> tenant = {{"target", "one"}, {"table", kOther}};
+  auto kind = [&](const char* lease, const char* k) {
+    auto m = tenant;
+    m["lease"] = lease;
+    m["kind"] = k;
+    return Value(s, "pglock_lease_transitions_total", m);
+  };
+  EXPECT_EQ(kind("nightly", "acquired"), 1);
+  EXPECT_EQ(kind("sweep", "released"), 1);
+  EXPECT_FALSE(Value(s, "pglock_lease_transitions_total",
+                     {{"table", "leases"}, {"lease", "nightly"}, {"kind", "acquired"}}));
+}
+
+TEST_F(LeaseDatabases, DatabaseDroppedOrClosedTakesDownOnlyItsTables) {
+  LogCapture log;
+  auto s = Poll();
+  ASSERT_EQ(Value(s, "pglock_lease_table_up", {{"table", kOther}}), 1);
+
+  // Connections refused: that table down, the target and its own table up.
+  Pg().Exec(std::string("ALTER DATABASE ") + kTenant + " ALLOW_CONNECTIONS false");
+  Pg().Exec(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'tenant_a' AND "
+      "application_name = 'pglock_exporter'");
+  for (int i = 0; i < 4; ++i) s = Poll();
+  EXPECT_EQ(Value(s, "pglock_up"), 1);
+  EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", kOther}}), 0);
+  EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", "leases"}}), 1);
+  EXPECT_EQ(Value(s, "pglock_lease_held", {{"table", "leases"}, {"lease", "own"}}), 1);
+  EXPECT_GE(*Value(s, "pglock_collector_errors_total", {{"collector", "lease:tenant_a/leases"}}),
+            1);
+  EXPECT_EQ(Value(s, "pglock_poll_errors_total"), 0);
+  // Logged once per state change (the session lost, then each refused connect), naming the
+  // table and its database.
+  EXPECT_EQ(log.Count("lease:tenant_a/leases: database \"tenant_a\": "), 2) << log.Text();
+  EXPECT_EQ(log.Count("database \"tenant_a\" is not currently accepting connections"), 1)
+      << log.Text();
+
+  // Back: the table is read again once the backoff lets it try.
+  Pg().Exec(std::string("ALTER DATABASE ") + kTenant + " ALLOW_CONNECTIONS true");
+  for (int i = 0; i < 10 && Value(s, "pglock_lease_table_up", {{"table", kOther}}) != 1; ++i) {
+    s = Poll();
+  }
+  EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", kOther}}), 1);
+  EXPECT_EQ(log.Count("lease:tenant_a/leases: ok again"), 1) << log.Text();
+
+  // Dropped under the exporter's session.
+  Pg().Exec(std::string("DROP DATABASE ") + kTenant + " WITH (FORCE)");
+  for (int i = 0; i < 3; ++i) s = Poll();
+  EXPECT_EQ(Value(s, "pglock_up"), 1);
+  EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", kOther}}), 0);
+  EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", "leases"}}), 1);
+  EXPECT_EQ(Value(s, "pglock_poll_errors_total"), 0);
+}
+
+TEST_F(LeaseDatabases, UnknownDatabaseIsThatTablesErrorLoggedOnce) {
+  LogCapture log;
+  target_.leases = {Leases(""), Leases("no_such_db")};
+  poller_ = std::make_unique<Poller>(target_, poll_);
+  std::vector<Sample> s;
+  for (int i = 0; i < 5; ++i) s = Poll();
+  EXPECT_EQ(Value(s, "pglock_up"), 1);
+  EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", "no_such_db/leases"}}), 0);
+  EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", "leases"}}), 1);
+  EXPECT_EQ(log.Count("database \"no_such_db\" does not exist"), 1) << log.Text();
+}
+
+TEST_F(LeaseDatabases, ReloadAddsAndRemovesTablesOfOtherDatabases) {
+  target_.leases = {Leases("")};
+  poller_ = std::make_unique<Poller>(target_, poll_);
+  auto s = Poll();
+  EXPECT_FALSE(Value(s, "pglock_lease_table_up", {{"table", kOther}}));
+  EXPECT_EQ(ExporterSessionsIn(kTenant), "0");
+
+  target_.leases = {Leases(""), Leases(kTenant)};
+  poller_->Reconfigure(target_, poll_);
+  s = Poll();
+  EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", kOther}}), 1);
+  EXPECT_EQ(ExporterSessionsIn(kTenant), "1");
+
+  target_.leases = {Leases("")};
+  poller_->Reconfigure(target_, poll_);
+  s = Poll();
+  EXPECT_FALSE(Value(s, "pglock_lease_table_up", {{"table", kOther}}));
+  EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", "leases"}}), 1);
+  // The session of a database no longer configured is closed.
+  EXPECT_TRUE(testing::WaitFor(5, [] { return ExporterSessionsIn(kTenant) == "0"; }));
+}
+
+}  // namespace
+}  // namespace pglock
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new pglock::testing::PgEnvironment());
+  return RUN_ALL_TESTS();
+}
