@@ -83,7 +83,13 @@ def measure(a):
     time.sleep(2 * a.interval)
     backends = []
     if a.backends_cmd:
-        out = subprocess.run(a.backends_cmd, shell=True, check=True, capture_output=True, text=True)
+        for attempt in range(5):  # psql may meet a server busy with 200 new connections
+            out = subprocess.run(a.backends_cmd, shell=True, capture_output=True, text=True)
+            if out.returncode == 0:
+                break
+            time.sleep(1)
+        else:
+            sys.exit(f"{a.name}: cannot list the exporter's backends: {out.stderr.strip()}")
         backends = [p for p in out.stdout.strip().split(",") if p]
     def server_cpu():
         total = 0.0
