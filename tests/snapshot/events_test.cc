@@ -387,6 +387,54 @@ TEST(EventTrackerTest, LockGoneFromAStillSessionThatStaysIsAnUnlockAfterTheWaits
   EXPECT_EQ(e.TotalLost(), 0);
 }
 
+TEST(EventTrackerTest, AHolderWaitingForItsEndCountDoesNotTakeAReapedSessionsLaterCount) {
+  // idle_session_timeout 60 s. The holder, idle 56 s, closes its session cleanly just before its
+  // timeout would: gone at p2 without a fatal end, with timing that matches the timeout, so the
+  // judgement waits for a late count. What arrives by p3 is the end of a session holding nothing,
+  // reaped after p2 (a backend counts its own end milliseconds after it leaves, never a poll
+  // later): it is not the holder's, whose clean close must not page.
+  Events e;
+  const std::vector<ServerSetting> settings = {{"idle_session_timeout", 60, "configuration file"}};
+  auto poll = [&](double now, std::vector<Session> sessions, std::vector<AdvisoryLock> locks,
+                  DatabaseStats stats) {
+    PollData p = Poll(now, std::move(sessions), std::move(locks), stats);
+    p.settings = settings;
+    return p;
+  };
+  const Session holder = MakeSession(10, "idle", kStart - 56);
+  const Session reaped = MakeSession(20, "idle", kStart - 52);
+  e.Observe(poll(kStart, {holder, reaped}, {Held(10, 1)}, Stats(0, 0, 0)));
+  e.Observe(poll(kStart + 5, {reaped}, {}, Stats(0, 0, 0)));  // the holder closed at +1
+  e.Observe(poll(kStart + 10, {}, {}, Stats(1, 0, 0)));       // the other one reaped at +8
+  for (int i = 3; i <= kMaxCounterWaits + 1; ++i) {
+    e.Observe(poll(kStart + 5 * i, {}, {}, Stats(1, 0, 0)));
+  }
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Released("session_closed"), 1);
+}
+
+TEST(EventTrackerTest, ALossInAnInventoryThatAWaitSkipsIsStillCounted) {
+  // A long statement unlocks inside itself (a procedure): a lock is gone from a session that ran
+  // nothing since, and the judgement waits. Meanwhile a worker takes another key, is terminated
+  // holding it, and the next worker takes it: a loss and a takeover, each seen by the inventories
+  // the wait passes over.
+  Events e;
+  const Session proc = MakeSession(10, "active", kStart - 100);
+  const Session worker = MakeSession(11, "idle", kStart - 5);
+  const Session next = MakeSession(12, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {proc, worker, next}, {Held(10, 1)}));
+  const Session worker_took = MakeSession(11, "idle", kStart + 3);
+  e.Observe(Poll(kStart + 5, {proc, worker_took, next}, {Held(11, 2)}));  // proc unlocked key 1
+  e.Observe(Poll(kStart + 10, {proc, next}, {}, Stats(0, 1, 0)));         // worker terminated
+  const Session next_took = MakeSession(12, "idle", kStart + 13);
+  for (int i = 3; i <= kMaxCounterWaits + 1; ++i) {
+    e.Observe(Poll(kStart + 5 * i, {proc, next_took}, {Held(12, 2)}, Stats(0, 1, 0)));
+  }
+  EXPECT_EQ(e.Released("unlocked"), 1);
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  EXPECT_EQ(e.Takeovers(), 1);
+}
+
 TEST(EventTrackerTest, Pre14InfersFromTimeoutsOnly) {
   Events e;
   PollData p1 =
