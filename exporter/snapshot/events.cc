@@ -353,8 +353,15 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
   for (auto& entry : *sightings) {
     if (alive.count(entry.first) == 0) gone.push_back(&entry);
   }
-  std::stable_partition(gone.begin(), gone.end(),
-                        [](const auto* e) { return e->second.awaiting_end.has_value(); });
+  // Lock holders last, whether they wait for a late count or not: a holder that waits for its own
+  // count since an earlier inventory would otherwise take the count of a session reaped since
+  // (its own arrives milliseconds after it leaves, not a poll later), and when a holder and a
+  // session holding nothing both match a timeout for one count, a clean close must not page.
+  const auto rank = [&](const auto* e) {
+    return (holders.count(e->first) != 0 ? 2 : 0) + (e->second.awaiting_end ? 0 : 1);
+  };
+  std::stable_sort(gone.begin(), gone.end(),
+                   [&](const auto* a, const auto* b) { return rank(a) < rank(b); });
   for (auto* entry : gone) {
     const SessionId& sid = entry->first;
     SessionSighting& seen = entry->second;
