@@ -128,7 +128,8 @@ class LeaseCounter {
 // before the poll is gone with its locks but its end is not counted yet, so a termination or a
 // timeout would pass for a clean disconnect. True when that can be the case: the counters were
 // written before `ended_by` and a session that held a lock in `prev` is gone in `cur`.
-bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_by) {
+bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_by,
+                        const std::vector<DeferredHold>& deferred) {
   if (!cur.database_stats_snapshot || *cur.database_stats_snapshot >= ended_by ||
       !prev.database_stats || prev.postmaster_start != cur.postmaster_start) {
     return false;
@@ -137,10 +138,14 @@ bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_
   for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
   std::unordered_map<int, double> backend_start;
   for (const Session& s : prev.sessions) backend_start[s.pid] = s.backend_start;
-  return std::any_of(prev.locks.begin(), prev.locks.end(), [&](const AdvisoryLock& l) {
-    const auto it = backend_start.find(l.pid);
-    return l.granted && it != backend_start.end() && alive.count({l.pid, it->second}) == 0;
-  });
+  return std::any_of(prev.locks.begin(), prev.locks.end(),
+                     [&](const AdvisoryLock& l) {
+                       const auto it = backend_start.find(l.pid);
+                       return l.granted && it != backend_start.end() &&
+                              alive.count({l.pid, it->second}) == 0;
+                     }) ||
+         std::any_of(deferred.begin(), deferred.end(),
+                     [&](const DeferredHold& d) { return alive.count(d.session) == 0; });
 }
 
 }  // namespace
@@ -197,7 +202,8 @@ void EventTracker::Observe(std::shared_ptr<const PollData> cur,
     std::shared_ptr<const PollData> baseline = waiting ? waiting_baseline_ : last_inventory;
     const bool may_wait = counter_waits_ < kMaxCounterWaits;
     const bool judged =
-        !(may_wait && SessionCountersLag(*baseline, *cur, waiting ? waiting_since_ : cur->now)) &&
+        !(may_wait &&
+          SessionCountersLag(*baseline, *cur, waiting ? waiting_since_ : cur->now, deferred_)) &&
         CountLockEvents(*baseline, *cur, names, may_wait, counters, events);
     if (judged) {
       waiting_baseline_.reset();
@@ -317,6 +323,7 @@ struct EndJudgement {
 // (and of those ended earlier that still wait for their end count); those that ended as a timeout
 // would, but whose database shows no fatal end for them yet, are marked as waiting for it.
 EndJudgement EndCauses(const PollData& prev, const PollData& cur,
+                       const std::vector<DeferredHold>& deferred,
                        std::map<SessionId, SessionSighting>* sightings) {
   EndJudgement out;
   std::set<SessionId> alive;
@@ -328,6 +335,7 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
     const Session* s = prev_index.Find(l.pid);
     holders.insert({l.pid, s != nullptr ? s->backend_start : 0});
   }
+  for (const DeferredHold& d : deferred) holders.insert(d.session);
 
   // Deltas of the session end counters per database since the inventory poll (prev).
   std::map<uint32_t, SessionEndDeltas> deltas;
@@ -403,8 +411,9 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
 // ran no statement in between (same state, same state_change): nothing the client sent released it,
 // so the backend is ending (it releases its locks before it leaves pg_stat_activity and counts its
 // end), and the next inventory tells how.
-bool HolderEnding(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
-                  const PollIndex& prev_index, const PollIndex& cur_index) {
+std::set<SessionId> HoldersEnding(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
+                                  const PollIndex& prev_index, const PollIndex& cur_index) {
+  std::set<SessionId> out;
   for (size_t i = 0; i < prev_holds.size(); ++i) {
     const auto now_held = cur_holds.Find(prev_holds.key(i));
     for (const Hold& h : prev_holds.holds(i)) {
@@ -419,18 +428,18 @@ bool HolderEnding(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
           before->state != after->state) {
         continue;
       }
-      return true;
+      out.insert(h.session);
     }
   }
-  return false;
+  return out;
 }
 
 // Changes of exclusive holder between prev and cur: a takeover when the key was lost (in this
 // interval, or within the takeover window), else a hand-over.
 void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
                         const PollIndex& prev_index, const PollIndex& cur_index, double now,
-                        const LockNames* names, LostKeys* lost_keys, Counters* counters,
-                        std::vector<Event>* events) {
+                        const LockNames* names, const std::set<AdvisoryKey>& deferred_keys,
+                        LostKeys* lost_keys, Counters* counters, std::vector<Event>* events) {
   for (size_t i = 0; i < cur_holds.size(); ++i) {
     const AdvisoryKey& key = cur_holds.key(i);
     const auto now_held = cur_holds.holds(i);
@@ -451,6 +460,8 @@ void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
         same_holder = same_holder || (b.exclusive && b.session == h.session);
     }
     if (!held_now || same_holder) continue;
+    // Its holder's backend may be ending: judged at the next judgement, with how it ended.
+    if (previous != nullptr && deferred_keys.count(key) != 0) continue;
     Event e;
     e.time = now;
     e.datname = cur_index.Datname(key.datid);
@@ -488,12 +499,71 @@ bool EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
     sightings_.clear();
     SeeSessions(cur);
   }
-  const EndJudgement ended = restarted ? EndJudgement{} : EndCauses(prev, cur, &sightings_);
-  if (may_wait && !restarted &&
-      (ended.counts_pending || HolderEnding(prev_holds, cur_holds, prev_index, cur_index))) {
-    return false;
-  }
+  const EndJudgement ended =
+      restarted ? EndJudgement{} : EndCauses(prev, cur, deferred_, &sightings_);
+  if (may_wait && !restarted && ended.counts_pending) return false;
   const std::map<SessionId, std::string>& causes = ended.causes;
+  // The holds deferred by the last judgement, now that their sessions are gone or still there.
+  for (const DeferredHold& d : deferred_) {
+    const Session* s = cur_index.Find(d.session.first);
+    const bool alive = s != nullptr && s->backend_start == d.session.second;
+    std::string cause = "-";
+    if (restarted) {
+      cause = "server_restart";
+    } else if (!alive) {
+      const auto it = causes.find(d.session);
+      cause = it == causes.end() ? "" : it->second;
+    }
+    const std::string lock = CounterLock(d.key, names);
+    Event e;
+    e.time = cur.now;
+    e.datname = d.db;
+    e.lock = LockLabel(d.key, names);
+    e.previous = d.holder;
+    if (cause == "-") {
+      counters->releases[{d.db, lock, "unlocked"}] += 1;
+    } else if (cause.empty()) {
+      counters->releases[{d.db, lock, "session_closed"}] += 1;
+      e.kind = "lock_released";
+      e.cause = "session_closed";
+      if (events != nullptr) events->push_back(e);
+    } else {
+      counters->losses[{d.db, lock, cause}] += 1;
+      e.kind = "lock_lost";
+      e.cause = cause;
+      if (events != nullptr) events->push_back(e);
+    }
+    if (!d.exclusive) continue;
+    const bool lost = cause != "-" && !cause.empty();
+    // The key's next holder: who had it when the hold was deferred, else who has it now.
+    std::optional<Identity> next;
+    if (restarted) {
+      // Everything is lost at a restart; the key's next holder is judged as after any restart.
+    } else if (d.taken_by) {
+      next = d.taker;
+    } else {
+      for (const Hold& c : cur_holds.Find(d.key)) {
+        if (!c.exclusive || c.session == d.session) continue;
+        next = IdentityOf(cur_index.Find(c.session.first), c.session.first);
+        break;
+      }
+    }
+    if (!next) {
+      if (lost) lost_keys_[d.key] = {d.session.first, d.session.second, d.held_at, d.holder};
+      continue;
+    }
+    e.kind = lost ? "lock_takeover" : "lock_handover";
+    e.cause.clear();
+    e.current = *next;
+    (lost ? counters->takeovers : counters->handovers)[{d.db, lock}] += 1;
+    if (events != nullptr) events->push_back(std::move(e));
+  }
+  deferred_.clear();
+  // A lock gone from a session still listed that ran nothing since: judged at the next judgement.
+  const std::set<SessionId> ending =
+      restarted ? std::set<SessionId>{}
+                : HoldersEnding(prev_holds, cur_holds, prev_index, cur_index);
+  std::set<AdvisoryKey> deferred_keys;
   for (size_t i = 0; i < prev_holds.size(); ++i) {
     const AdvisoryKey& key = prev_holds.key(i);
     const auto now_held = restarted ? std::span<const Hold>{} : cur_holds.Find(key);
@@ -503,6 +573,26 @@ bool EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
       if (still_held) continue;
       // Labels only for the few locks that changed.
       const std::string db = prev_index.Datname(key.datid), lock = CounterLock(key, names);
+      if (ending.count(h.session) != 0) {
+        DeferredHold d;
+        d.key = key;
+        d.session = h.session;
+        d.exclusive = h.exclusive;
+        d.held_at = prev.now;
+        d.db = db;
+        d.holder = IdentityOf(prev_index.Find(h.session.first), h.session.first);
+        if (h.exclusive) {
+          deferred_keys.insert(key);
+          for (const Hold& c : now_held) {
+            if (!c.exclusive || c.session == h.session) continue;
+            d.taken_by = c.session;
+            d.taker = IdentityOf(cur_index.Find(c.session.first), c.session.first);
+            break;
+          }
+        }
+        deferred_.push_back(std::move(d));
+        continue;
+      }
       const auto ended = causes.find(h.session);
       const std::string cause = restarted               ? "server_restart"
                                 : ended == causes.end() ? "-"
@@ -537,7 +627,7 @@ bool EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
   }
   const HoldIndex nothing_held{PollData{}};
   CountHolderChanges(restarted ? nothing_held : prev_holds, cur_holds, prev_index, cur_index,
-                     cur.now, names, &lost_keys_, counters, events);
+                     cur.now, names, deferred_keys, &lost_keys_, counters, events);
   while (lost_keys_.size() > kMaxLostKeys) {
     auto oldest = std::min_element(
         lost_keys_.begin(), lost_keys_.end(),
