@@ -452,6 +452,34 @@ TEST(EventTrackerTest, ALossInAnInventoryThatAWaitSkipsIsStillCounted) {
   EXPECT_EQ(e.Takeovers(), 1);
 }
 
+TEST(EventTrackerTest, AWaitForAHoldersLateCountDoesNotHideALossAndTakeover) {
+  // A holder closes cleanly just before its idle_session_timeout: its timing matches, no fatal end
+  // is counted, and its end is awaited. Meanwhile a worker takes another key, is terminated
+  // holding it, and the next worker takes it.
+  Events e;
+  const std::vector<ServerSetting> settings = {{"idle_session_timeout", 60, "configuration file"}};
+  auto poll = [&](double now, std::vector<Session> sessions, std::vector<AdvisoryLock> locks,
+                  DatabaseStats stats) {
+    PollData p = Poll(now, std::move(sessions), std::move(locks), stats);
+    p.settings = settings;
+    return p;
+  };
+  const Session holder = MakeSession(10, "idle", kStart - 56);
+  const Session worker = MakeSession(11, "idle", kStart - 5);
+  const Session next = MakeSession(12, "idle", kStart - 5);
+  e.Observe(poll(kStart, {holder, worker, next}, {Held(10, 1)}, Stats(0, 0, 0)));
+  const Session worker_took = MakeSession(11, "idle", kStart + 3);
+  e.Observe(poll(kStart + 5, {worker_took, next}, {Held(11, 2)}, Stats(0, 0, 0)));
+  e.Observe(poll(kStart + 10, {next}, {}, Stats(0, 1, 0)));  // the worker terminated
+  const Session next_took = MakeSession(12, "idle", kStart + 13);
+  for (int i = 3; i <= kMaxCounterWaits + 1; ++i) {
+    e.Observe(poll(kStart + 5 * i, {next_took}, {Held(12, 2)}, Stats(0, 1, 0)));
+  }
+  EXPECT_EQ(e.Released("session_closed"), 1);
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  EXPECT_EQ(e.Takeovers(), 1);
+}
+
 TEST(EventTrackerTest, Pre14InfersFromTimeoutsOnly) {
   Events e;
   PollData p1 =
