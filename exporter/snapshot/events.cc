@@ -200,12 +200,9 @@ void EventTracker::Observe(std::shared_ptr<const PollData> cur,
   if (cur->inventory && last_inventory != nullptr) {
     const bool waiting = waiting_baseline_ != nullptr;
     std::shared_ptr<const PollData> baseline = waiting ? waiting_baseline_ : last_inventory;
-    const bool may_wait = counter_waits_ < kMaxCounterWaits;
-    const bool judged =
-        !(may_wait &&
-          SessionCountersLag(*baseline, *cur, waiting ? waiting_since_ : cur->now, deferred_)) &&
-        CountLockEvents(*baseline, *cur, names, may_wait, counters, events);
-    if (judged) {
+    if (counter_waits_ >= kMaxCounterWaits ||
+        !SessionCountersLag(*baseline, *cur, waiting ? waiting_since_ : cur->now, deferred_)) {
+      CountLockEvents(*baseline, *cur, names, counters, events);
       waiting_baseline_.reset();
       counter_waits_ = 0;
       ForgetEndedSessions(*cur);
@@ -238,7 +235,10 @@ void EventTracker::ForgetEndedSessions(const PollData& cur) {
   for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
   for (auto it = sightings_.begin(); it != sightings_.end();) {
     const SessionSighting& seen = it->second;
-    const bool keep = alive.count(it->first) != 0 ||
+    const bool deferred =
+        std::any_of(deferred_.begin(), deferred_.end(),
+                    [&](const DeferredHold& d) { return d.session == it->first; });
+    const bool keep = alive.count(it->first) != 0 || deferred ||
                       (seen.awaiting_end && cur.now - *seen.awaiting_end <= kLateSessionEndSeconds);
     it = keep ? std::next(it) : sightings_.erase(it);
   }
@@ -315,7 +315,9 @@ using LostKeys = std::map<AdvisoryKey, LostKey>;
 
 struct EndJudgement {
   std::map<SessionId, std::string> causes;  // of the holders at `prev` gone at `cur`
-  bool counts_pending = false;  // a holder ended as a timeout would, its end not counted yet
+  // Holders at `prev` that ended as a timeout would, their end not counted yet (not those deferred
+  // already: a backend counts its end milliseconds after it leaves, so one interval is enough).
+  std::set<SessionId> pending;
 };
 
 // How each session that held a lock at `prev` and is gone at `cur` ended: "" for a clean close,
@@ -335,7 +337,12 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
     const Session* s = prev_index.Find(l.pid);
     holders.insert({l.pid, s != nullptr ? s->backend_start : 0});
   }
-  for (const DeferredHold& d : deferred) holders.insert(d.session);
+  std::set<SessionId> deferred_sessions, awaited;
+  for (const DeferredHold& d : deferred) {
+    deferred_sessions.insert(d.session);
+    if (d.awaiting_count) awaited.insert(d.session);
+  }
+  holders.insert(deferred_sessions.begin(), deferred_sessions.end());
 
   // Deltas of the session end counters per database since the inventory poll (prev).
   std::map<uint32_t, SessionEndDeltas> deltas;
@@ -357,6 +364,7 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
   // server that reaps idle sessions counts a fatal end for each, and those must not be pinned on
   // a holder that closed its session cleanly.
   std::vector<std::pair<SessionId, uint32_t>> undecided;  // holders without a timeout match
+  std::vector<SessionId> candidates;  // holders that match a timeout whose count is not seen yet
   std::vector<std::pair<const SessionId, SessionSighting>*> gone;
   for (auto& entry : *sightings) {
     if (alive.count(entry.first) == 0) gone.push_back(&entry);
@@ -389,8 +397,10 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
       if (holder) out.causes[sid] = timeout;
     } else if (!timeout.empty()) {
       if (!seen.awaiting_end) seen.awaiting_end = cur.now;
-      if (holder) {
-        out.counts_pending = true;
+      if (awaited.count(sid) != 0) {
+        out.causes[sid] = "";  // its count, awaited for an interval, never came: a clean close
+      } else if (holder) {
+        if (deferred_sessions.count(sid) == 0) candidates.push_back(sid);
         undecided.emplace_back(sid, seen.datid);
       }
     } else if (holder) {
@@ -399,6 +409,9 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
   }
   for (const auto& [sid, datid] : undecided) {
     out.causes[sid] = InferLossCause(Session{}, 0, 0, 0, 0, &deltas[datid], deltas_known);
+  }
+  for (const SessionId& sid : candidates) {
+    if (out.causes[sid].empty()) out.pending.insert(sid);  // no other count explains its end
   }
   // A holder never seen as a session has no evidence of an abnormal end: a clean close.
   for (const SessionId& sid : holders) {
@@ -485,8 +498,8 @@ void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
 
 }  // namespace
 
-bool EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
-                                   const LockNames* names, bool may_wait, Counters* counters,
+void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
+                                   const LockNames* names, Counters* counters,
                                    std::vector<Event>* events) {
   const HoldIndex prev_holds(prev);
   const HoldIndex cur_holds(cur);
@@ -501,7 +514,6 @@ bool EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
   }
   const EndJudgement ended =
       restarted ? EndJudgement{} : EndCauses(prev, cur, deferred_, &sightings_);
-  if (may_wait && !restarted && ended.counts_pending) return false;
   const std::map<SessionId, std::string>& causes = ended.causes;
   // The holds deferred by the last judgement, now that their sessions are gone or still there.
   for (const DeferredHold& d : deferred_) {
@@ -573,12 +585,13 @@ bool EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
       if (still_held) continue;
       // Labels only for the few locks that changed.
       const std::string db = prev_index.Datname(key.datid), lock = CounterLock(key, names);
-      if (ending.count(h.session) != 0) {
+      if (ending.count(h.session) != 0 || ended.pending.count(h.session) != 0) {
         DeferredHold d;
         d.key = key;
         d.session = h.session;
         d.exclusive = h.exclusive;
         d.held_at = prev.now;
+        d.awaiting_count = ended.pending.count(h.session) != 0;
         d.db = db;
         d.holder = IdentityOf(prev_index.Find(h.session.first), h.session.first);
         if (h.exclusive) {
@@ -634,7 +647,6 @@ bool EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
         [](const auto& a, const auto& b) { return a.second.lost_at < b.second.lost_at; });
     lost_keys_.erase(oldest);
   }
-  return true;
 }
 
 void EventTracker::CountLeaseTransitions(const PollData& cur, Counters* counters,

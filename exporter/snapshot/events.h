@@ -28,8 +28,8 @@ namespace pglock {
 inline constexpr double kTimeoutSlackSeconds = 1.0;
 // Keys remembered after their holder's session ended, to spot the next run taking them.
 inline constexpr size_t kMaxLostKeys = 10'000;
-// Inventories that may pass before lock events are judged with stale session counters, or while a
-// holder that ended as a timeout would waits for its late end count (see EventTracker::Observe).
+// Inventories that may pass before lock events are judged with stale session counters (see
+// EventTracker::Observe).
 inline constexpr int kMaxCounterWaits = 3;
 // How long a session that ended as a timeout would end it, but whose end the session counters do
 // not show yet, waits to claim its late count (a backend leaves pg_stat_activity a moment before it
@@ -60,10 +60,11 @@ struct SessionSighting {
   std::optional<double> awaiting_end;  // ended as a timeout would, its count not seen yet, since
 };
 
-// A lock gone from a session still listed that ran no statement since: its backend may be ending
-// (it releases its locks before it leaves pg_stat_activity and counts its end). The rest of the
-// interval is judged at once; this hold, and the hand-over or takeover of its key, at the next
-// judgement, by how that session ended.
+// A lock whose holder's end is not known yet: gone from a session still listed that ran no
+// statement since (its backend may be ending: it releases its locks before it leaves
+// pg_stat_activity and counts its end), or held by a session gone as a timeout would end it whose
+// fatal end is not counted yet. The rest of the interval is judged at once; this hold, and the
+// hand-over or takeover of its key, at the next judgement, by how that session ended.
 struct DeferredHold {
   AdvisoryKey key;
   SessionId session;
@@ -71,6 +72,7 @@ struct DeferredHold {
   double held_at = 0;  // now() of the inventory that last saw it held
   std::string db;
   Identity holder;
+  bool awaiting_count = false;  // gone, ended as a timeout would, its fatal end not counted yet
   std::optional<SessionId> taken_by;  // the key's exclusive holder when it was deferred
   Identity taker;
 };
@@ -112,10 +114,10 @@ class EventTracker {
 
  private:
   void CountSessionsEnded(const PollData& cur, Counters* counters);
-  // Judges the lock events between the inventories `prev` and `cur`; when `may_wait` and the
-  // evidence may still be on its way (see Observe), counts nothing and returns false.
-  bool CountLockEvents(const PollData& prev, const PollData& cur, const LockNames* names,
-                       bool may_wait, Counters* counters, std::vector<Event>* events);
+  // Judges the lock events between the inventories `prev` and `cur`, but the holds whose evidence
+  // may still be on its way (see DeferredHold), and those deferred by the last judgement.
+  void CountLockEvents(const PollData& prev, const PollData& cur, const LockNames* names,
+                       Counters* counters, std::vector<Event>* events);
   // Remembers what every poll shows of each session, for EndCauses.
   void SeeSessions(const PollData& cur);
   // After a judgement: forgets the sessions gone by `cur`, but those still waiting for their late
