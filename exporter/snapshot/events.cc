@@ -128,7 +128,8 @@ class LeaseCounter {
 // before the poll is gone with its locks but its end is not counted yet, so a termination or a
 // timeout would pass for a clean disconnect. True when that can be the case: the counters were
 // written before `ended_by` and a session that held a lock in `prev` is gone in `cur`.
-bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_by) {
+bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_by,
+                        const std::vector<DeferredHold>& deferred) {
   if (!cur.database_stats_snapshot || *cur.database_stats_snapshot >= ended_by ||
       !prev.database_stats || prev.postmaster_start != cur.postmaster_start) {
     return false;
@@ -137,10 +138,14 @@ bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_
   for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
   std::unordered_map<int, double> backend_start;
   for (const Session& s : prev.sessions) backend_start[s.pid] = s.backend_start;
-  return std::any_of(prev.locks.begin(), prev.locks.end(), [&](const AdvisoryLock& l) {
-    const auto it = backend_start.find(l.pid);
-    return l.granted && it != backend_start.end() && alive.count({l.pid, it->second}) == 0;
-  });
+  return std::any_of(prev.locks.begin(), prev.locks.end(),
+                     [&](const AdvisoryLock& l) {
+                       const auto it = backend_start.find(l.pid);
+                       return l.granted && it != backend_start.end() &&
+                              alive.count({l.pid, it->second}) == 0;
+                     }) ||
+         std::any_of(deferred.begin(), deferred.end(),
+                     [&](const DeferredHold& d) { return alive.count(d.session) == 0; });
 }
 
 }  // namespace
@@ -195,11 +200,9 @@ void EventTracker::Observe(std::shared_ptr<const PollData> cur,
   if (cur->inventory && last_inventory != nullptr) {
     const bool waiting = waiting_baseline_ != nullptr;
     std::shared_ptr<const PollData> baseline = waiting ? waiting_baseline_ : last_inventory;
-    const bool may_wait = counter_waits_ < kMaxCounterWaits;
-    const bool judged =
-        !(may_wait && SessionCountersLag(*baseline, *cur, waiting ? waiting_since_ : cur->now)) &&
-        CountLockEvents(*baseline, *cur, names, may_wait, counters, events);
-    if (judged) {
+    if (counter_waits_ >= kMaxCounterWaits ||
+        !SessionCountersLag(*baseline, *cur, waiting ? waiting_since_ : cur->now, deferred_)) {
+      CountLockEvents(*baseline, *cur, names, counters, events);
       waiting_baseline_.reset();
       counter_waits_ = 0;
       ForgetEndedSessions(*cur);
@@ -232,7 +235,10 @@ void EventTracker::ForgetEndedSessions(const PollData& cur) {
   for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
   for (auto it = sightings_.begin(); it != sightings_.end();) {
     const SessionSighting& seen = it->second;
-    const bool keep = alive.count(it->first) != 0 ||
+    const bool deferred =
+        std::any_of(deferred_.begin(), deferred_.end(),
+                    [&](const DeferredHold& d) { return d.session == it->first; });
+    const bool keep = alive.count(it->first) != 0 || deferred ||
                       (seen.awaiting_end && cur.now - *seen.awaiting_end <= kLateSessionEndSeconds);
     it = keep ? std::next(it) : sightings_.erase(it);
   }
@@ -309,7 +315,9 @@ using LostKeys = std::map<AdvisoryKey, LostKey>;
 
 struct EndJudgement {
   std::map<SessionId, std::string> causes;  // of the holders at `prev` gone at `cur`
-  bool counts_pending = false;  // a holder ended as a timeout would, its end not counted yet
+  // Holders at `prev` that ended as a timeout would, their end not counted yet (not those deferred
+  // already: a backend counts its end milliseconds after it leaves, so one interval is enough).
+  std::set<SessionId> pending;
 };
 
 // How each session that held a lock at `prev` and is gone at `cur` ended: "" for a clean close,
@@ -317,6 +325,7 @@ struct EndJudgement {
 // (and of those ended earlier that still wait for their end count); those that ended as a timeout
 // would, but whose database shows no fatal end for them yet, are marked as waiting for it.
 EndJudgement EndCauses(const PollData& prev, const PollData& cur,
+                       const std::vector<DeferredHold>& deferred,
                        std::map<SessionId, SessionSighting>* sightings) {
   EndJudgement out;
   std::set<SessionId> alive;
@@ -328,6 +337,12 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
     const Session* s = prev_index.Find(l.pid);
     holders.insert({l.pid, s != nullptr ? s->backend_start : 0});
   }
+  std::set<SessionId> deferred_sessions, awaited;
+  for (const DeferredHold& d : deferred) {
+    deferred_sessions.insert(d.session);
+    if (d.awaiting_count) awaited.insert(d.session);
+  }
+  holders.insert(deferred_sessions.begin(), deferred_sessions.end());
 
   // Deltas of the session end counters per database since the inventory poll (prev).
   std::map<uint32_t, SessionEndDeltas> deltas;
@@ -349,12 +364,20 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
   // server that reaps idle sessions counts a fatal end for each, and those must not be pinned on
   // a holder that closed its session cleanly.
   std::vector<std::pair<SessionId, uint32_t>> undecided;  // holders without a timeout match
+  std::vector<SessionId> candidates;  // holders that match a timeout whose count is not seen yet
   std::vector<std::pair<const SessionId, SessionSighting>*> gone;
   for (auto& entry : *sightings) {
     if (alive.count(entry.first) == 0) gone.push_back(&entry);
   }
-  std::stable_partition(gone.begin(), gone.end(),
-                        [](const auto* e) { return e->second.awaiting_end.has_value(); });
+  // Lock holders last, whether they wait for a late count or not: a holder that waits for its own
+  // count since an earlier inventory would otherwise take the count of a session reaped since
+  // (its own arrives milliseconds after it leaves, not a poll later), and when a holder and a
+  // session holding nothing both match a timeout for one count, a clean close must not page.
+  const auto rank = [&](const auto* e) {
+    return (holders.count(e->first) != 0 ? 2 : 0) + (e->second.awaiting_end ? 0 : 1);
+  };
+  std::stable_sort(gone.begin(), gone.end(),
+                   [&](const auto* a, const auto* b) { return rank(a) < rank(b); });
   for (auto* entry : gone) {
     const SessionId& sid = entry->first;
     SessionSighting& seen = entry->second;
@@ -374,8 +397,10 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
       if (holder) out.causes[sid] = timeout;
     } else if (!timeout.empty()) {
       if (!seen.awaiting_end) seen.awaiting_end = cur.now;
-      if (holder) {
-        out.counts_pending = true;
+      if (awaited.count(sid) != 0) {
+        out.causes[sid] = "";  // its count, awaited for an interval, never came: a clean close
+      } else if (holder) {
+        if (deferred_sessions.count(sid) == 0) candidates.push_back(sid);
         undecided.emplace_back(sid, seen.datid);
       }
     } else if (holder) {
@@ -384,6 +409,9 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
   }
   for (const auto& [sid, datid] : undecided) {
     out.causes[sid] = InferLossCause(Session{}, 0, 0, 0, 0, &deltas[datid], deltas_known);
+  }
+  for (const SessionId& sid : candidates) {
+    if (out.causes[sid].empty()) out.pending.insert(sid);  // no other count explains its end
   }
   // A holder never seen as a session has no evidence of an abnormal end: a clean close.
   for (const SessionId& sid : holders) {
@@ -396,8 +424,9 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
 // ran no statement in between (same state, same state_change): nothing the client sent released it,
 // so the backend is ending (it releases its locks before it leaves pg_stat_activity and counts its
 // end), and the next inventory tells how.
-bool HolderEnding(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
-                  const PollIndex& prev_index, const PollIndex& cur_index) {
+std::set<SessionId> HoldersEnding(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
+                                  const PollIndex& prev_index, const PollIndex& cur_index) {
+  std::set<SessionId> out;
   for (size_t i = 0; i < prev_holds.size(); ++i) {
     const auto now_held = cur_holds.Find(prev_holds.key(i));
     for (const Hold& h : prev_holds.holds(i)) {
@@ -412,18 +441,18 @@ bool HolderEnding(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
           before->state != after->state) {
         continue;
       }
-      return true;
+      out.insert(h.session);
     }
   }
-  return false;
+  return out;
 }
 
 // Changes of exclusive holder between prev and cur: a takeover when the key was lost (in this
 // interval, or within the takeover window), else a hand-over.
 void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
                         const PollIndex& prev_index, const PollIndex& cur_index, double now,
-                        const LockNames* names, LostKeys* lost_keys, Counters* counters,
-                        std::vector<Event>* events) {
+                        const LockNames* names, const std::set<AdvisoryKey>& deferred_keys,
+                        LostKeys* lost_keys, Counters* counters, std::vector<Event>* events) {
   for (size_t i = 0; i < cur_holds.size(); ++i) {
     const AdvisoryKey& key = cur_holds.key(i);
     const auto now_held = cur_holds.holds(i);
@@ -444,6 +473,8 @@ void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
         same_holder = same_holder || (b.exclusive && b.session == h.session);
     }
     if (!held_now || same_holder) continue;
+    // Its holder's backend may be ending: judged at the next judgement, with how it ended.
+    if (previous != nullptr && deferred_keys.count(key) != 0) continue;
     Event e;
     e.time = now;
     e.datname = cur_index.Datname(key.datid);
@@ -467,8 +498,8 @@ void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
 
 }  // namespace
 
-bool EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
-                                   const LockNames* names, bool may_wait, Counters* counters,
+void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
+                                   const LockNames* names, Counters* counters,
                                    std::vector<Event>* events) {
   const HoldIndex prev_holds(prev);
   const HoldIndex cur_holds(cur);
@@ -481,12 +512,70 @@ bool EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
     sightings_.clear();
     SeeSessions(cur);
   }
-  const EndJudgement ended = restarted ? EndJudgement{} : EndCauses(prev, cur, &sightings_);
-  if (may_wait && !restarted &&
-      (ended.counts_pending || HolderEnding(prev_holds, cur_holds, prev_index, cur_index))) {
-    return false;
-  }
+  const EndJudgement ended =
+      restarted ? EndJudgement{} : EndCauses(prev, cur, deferred_, &sightings_);
   const std::map<SessionId, std::string>& causes = ended.causes;
+  // The holds deferred by the last judgement, now that their sessions are gone or still there.
+  for (const DeferredHold& d : deferred_) {
+    const Session* s = cur_index.Find(d.session.first);
+    const bool alive = s != nullptr && s->backend_start == d.session.second;
+    std::string cause = "-";
+    if (restarted) {
+      cause = "server_restart";
+    } else if (!alive) {
+      const auto it = causes.find(d.session);
+      cause = it == causes.end() ? "" : it->second;
+    }
+    const std::string lock = CounterLock(d.key, names);
+    Event e;
+    e.time = cur.now;
+    e.datname = d.db;
+    e.lock = LockLabel(d.key, names);
+    e.previous = d.holder;
+    if (cause == "-") {
+      counters->releases[{d.db, lock, "unlocked"}] += 1;
+    } else if (cause.empty()) {
+      counters->releases[{d.db, lock, "session_closed"}] += 1;
+      e.kind = "lock_released";
+      e.cause = "session_closed";
+      if (events != nullptr) events->push_back(e);
+    } else {
+      counters->losses[{d.db, lock, cause}] += 1;
+      e.kind = "lock_lost";
+      e.cause = cause;
+      if (events != nullptr) events->push_back(e);
+    }
+    if (!d.exclusive) continue;
+    const bool lost = cause != "-" && !cause.empty();
+    // The key's next holder: who had it when the hold was deferred, else who has it now.
+    std::optional<Identity> next;
+    if (restarted) {
+      // Everything is lost at a restart; the key's next holder is judged as after any restart.
+    } else if (d.taken_by) {
+      next = d.taker;
+    } else {
+      for (const Hold& c : cur_holds.Find(d.key)) {
+        if (!c.exclusive || c.session == d.session) continue;
+        next = IdentityOf(cur_index.Find(c.session.first), c.session.first);
+        break;
+      }
+    }
+    if (!next) {
+      if (lost) lost_keys_[d.key] = {d.session.first, d.session.second, d.held_at, d.holder};
+      continue;
+    }
+    e.kind = lost ? "lock_takeover" : "lock_handover";
+    e.cause.clear();
+    e.current = *next;
+    (lost ? counters->takeovers : counters->handovers)[{d.db, lock}] += 1;
+    if (events != nullptr) events->push_back(std::move(e));
+  }
+  deferred_.clear();
+  // A lock gone from a session still listed that ran nothing since: judged at the next judgement.
+  const std::set<SessionId> ending =
+      restarted ? std::set<SessionId>{}
+                : HoldersEnding(prev_holds, cur_holds, prev_index, cur_index);
+  std::set<AdvisoryKey> deferred_keys;
   for (size_t i = 0; i < prev_holds.size(); ++i) {
     const AdvisoryKey& key = prev_holds.key(i);
     const auto now_held = restarted ? std::span<const Hold>{} : cur_holds.Find(key);
@@ -496,6 +585,27 @@ bool EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
       if (still_held) continue;
       // Labels only for the few locks that changed.
       const std::string db = prev_index.Datname(key.datid), lock = CounterLock(key, names);
+      if (ending.count(h.session) != 0 || ended.pending.count(h.session) != 0) {
+        DeferredHold d;
+        d.key = key;
+        d.session = h.session;
+        d.exclusive = h.exclusive;
+        d.held_at = prev.now;
+        d.awaiting_count = ended.pending.count(h.session) != 0;
+        d.db = db;
+        d.holder = IdentityOf(prev_index.Find(h.session.first), h.session.first);
+        if (h.exclusive) {
+          deferred_keys.insert(key);
+          for (const Hold& c : now_held) {
+            if (!c.exclusive || c.session == h.session) continue;
+            d.taken_by = c.session;
+            d.taker = IdentityOf(cur_index.Find(c.session.first), c.session.first);
+            break;
+          }
+        }
+        deferred_.push_back(std::move(d));
+        continue;
+      }
       const auto ended = causes.find(h.session);
       const std::string cause = restarted               ? "server_restart"
                                 : ended == causes.end() ? "-"
@@ -530,14 +640,13 @@ bool EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
   }
   const HoldIndex nothing_held{PollData{}};
   CountHolderChanges(restarted ? nothing_held : prev_holds, cur_holds, prev_index, cur_index,
-                     cur.now, names, &lost_keys_, counters, events);
+                     cur.now, names, deferred_keys, &lost_keys_, counters, events);
   while (lost_keys_.size() > kMaxLostKeys) {
     auto oldest = std::min_element(
         lost_keys_.begin(), lost_keys_.end(),
         [](const auto& a, const auto& b) { return a.second.lost_at < b.second.lost_at; });
     lost_keys_.erase(oldest);
   }
-  return true;
 }
 
 void EventTracker::CountLeaseTransitions(const PollData& cur, Counters* counters,

@@ -28,8 +28,8 @@ namespace pglock {
 inline constexpr double kTimeoutSlackSeconds = 1.0;
 // Keys remembered after their holder's session ended, to spot the next run taking them.
 inline constexpr size_t kMaxLostKeys = 10'000;
-// Inventories that may pass before lock events are judged with stale session counters, or while a
-// holder's backend is still on its way out (see EventTracker::Observe).
+// Inventories that may pass before lock events are judged with stale session counters (see
+// EventTracker::Observe).
 inline constexpr int kMaxCounterWaits = 3;
 // How long a session that ended as a timeout would end it, but whose end the session counters do
 // not show yet, waits to claim its late count (a backend leaves pg_stat_activity a moment before it
@@ -60,6 +60,23 @@ struct SessionSighting {
   std::optional<double> awaiting_end;  // ended as a timeout would, its count not seen yet, since
 };
 
+// A lock whose holder's end is not known yet: gone from a session still listed that ran no
+// statement since (its backend may be ending: it releases its locks before it leaves
+// pg_stat_activity and counts its end), or held by a session gone as a timeout would end it whose
+// fatal end is not counted yet. The rest of the interval is judged at once; this hold, and the
+// hand-over or takeover of its key, at the next judgement, by how that session ended.
+struct DeferredHold {
+  AdvisoryKey key;
+  SessionId session;
+  bool exclusive = false;
+  double held_at = 0;  // now() of the inventory that last saw it held
+  std::string db;
+  Identity holder;
+  bool awaiting_count = false;  // gone, ended as a timeout would, its fatal end not counted yet
+  std::optional<SessionId> taken_by;  // the key's exclusive holder when it was deferred
+  Identity taker;
+};
+
 struct LostKey {
   int pid = 0;
   double backend_start = 0;
@@ -80,11 +97,12 @@ class EventTracker {
   // was before `cur`; null at first). `names` maps configured keys to names; other keys count
   // under lock="unnamed". On PostgreSQL 14, when a lock holder's session is gone but the session
   // counters may predate its end, the judgement waits for a later inventory (at most
-  // kMaxCounterWaits), against the same baseline; so it does when a held lock is gone while its
-  // session, still listed, ran no statement since (a backend that ends releases its locks before
-  // it leaves pg_stat_activity and counts its end). Each loss, takeover, hand-over, release by
-  // session close, lease transition but a renewal, and pooled-lock inheritance counted is also
-  // appended to *events (when not null), without its target.
+  // kMaxCounterWaits), against the same baseline. A held lock gone while its session, still
+  // listed, ran no statement since (a backend that ends releases its locks before it leaves
+  // pg_stat_activity and counts its end) is judged, with its key's next holder, at the next
+  // judgement (DeferredHold); the rest of the interval at once. Each loss, takeover, hand-over,
+  // release by session close, lease transition but a renewal, and pooled-lock inheritance counted
+  // is also appended to *events (when not null), without its target.
   void Observe(std::shared_ptr<const PollData> cur, std::shared_ptr<const PollData> last_inventory,
                const LockNames* names, Counters* counters, std::vector<Event>* events = nullptr);
 
@@ -96,10 +114,10 @@ class EventTracker {
 
  private:
   void CountSessionsEnded(const PollData& cur, Counters* counters);
-  // Judges the lock events between the inventories `prev` and `cur`; when `may_wait` and the
-  // evidence may still be on its way (see Observe), counts nothing and returns false.
-  bool CountLockEvents(const PollData& prev, const PollData& cur, const LockNames* names,
-                       bool may_wait, Counters* counters, std::vector<Event>* events);
+  // Judges the lock events between the inventories `prev` and `cur`, but the holds whose evidence
+  // may still be on its way (see DeferredHold), and those deferred by the last judgement.
+  void CountLockEvents(const PollData& prev, const PollData& cur, const LockNames* names,
+                       Counters* counters, std::vector<Event>* events);
   // Remembers what every poll shows of each session, for EndCauses.
   void SeeSessions(const PollData& cur);
   // After a judgement: forgets the sessions gone by `cur`, but those still waiting for their late
@@ -149,6 +167,7 @@ class EventTracker {
   void SeedZeroCounters(const PollData& cur, const LockNames* names, Counters* counters);
 
   double takeover_window_seconds_;
+  std::vector<DeferredHold> deferred_;
   std::map<SessionId, SessionSighting> sightings_;
   // The inventory that lock events are judged against while the session counters lag, the now()
   // of the first inventory that waited, and how many have waited.
