@@ -216,6 +216,31 @@ TEST(Hardening, LeastPrivilegeRoleWorksAndAMissingPgMonitorIsVisible) {
   Pg().Exec("DROP ROLE lp_nobody");
 }
 
+// A role whose sessions are reaped after 1 s idle: the exporter's own session, idle between polls,
+// must survive, or its fatal end would count in the database where lock holders close sessions.
+TEST(Hardening, TheExportersSessionOutlivesAShortIdleSessionTimeout) {
+  if (Pg().VersionNum() < 140000) GTEST_SKIP() << "idle_session_timeout is PostgreSQL 14+";
+  Pg().Exec("DROP ROLE IF EXISTS reaped_monitor");
+  Pg().Exec("CREATE ROLE reaped_monitor LOGIN IN ROLE pg_monitor");
+  Pg().Exec("ALTER ROLE reaped_monitor SET idle_session_timeout = '1s'");
+  TargetConfig target{"reaped", Pg().Dsn("postgres", "reaped_monitor"), {}, {}, {}};
+  Poller poller(target, Poll());
+  EXPECT_EQ(Value(PollAndCheck(poller), "pglock_up"), 1);
+  const std::string pid = Pg().Scalar(
+      "SELECT pid FROM pg_stat_activity WHERE usename = 'reaped_monitor' AND "
+      "application_name = 'pglock_exporter'");
+  ASSERT_FALSE(pid.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // idle past the role's timeout
+  EXPECT_EQ(Pg().Scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = " + pid), "1")
+      << "the exporter's session was reaped";
+  EXPECT_EQ(Value(PollAndCheck(poller), "pglock_up"), 1);
+  EXPECT_EQ(Pg().Scalar("SELECT pid FROM pg_stat_activity WHERE usename = 'reaped_monitor' AND "
+                        "application_name = 'pglock_exporter'"),
+            pid)
+      << "the poll needed a new connection";
+  Pg().Exec("DROP ROLE reaped_monitor");
+}
+
 TEST(Hardening, WrongColumnTypeIsALeaseErrorAndASlowServerIsBoundedByTheDeadline) {
   Pg().Exec("DROP VIEW IF EXISTS slow_leases");
   Pg().Exec("DROP TABLE IF EXISTS typed_leases");
