@@ -53,6 +53,7 @@ const MetricDesc kQueueDepth{
     {"target", "datname"}};
 
 constexpr const char* kPreparedType = "prepared transaction";
+constexpr const char* kPreparedName = "pglock_lock_waits";
 
 // A node of the wait graph: a process's pid (> 0), or a negative id for a prepared transaction.
 using NodeId = int;
@@ -335,13 +336,16 @@ std::string AddrOf(const LockParticipant& p) {
 
 }  // namespace
 
-void LockWaitsCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
-  const char* waitstart = plan.server_version_num >= 140000
-                              ? "extract(epoch FROM l.waitstart)::float8"
-                              : "NULL::float8";
-  const char* leader_pid = plan.server_version_num >= 130000 ? "a.leader_pid" : "NULL::int";
-  batch->Add(name(), FillTemplate(queries::kLockWaits,
-                                  {{"waitstart", waitstart}, {"leader_pid", leader_pid}}));
+std::vector<PreparedStatement> LockWaitsCollector::Prepared(int server_version_num) const {
+  const char* waitstart =
+      server_version_num >= 140000 ? "extract(epoch FROM l.waitstart)::float8" : "NULL::float8";
+  const char* leader_pid = server_version_num >= 130000 ? "a.leader_pid" : "NULL::int";
+  return {{kPreparedName, FillTemplate(queries::kLockWaits,
+                                       {{"waitstart", waitstart}, {"leader_pid", leader_pid}})}};
+}
+
+void LockWaitsCollector::Plan(const PollPlan&, StatementBatch* batch) const {
+  batch->AddExecute(name(), kPreparedName);
 }
 
 namespace {

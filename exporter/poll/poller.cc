@@ -210,6 +210,13 @@ Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
   }
   std::vector<PgResult> ignored;
   if (Status s = conn->Exec(queries::kSessionSetup, {}, deadline, &ignored); !s.ok()) return s;
+  std::vector<PreparedStatement> prepared;
+  for (const Collector* c : Collectors()) {
+    for (PreparedStatement& p : c->Prepared(conn->ServerVersionNum())) {
+      prepared.push_back(std::move(p));
+    }
+  }
+  if (Status s = PrepareStatements(*conn, prepared, deadline); !s.ok()) return s;
   if (Status s = ResolveNames(*conn, deadline); !s.ok()) return s;
   conn_ = std::move(conn);
   return Status::Ok();
@@ -277,8 +284,9 @@ bool Poller::PollOnce() {
   snap->poll_duration = SecondsSince(started);
   if (!status.ok()) {
     // A statement that failed on a live connection (permissions, a bad catalog read) leaves the
-    // session usable; anything else reconnects next time.
-    if (conn_ && conn_->Broken()) conn_.reset();
+    // session usable; anything else reconnects next time, and so does a session that lost its
+    // prepared statements (a new connection prepares them again).
+    if (conn_ && (conn_->Broken() || status.sqlstate() == kUnknownPreparedStatement)) conn_.reset();
     ++poll_errors_;
     LogStateChange(false, status.message());
     snap->up = false;
