@@ -70,8 +70,7 @@ struct Request {
   std::optional<double> waitstart;
 };
 
-// Every pending request by pid: the non-advisory ones of lock_waits.sql and the advisory ones
-// that the advisory statement of the same poll read.
+// Every pending request by pid, from the poll's one read of pg_locks (the advisory statement).
 std::unordered_map<int, Request> Requests(const PollData& data) {
   std::unordered_map<int, Request> out;
   for (const LockWaitRow& r : data.lock_waits) {
@@ -337,11 +336,8 @@ std::string AddrOf(const LockParticipant& p) {
 }  // namespace
 
 std::vector<PreparedStatement> LockWaitsCollector::Prepared(int server_version_num) const {
-  const char* waitstart =
-      server_version_num >= 140000 ? "extract(epoch FROM l.waitstart)::float8" : "NULL::float8";
   const char* leader_pid = server_version_num >= 130000 ? "a.leader_pid" : "NULL::int";
-  return {{kPreparedName, FillTemplate(queries::kLockWaits,
-                                       {{"waitstart", waitstart}, {"leader_pid", leader_pid}})}};
+  return {{kPreparedName, FillTemplate(queries::kLockWaits, {{"leader_pid", leader_pid}})}};
 }
 
 void LockWaitsCollector::Plan(const PollPlan&, StatementBatch* batch) const {
@@ -349,19 +345,6 @@ void LockWaitsCollector::Plan(const PollPlan&, StatementBatch* batch) const {
 }
 
 namespace {
-
-LockWaitRow ParseRequest(const PgResult& r, int i, const std::map<std::string, int>& c) {
-  LockWaitRow w;
-  w.pid = static_cast<int>(r.Int(i, c.at("pid")).value_or(0));
-  w.locktype = r.String(i, c.at("locktype"));
-  w.mode = r.String(i, c.at("mode"));
-  w.datid = static_cast<uint32_t>(r.Int(i, c.at("datid")).value_or(0));
-  w.relation = r.String(i, c.at("relation"));
-  w.transactionid = r.String(i, c.at("transactionid"));
-  w.locktag = r.String(i, c.at("locktag"));
-  w.waitstart = r.Double(i, c.at("waitstart"));
-  return w;
-}
 
 LockParty ParseParty(const PgResult& r, int i, const std::map<std::string, int>& c) {
   LockParty p;
@@ -386,27 +369,17 @@ LockParty ParseParty(const PgResult& r, int i, const std::map<std::string, int>&
 
 Status LockWaitsCollector::Parse(const PollPlan&, const BatchResults& results,
                                  PollData* data) const {
-  data->lock_waits.clear();
   data->lock_parties.clear();
   const PgResult* r = results.Find(name());
   if (r == nullptr) return Status::UnexpectedShape("lock_waits: no result");
   Columns columns(*r, "lock_waits");
   std::map<std::string, int> c;
-  for (const char* n : {"kind",     "pid",           "leader_pid",       "backend_type",
-                        "datid",    "usename",       "application_name", "client_addr",
-                        "state",    "since",         "waiting",          "blocked_by",
-                        "gid",      "xid",           "locktype",         "mode",
-                        "relation", "transactionid", "locktag",          "waitstart"}) {
+  for (const char* n : {"pid", "leader_pid", "backend_type", "datid", "usename", "application_name",
+                        "client_addr", "state", "since", "waiting", "blocked_by", "gid", "xid"}) {
     c[n] = columns[n];
   }
   if (Status s = columns.status(); !s.ok()) return s;
-  for (int i = 0; i < r->Rows(); ++i) {
-    if (r->String(i, c["kind"]) == "request") {
-      data->lock_waits.push_back(ParseRequest(*r, i, c));
-    } else {
-      data->lock_parties.push_back(ParseParty(*r, i, c));
-    }
-  }
+  for (int i = 0; i < r->Rows(); ++i) data->lock_parties.push_back(ParseParty(*r, i, c));
   return Status::Ok();
 }
 

@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "exporter/collectors/registry.h"
 #include "exporter/pg/batch.h"
 #include "exporter/poll/poller.h"
 #include "exporter/queries.h"
@@ -301,25 +302,96 @@ TEST(LockWaits, AdvisoryWaitsAreCountedUnderTheirLockType) {
   ASSERT_TRUE(WaitFor(10, [&] { return waiter.SendDone(); }));
 }
 
-// The cost rule: while no backend waits, the server reads neither pg_locks nor the prepared
-// transactions for this statement.
-TEST(LockWaits, NobodyWaitingMeansPgLocksIsNeverRead) {
-  const std::string sql = FillTemplate(
-      queries::kLockWaits, {{"waitstart", "NULL::float8"}, {"leader_pid", "NULL::int"}});
-  TestSession s(Pg().Dsn());
+// EXPLAIN ANALYZE of `sql` on `s`, as text.
+std::string Explain(TestSession& s, const std::string& sql) {
   std::string plan, error;
-  ASSERT_TRUE(s.TryQuery("CREATE TEMP TABLE plan_out (line text)", &plan, &error)) << error;
-  ASSERT_TRUE(s.TryQuery(
+  s.Query("CREATE TEMP TABLE IF NOT EXISTS plan_out (line text); TRUNCATE plan_out");
+  EXPECT_TRUE(s.TryQuery(
       "DO $$DECLARE l text; BEGIN FOR l IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ' || "
       "$q$" +
           sql + "$q$ LOOP INSERT INTO plan_out VALUES (l); END LOOP; END$$",
       &plan, &error))
       << error;
-  plan = s.Query("SELECT string_agg(line, E'\\n') FROM plan_out");
-  EXPECT_NE(plan.find("Function Scan on pg_lock_status l (never executed)"), std::string::npos)
-      << plan;
-  EXPECT_NE(plan.find("Function Scan on pg_prepared_xact p (never executed)"), std::string::npos)
-      << plan;
+  return s.Query("SELECT string_agg(line, E'\\n') FROM plan_out");
+}
+
+// Every statement a poll sends (the prepared ones by their text).
+std::vector<std::pair<std::string, std::string>> PollStatements(bool inventory) {
+  const int version = Pg().VersionNum();
+  StatementBatch batch;
+  std::map<std::string, std::string> prepared;
+  for (const Collector* c : Collectors()) {
+    c->Plan({version, inventory}, &batch);
+    for (const PreparedStatement& p : c->Prepared(version)) prepared["EXECUTE " + p.name] = p.sql;
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [name, sql] : batch.Statements()) {
+    out.emplace_back(name, prepared.count(sql) != 0 ? prepared[sql] : sql);
+  }
+  return out;
+}
+
+// The cost rule: while no backend waits, a tiered poll reads neither pg_locks nor the prepared
+// transactions.
+TEST(LockWaits, NobodyWaitingMeansPgLocksIsNeverRead) {
+  TestSession s(Pg().Dsn());
+  for (const auto& [name, sql] : PollStatements(/*inventory=*/false)) {
+    SCOPED_TRACE(name);
+    const std::string plan = Explain(s, sql);
+    if (name == "advisory_locks") {
+      EXPECT_NE(plan.find("Function Scan on pg_lock_status l (never executed)"), std::string::npos)
+          << plan;
+    } else if (name == "lock_waits") {
+      EXPECT_NE(plan.find("Function Scan on pg_prepared_xact p (never executed)"),
+                std::string::npos)
+          << plan;
+    }
+    if (name != "advisory_locks") {
+      EXPECT_EQ(plan.find("pg_lock_status"), std::string::npos) << plan;
+    }
+  }
+}
+
+// With waits of every kind, a poll still reads pg_locks once: the advisory statement brings the
+// pending requests of other lock types along (EXPLAIN shows one scan of pg_lock_status, once).
+TEST(LockWaits, WaitersOfEveryKindMeanOneReadOfPgLocks) {
+  Pg().Exec("CREATE TABLE one_read (id int)");
+  TestSession holder(Pg().Dsn()), row_waiter(Pg().Dsn()), advisory_waiter(Pg().Dsn());
+  holder.Query("BEGIN");
+  holder.Query("LOCK TABLE one_read IN ACCESS EXCLUSIVE MODE");
+  holder.Query("SELECT pg_advisory_lock(9090)");
+  row_waiter.Send("SELECT * FROM one_read");
+  WaitUntilWaiting(row_waiter, "relation");
+  advisory_waiter.Send("SELECT pg_advisory_lock(9090)");
+  WaitUntilWaiting(advisory_waiter, "advisory");
+  TestSession s(Pg().Dsn());
+  for (const bool inventory : {true, false}) {
+    SCOPED_TRACE(inventory ? "inventory" : "tiered");
+    int reads = 0;
+    for (const auto& [name, sql] : PollStatements(inventory)) {
+      const std::string plan = Explain(s, sql);
+      for (size_t at = plan.find("Function Scan on pg_lock_status"); at != std::string::npos;
+           at = plan.find("Function Scan on pg_lock_status", at + 1)) {
+        const std::string scan = plan.substr(at, plan.find('\n', at) - at);
+        EXPECT_EQ(scan.find("never executed"), std::string::npos) << name << ": " << plan;
+        ++reads;
+      }
+    }
+    EXPECT_EQ(reads, 1);
+  }
+  // And the poll sees both waits, each under its lock type.
+  Poller poller(Target(), FastPoll());
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(
+      Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "relation"}}),
+      1);
+  EXPECT_EQ(
+      Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "advisory"}}),
+      1);
+  EXPECT_EQ(EdgeOf(samples, row_waiter).at("relation"), "public.one_read");
+  holder.Query("ROLLBACK");
+  holder.Query("SELECT pg_advisory_unlock_all()");
+  ASSERT_TRUE(WaitFor(10, [&] { return row_waiter.SendDone() && advisory_waiter.SendDone(); }));
 }
 
 }  // namespace
