@@ -302,6 +302,121 @@ TEST(LockWaits, AdvisoryWaitsAreCountedUnderTheirLockType) {
   ASSERT_TRUE(WaitFor(10, [&] { return waiter.SendDone(); }));
 }
 
+// A deadlock the server has not broken yet (deadlock_timeout 60s in both sessions): a cycle of
+// two row-lock waits. The poll must end promptly, show both waits, and name no root: in a cycle
+// nobody waits for nothing. The chain depth stops where the cycle closes.
+TEST(LockWaits, DeadlockInProgressIsACycleWithoutRoots) {
+  Pg().Exec(
+      "CREATE TABLE deadlock (id int PRIMARY KEY, v int); INSERT INTO deadlock VALUES (1, 0), (2, "
+      "0)");
+  TestSession a(Pg().Dsn() + " application_name=dl-a"), b(Pg().Dsn() + " application_name=dl-b");
+  for (TestSession* s : {&a, &b}) s->Query("SET deadlock_timeout = '60s'");
+  a.Query("BEGIN");
+  a.Query("UPDATE deadlock SET v = 1 WHERE id = 1");
+  b.Query("BEGIN");
+  b.Query("UPDATE deadlock SET v = 2 WHERE id = 2");
+  a.Send("UPDATE deadlock SET v = 1 WHERE id = 2");
+  WaitUntilWaiting(a, "transactionid");
+  b.Send("UPDATE deadlock SET v = 2 WHERE id = 1");
+  WaitUntilWaiting(b, "transactionid");
+
+  Poller poller(Target(), FastPoll());
+  const auto started = std::chrono::steady_clock::now();
+  const auto samples = PollAndScrape(poller);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(3));
+  ASSERT_TRUE(poller.Latest()->up) << poller.Latest()->last_error;
+  EXPECT_EQ(EdgeOf(samples, a).at("blocker_pid"), Pid(b));
+  EXPECT_EQ(EdgeOf(samples, b).at("blocker_pid"), Pid(a));
+  EXPECT_EQ(EdgeOf(samples, a).at("blocker_state"), "active");
+  EXPECT_EQ(Value(samples, "pglock_lock_waiters",
+                  {{"datname", "postgres"}, {"locktype", "transactionid"}}),
+            2);
+  EXPECT_TRUE(Select(samples, "pglock_blocking_root_blocked_sessions").empty());
+  EXPECT_TRUE(poller.Latest()->view->blocking_roots.empty());
+  EXPECT_EQ(Value(samples, "pglock_lock_queue_depth_max", {{"datname", "postgres"}}), 2);
+
+  // Break it: the cancelled statement ends b's wait, a gets the row once b rolls back.
+  Pg().Scalar("SELECT pg_cancel_backend(" + Pid(b) + ")");
+  ASSERT_TRUE(WaitFor(10, [&] { return b.SendDone(); }));
+  b.Query("ROLLBACK");
+  ASSERT_TRUE(WaitFor(10, [&] { return a.SendDone(); }));
+  a.Query("ROLLBACK");
+}
+
+// CREATE INDEX CONCURRENTLY waits for every older transaction's snapshot to go: a wait on the
+// virtualxid of a transaction left open, which is the root.
+TEST(LockWaits, CreateIndexConcurrentlyWaitsOnAnOldSnapshot) {
+  Pg().Exec("CREATE TABLE cic (id int); CREATE TABLE elsewhere (id int)");
+  TestSession old(Pg().Dsn() + " application_name=report"), ddl(Pg().Dsn());
+  old.Query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  old.Query("SELECT count(*) FROM elsewhere");
+  ddl.Send("CREATE INDEX CONCURRENTLY cic_id ON cic (id)");
+  WaitUntilWaiting(ddl, "virtualxid");
+
+  Poller poller(Target(), FastPoll());
+  const auto samples = PollAndScrape(poller);
+  const auto e = EdgeOf(samples, ddl);
+  EXPECT_EQ(e.at("locktype"), "virtualxid");
+  EXPECT_EQ(e.at("mode"), "ShareLock");
+  EXPECT_EQ(e.at("relation"), "");
+  EXPECT_EQ(e.at("blocker_pid"), Pid(old));
+  EXPECT_EQ(e.at("blocker_application_name"), "report");
+  EXPECT_EQ(e.at("blocker_state"), "idle in transaction");
+  EXPECT_EQ(
+      Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "virtualxid"}}),
+      1);
+  EXPECT_EQ(Value(samples, "pglock_blocking_root_blocked_sessions", {{"root_pid", Pid(old)}}), 1);
+
+  old.Query("COMMIT");
+  ASSERT_TRUE(WaitFor(10, [&] { return ddl.SendDone(); }));
+}
+
+// A parallel query whose workers wait on a lock (a parallel-safe function reads a table another
+// session locked; the leader only gathers): each worker waits, but the query counts once, under
+// its leader, with the holder as its blocker and root.
+TEST(LockWaits, ParallelWorkersCountUnderTheirLeader) {
+  if (Pg().VersionNum() < 130000) GTEST_SKIP() << "pg_stat_activity.leader_pid is 13+";
+  Pg().Exec(
+      "CREATE TABLE par_big AS SELECT g AS id FROM generate_series(1, 10000) g; "
+      "CREATE TABLE par_locked (id int); "
+      "CREATE FUNCTION par_peek(int) RETURNS bool LANGUAGE plpgsql PARALLEL SAFE AS "
+      "$$BEGIN PERFORM 1 FROM par_locked LIMIT 1; RETURN true; END$$");
+  TestSession holder(Pg().Dsn() + " application_name=par-holder"), query(Pg().Dsn());
+  holder.Query("BEGIN");
+  holder.Query("LOCK TABLE par_locked IN ACCESS EXCLUSIVE MODE");
+  query.Query(
+      "SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; "
+      "SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0; "
+      "SET parallel_leader_participation = off");
+  ASSERT_NE(query.Query("EXPLAIN (FORMAT JSON) SELECT count(*) FROM par_big WHERE par_peek(id)")
+                .find("Gather"),
+            std::string::npos);
+  query.Send("SELECT count(*) FROM par_big WHERE par_peek(id)");
+  ASSERT_TRUE(WaitFor(10, [&] {
+    return Pg().Scalar(
+               "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'parallel worker' "
+               "AND wait_event_type = 'Lock' AND leader_pid = " +
+               Pid(query)) == "2";
+  })) << "the parallel workers never waited";
+
+  Poller poller(Target(), FastPoll());
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(
+      Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "relation"}}),
+      1);
+  const auto e = EdgeOf(samples, query);
+  EXPECT_EQ(e.at("blocker_pid"), Pid(holder));
+  EXPECT_EQ(e.at("relation"), "public.par_locked");
+  EXPECT_EQ(e.at("mode"), "AccessShareLock");
+  const auto roots = Select(samples, "pglock_blocking_root_blocked_sessions");
+  ASSERT_EQ(roots.size(), 1u);
+  EXPECT_EQ(roots[0].labels.at("root_pid"), Pid(holder));
+  EXPECT_EQ(roots[0].value, 1);
+
+  holder.Query("ROLLBACK");
+  ASSERT_TRUE(WaitFor(10, [&] { return query.SendDone(); }));
+}
+
 // EXPLAIN ANALYZE of `sql` on `s`, as text.
 std::string Explain(TestSession& s, const std::string& sql) {
   std::string plan, error;
