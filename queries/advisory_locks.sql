@@ -1,6 +1,23 @@
--- Advisory locks only, filtered inside the server so only they cross the wire. Reading pg_locks
--- holds every lock-manager partition lock for the read: once per poll at most. The collector fills
--- in the waitstart column: pg_locks.waitstart on 14+, NULL on 12/13 (no such column there).
+-- The poll's one read of pg_locks. Reading pg_locks holds every lock-manager partition lock for
+-- the read and costs in proportion to all the locks held, whatever the filter: so one statement
+-- reads both what the advisory collector needs and the pending requests of every other lock type
+-- that the lock-wait metrics need (exporter/collectors/lock_waits.h), filtered inside the server
+-- so only those rows cross the wire. Prepared once per connection in two variants:
+--   {inventory} true:  every advisory lock, held or waited for, and every pending request;
+--   {inventory} false: the cheap tier of a poll: pending requests only (advisory ones included),
+--                      and only when some backend waits on a lock. The EXISTS is uncorrelated, so
+--                      the server evaluates it once, as a gate, before reading pg_locks: while
+--                      nobody waits, pg_locks is not read at all. It reads the same
+--                      pg_stat_activity snapshot as the activity statement of this poll.
+-- {waitstart}: pg_locks.waitstart on 14+, NULL on 12/13 (no such column there).
+-- For pending requests only (NULL on granted rows, which are all advisory and can be 100k: a
+-- test of a boolean per row costs next to nothing, a text comparison would not):
+--   locktype, mode, transactionid (the xid waited for);
+--   relation: schema.table where the OID can be resolved here (a relation of the polled database
+--             or a shared catalog), else the OID: another database's OID means nothing in this
+--             one; '' for lock types without a relation;
+--   locktag:  names the object: equal for requests on one object, so a blocker queued for the
+--             same object can be told from one that holds it.
 SELECT l.pid,
        l.database,
        l.classid,
@@ -8,8 +25,27 @@ SELECT l.pid,
        l.objsubid,
        l.mode = 'ExclusiveLock' AS exclusive,
        l.granted,
-       {waitstart} AS waitstart
+       {waitstart} AS waitstart,
+       CASE WHEN NOT l.granted THEN l.locktype END AS locktype,
+       CASE WHEN NOT l.granted THEN l.mode END AS mode,
+       CASE WHEN l.granted THEN NULL
+            WHEN l.relation IS NULL THEN ''
+            WHEN l.database = 0
+              OR l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+            THEN coalesce((SELECT (SELECT n.nspname FROM pg_namespace n WHERE n.oid = c.relnamespace)
+                                  || '.' || c.relname
+                           FROM pg_class c
+                           WHERE c.oid = l.relation),
+                          l.relation::text)
+            ELSE l.relation::text END AS relation,
+       CASE WHEN NOT l.granted THEN l.transactionid::text END AS transactionid,
+       CASE WHEN NOT l.granted
+            THEN concat_ws(':', l.locktype, l.database, l.relation, l.page, l.tuple, l.virtualxid,
+                           l.transactionid, l.classid, l.objid, l.objsubid) END AS locktag
 FROM pg_locks l
-WHERE l.locktype = 'advisory'
-  AND l.pid IS NOT NULL
-  AND l.pid <> pg_backend_pid()
+WHERE l.pid <> pg_backend_pid()
+  AND (NOT l.granted OR ({inventory} AND l.locktype = 'advisory'))
+  AND ({inventory}
+       OR EXISTS (SELECT 1
+                  FROM pg_stat_get_activity(NULL) a
+                  WHERE a.wait_event_type = 'Lock' AND a.pid <> pg_backend_pid()))

@@ -1,6 +1,7 @@
 #include "exporter/collectors/advisory_locks.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -64,6 +65,11 @@ const MetricDesc kTakeovers{
     "An advisory key taken by another session after its holder lost it (within "
     "events.takeover_window; one per loss): two runs may overlap.",
     {"target", "datname", "lock"}};
+
+// Prepared once per connection: the inventory reads every advisory lock, the cheap tier only the
+// pending requests, behind a gate.
+constexpr char kInventoryStatement[] = "pglock_advisory_locks";
+constexpr char kWaitersStatement[] = "pglock_advisory_waiters";
 
 struct HeldCandidate {
   double seconds;
@@ -158,39 +164,78 @@ void BuildWaits(const PollData& data, const ViewContext& ctx,
 
 }  // namespace
 
-void AdvisoryLocksCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
+std::vector<PreparedStatement> AdvisoryLocksCollector::Prepared(int server_version_num) const {
   // pg_locks.waitstart is 14+; without it BuildWaits falls back to the waiter's query_start.
-  const char* waitstart = plan.server_version_num >= 140000
-                              ? "extract(epoch FROM l.waitstart)::float8"
-                              : "NULL::float8";
-  batch->Add(name(),
-             FillTemplate(plan.inventory ? queries::kAdvisoryLocks : queries::kAdvisoryWaiters,
-                          {{"waitstart", waitstart}}));
+  const char* waitstart =
+      server_version_num >= 140000 ? "extract(epoch FROM l.waitstart)::float8" : "NULL::float8";
+  return {{kInventoryStatement, FillTemplate(queries::kAdvisoryLocks,
+                                             {{"waitstart", waitstart}, {"inventory", "true"}})},
+          {kWaitersStatement, FillTemplate(queries::kAdvisoryLocks,
+                                           {{"waitstart", waitstart}, {"inventory", "false"}})}};
 }
+
+void AdvisoryLocksCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
+  batch->AddExecute(name(), plan.inventory ? kInventoryStatement : kWaitersStatement);
+}
+
+namespace {
+
+// Column indexes of the pg_locks statement, looked up once per poll: there can be 100k rows.
+struct LockColumns {
+  int pid, database, classid, objid, objsubid, exclusive, granted, waitstart;
+  int locktype, mode, relation, transactionid, locktag;  // pending requests only
+};
+
+// The pending request of another lock type than advisory, for the lock-wait metrics.
+LockWaitRow ParseRequest(const PgResult& r, int i, const LockColumns& c) {
+  LockWaitRow w;
+  w.pid = static_cast<int>(r.Int(i, c.pid).value_or(0));
+  w.locktype = r.String(i, c.locktype);
+  w.mode = r.String(i, c.mode);
+  w.datid = static_cast<uint32_t>(r.Int(i, c.database).value_or(0));
+  w.relation = r.String(i, c.relation);
+  w.transactionid = r.String(i, c.transactionid);
+  w.locktag = r.String(i, c.locktag);
+  w.waitstart = r.Double(i, c.waitstart);
+  return w;
+}
+
+AdvisoryLock ParseAdvisory(const PgResult& r, int i, const LockColumns& c) {
+  AdvisoryLock l;
+  l.pid = static_cast<int>(r.Int(i, c.pid).value_or(0));
+  l.key.datid = static_cast<uint32_t>(r.Int(i, c.database).value_or(0));
+  l.key.classid = static_cast<uint32_t>(r.Int(i, c.classid).value_or(0));
+  l.key.objid = static_cast<uint32_t>(r.Int(i, c.objid).value_or(0));
+  l.key.objsubid = static_cast<int>(r.Int(i, c.objsubid).value_or(1));
+  l.exclusive = r.Bool(i, c.exclusive);
+  l.granted = r.Bool(i, c.granted);
+  l.waitstart = r.Double(i, c.waitstart);
+  return l;
+}
+
+}  // namespace
 
 Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& results,
                                      PollData* data) const {
   data->inventory = plan.inventory;
   data->locks.clear();
+  data->lock_waits.clear();
   const PgResult* r = results.Find(name());
   if (r == nullptr) return Status::Ok();
   Columns c(*r, "advisory_locks");
-  const int pid = c["pid"], database = c["database"], classid = c["classid"], objid = c["objid"],
-            objsubid = c["objsubid"], exclusive = c["exclusive"], granted = c["granted"],
-            waitstart = c["waitstart"];
+  const LockColumns k{c["pid"],      c["database"],  c["classid"],  c["objid"],
+                      c["objsubid"], c["exclusive"], c["granted"],  c["waitstart"],
+                      c["locktype"], c["mode"],      c["relation"], c["transactionid"],
+                      c["locktag"]};
   if (Status s = c.status(); !s.ok()) return s;
   data->locks.reserve(static_cast<size_t>(r->Rows()));
   for (int i = 0; i < r->Rows(); ++i) {
-    AdvisoryLock l;
-    l.pid = static_cast<int>(r->Int(i, pid).value_or(0));
-    l.key.datid = static_cast<uint32_t>(r->Int(i, database).value_or(0));
-    l.key.classid = static_cast<uint32_t>(r->Int(i, classid).value_or(0));
-    l.key.objid = static_cast<uint32_t>(r->Int(i, objid).value_or(0));
-    l.key.objsubid = static_cast<int>(r->Int(i, objsubid).value_or(1));
-    l.exclusive = r->Bool(i, exclusive);
-    l.granted = r->Bool(i, granted);
-    l.waitstart = r->Double(i, waitstart);
-    data->locks.push_back(l);
+    // locktype is NULL on granted rows, which are all advisory.
+    if (r->IsNull(i, k.locktype) || r->Text(i, k.locktype) == "advisory") {
+      data->locks.push_back(ParseAdvisory(*r, i, k));
+    } else {
+      data->lock_waits.push_back(ParseRequest(*r, i, k));
+    }
   }
   return Status::Ok();
 }

@@ -1,8 +1,10 @@
-// Advisory locks (queries/advisory_locks*.sql over pg_locks, filtered in the server): who holds
+// Advisory locks (queries/advisory_locks.sql over pg_locks, filtered in the server): who holds
 // which key since when (observed) and in which scope, who waits for whom and how long, with edges
 // pointing at the holders. Also owns the families of the lock events that the event diff counts
 // (releases, losses, takeovers). On a tiered poll only waiters' locks are read (InventoryTier).
-// Stateless; thread-safe.
+// Its statement is the poll's one read of pg_locks: it also brings the pending requests of every
+// other lock type, which it parses into PollData::lock_waits for the lock-wait collector
+// (lock_waits.h) rather than let that one pay a second read. Stateless; thread-safe.
 #pragma once
 
 #include "exporter/collectors/collector.h"
@@ -12,6 +14,7 @@ namespace pglock {
 class AdvisoryLocksCollector : public Collector {
  public:
   const char* name() const override { return "advisory_locks"; }
+  std::vector<PreparedStatement> Prepared(int server_version_num) const override;
   void Plan(const PollPlan& plan, StatementBatch* batch) const override;
   Status Parse(const PollPlan& plan, const BatchResults& results, PollData* data) const override;
   void BuildView(const PollData& data, const ViewContext& ctx, TargetView* view) const override;

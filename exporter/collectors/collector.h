@@ -1,6 +1,7 @@
 // The collector interface: one implementation per signal family (exporter/collectors/*.cc, listed
 // in registry.cc). A collector owns its SQL (queries/<name>.sql), parses its rows by column name,
-// builds its part of the point-in-time view and owns its metric descriptors. A poll:
+// builds its part of the point-in-time view and owns its metric descriptors. On each new
+// connection the poller prepares every collector's Prepared() statements. A poll:
 //   1. Plan():     every collector adds its statements to the poll's one StatementBatch;
 //   2. Parse():    after the single round trip, each reads its own results into PollData;
 //   3. Collect():  collectors with round trips of their own (lease tables, poolers) run them;
@@ -16,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "exporter/collectors/lock_names.h"
 #include "exporter/config/config.h"
@@ -59,6 +61,9 @@ class Collector {
   // The `collector` label of pglock_collector_up / pglock_collector_duration_seconds.
   virtual const char* name() const = 0;
 
+  // Statements to prepare once per connection (names prefixed "pglock_"), which Plan() runs with
+  // StatementBatch::AddExecute: a statement that every poll sends is then planned once.
+  virtual std::vector<PreparedStatement> Prepared(int /*server_version_num*/) const { return {}; }
   // Statements for the poll's batch.
   virtual void Plan(const PollPlan& /*plan*/, StatementBatch* /*batch*/) const {}
   // Reads this collector's results. kUnexpectedShape when a column the SQL promises is missing.

@@ -53,6 +53,7 @@ const MetricDesc kQueueDepth{
     {"target", "datname"}};
 
 constexpr const char* kPreparedType = "prepared transaction";
+constexpr const char* kPreparedName = "pglock_lock_waits";
 
 // A node of the wait graph: a process's pid (> 0), or a negative id for a prepared transaction.
 using NodeId = int;
@@ -67,21 +68,24 @@ struct Request {
   std::string transactionid;
   uint32_t datid = 0;
   std::optional<double> waitstart;
+  std::optional<AdvisoryKey> key;  // advisory requests
 };
 
-// Every pending request by pid: the non-advisory ones of lock_waits.sql and the advisory ones
-// that the advisory statement of the same poll read.
+// Every pending request by pid, from the poll's one read of pg_locks (the advisory statement).
 std::unordered_map<int, Request> Requests(const PollData& data) {
   std::unordered_map<int, Request> out;
   for (const LockWaitRow& r : data.lock_waits) {
-    out[r.pid] = {r.locktype, r.mode, r.relation, r.locktag, r.transactionid, r.datid, r.waitstart};
+    out[r.pid] = {r.locktype,      r.mode,  r.relation,  r.locktag,
+                  r.transactionid, r.datid, r.waitstart, std::nullopt};
   }
   for (const AdvisoryLock& l : data.locks) {
     if (l.granted) continue;
     const std::string tag = "advisory:" + std::to_string(l.key.datid) + ":" +
                             std::to_string(l.key.objsubid) + ":" + RenderAdvisoryKey(l.key);
-    out[l.pid] = {"advisory", l.exclusive ? "ExclusiveLock" : "ShareLock", "", tag, "", l.key.datid,
-                  l.waitstart};
+    out[l.pid] = {"advisory",  l.exclusive ? "ExclusiveLock" : "ShareLock",
+                  "",          tag,
+                  "",          l.key.datid,
+                  l.waitstart, l.key};
   }
   return out;
 }
@@ -111,7 +115,6 @@ class WaitGraph {
 
   const std::map<NodeId, Waiting>& waiting() const { return waiting_; }
   LockParticipant Participant(NodeId id) const;
-  std::optional<double> StateSince(NodeId id) const;
   // The longest chain of waits from `id`: 0 when it waits for nothing. A cycle (a deadlock the
   // server has not broken yet) ends the chain where it closes.
   int64_t Depth(NodeId id);
@@ -119,6 +122,8 @@ class WaitGraph {
   std::vector<NodeId> BlockedThrough(NodeId root) const;
 
  private:
+  LockParticipant Party(NodeId id) const;  // Participant() without the time in state
+  std::optional<double> StateSince(NodeId id) const;
   std::vector<WaitingProcess> WaitingProcesses() const;
   void AddWait(const WaitingProcess& p, const Request& r,
                const std::unordered_map<NodeId, std::set<std::string>>& queued_for);
@@ -228,6 +233,14 @@ NodeId WaitGraph::PreparedBlocker(const Request& r, const std::string& datname) 
 }
 
 LockParticipant WaitGraph::Participant(NodeId id) const {
+  LockParticipant p = Party(id);
+  if (const std::optional<double> since = StateSince(id)) {
+    p.state_seconds = std::max(0.0, data_.now - *since);
+  }
+  return p;
+}
+
+LockParticipant WaitGraph::Party(NodeId id) const {
   LockParticipant p;
   if (id <= 0) {
     p.backend_type = kPreparedType;
@@ -244,14 +257,18 @@ LockParticipant WaitGraph::Participant(NodeId id) const {
   }
   p.id.pid = id;
   if (const Session* s = index_.Find(id)) {
-    p.id = {id, s->application_name, s->client_addr, s->usename, s->state};
+    p.id = IdentityOf(s, id);
     p.datname = s->datname;
   } else if (const auto it = others_.find(id); it != others_.end()) {
     const LockParty& o = *it->second;
     p.backend_type = o.backend_type;
     // Background processes mostly have no application_name: their backend_type says what they are.
-    p.id = {id, o.application_name.empty() ? o.backend_type : o.application_name, o.client_addr,
-            o.usename, o.state};
+    p.id = {id,
+            o.application_name.empty() ? o.backend_type : o.application_name,
+            o.client_addr,
+            o.usename,
+            o.state,
+            ""};
     p.datname = DatnameOf(o.datid);
   } else {
     p.backend_type.clear();  // ended since, or not visible to the exporter's role
@@ -307,7 +324,7 @@ std::vector<NodeId> WaitGraph::BlockedThrough(NodeId root) const {
 }
 
 // Roots: blockers that wait for nothing, with what waits behind them.
-void BuildRoots(WaitGraph& graph, double now, TargetView* view) {
+void BuildRoots(WaitGraph& graph, TargetView* view) {
   std::set<NodeId> roots;
   for (const auto& [id, w] : graph.waiting()) {
     for (const NodeId b : w.blockers) {
@@ -317,9 +334,7 @@ void BuildRoots(WaitGraph& graph, double now, TargetView* view) {
   for (const NodeId r : roots) {
     BlockingRoot root;
     root.root = graph.Participant(r);
-    if (const std::optional<double> since = graph.StateSince(r)) {
-      root.state_seconds = std::max(0.0, now - *since);
-    }
+    root.state_seconds = root.root.state_seconds.value_or(0);
     for (const NodeId n : graph.BlockedThrough(r)) {
       root.blocked_pids.push_back(n);
       root.depth = std::max(root.depth, graph.Depth(n));
@@ -335,29 +350,16 @@ std::string AddrOf(const LockParticipant& p) {
 
 }  // namespace
 
-void LockWaitsCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
-  const char* waitstart = plan.server_version_num >= 140000
-                              ? "extract(epoch FROM l.waitstart)::float8"
-                              : "NULL::float8";
-  const char* leader_pid = plan.server_version_num >= 130000 ? "a.leader_pid" : "NULL::int";
-  batch->Add(name(), FillTemplate(queries::kLockWaits,
-                                  {{"waitstart", waitstart}, {"leader_pid", leader_pid}}));
+std::vector<PreparedStatement> LockWaitsCollector::Prepared(int server_version_num) const {
+  const char* leader_pid = server_version_num >= 130000 ? "a.leader_pid" : "NULL::int";
+  return {{kPreparedName, FillTemplate(queries::kLockWaits, {{"leader_pid", leader_pid}})}};
+}
+
+void LockWaitsCollector::Plan(const PollPlan&, StatementBatch* batch) const {
+  batch->AddExecute(name(), kPreparedName);
 }
 
 namespace {
-
-LockWaitRow ParseRequest(const PgResult& r, int i, const std::map<std::string, int>& c) {
-  LockWaitRow w;
-  w.pid = static_cast<int>(r.Int(i, c.at("pid")).value_or(0));
-  w.locktype = r.String(i, c.at("locktype"));
-  w.mode = r.String(i, c.at("mode"));
-  w.datid = static_cast<uint32_t>(r.Int(i, c.at("datid")).value_or(0));
-  w.relation = r.String(i, c.at("relation"));
-  w.transactionid = r.String(i, c.at("transactionid"));
-  w.locktag = r.String(i, c.at("locktag"));
-  w.waitstart = r.Double(i, c.at("waitstart"));
-  return w;
-}
 
 LockParty ParseParty(const PgResult& r, int i, const std::map<std::string, int>& c) {
   LockParty p;
@@ -382,27 +384,17 @@ LockParty ParseParty(const PgResult& r, int i, const std::map<std::string, int>&
 
 Status LockWaitsCollector::Parse(const PollPlan&, const BatchResults& results,
                                  PollData* data) const {
-  data->lock_waits.clear();
   data->lock_parties.clear();
   const PgResult* r = results.Find(name());
   if (r == nullptr) return Status::UnexpectedShape("lock_waits: no result");
   Columns columns(*r, "lock_waits");
   std::map<std::string, int> c;
-  for (const char* n : {"kind",     "pid",           "leader_pid",       "backend_type",
-                        "datid",    "usename",       "application_name", "client_addr",
-                        "state",    "since",         "waiting",          "blocked_by",
-                        "gid",      "xid",           "locktype",         "mode",
-                        "relation", "transactionid", "locktag",          "waitstart"}) {
+  for (const char* n : {"pid", "leader_pid", "backend_type", "datid", "usename", "application_name",
+                        "client_addr", "state", "since", "waiting", "blocked_by", "gid", "xid"}) {
     c[n] = columns[n];
   }
   if (Status s = columns.status(); !s.ok()) return s;
-  for (int i = 0; i < r->Rows(); ++i) {
-    if (r->String(i, c["kind"]) == "request") {
-      data->lock_waits.push_back(ParseRequest(*r, i, c));
-    } else {
-      data->lock_parties.push_back(ParseParty(*r, i, c));
-    }
-  }
+  for (int i = 0; i < r->Rows(); ++i) data->lock_parties.push_back(ParseParty(*r, i, c));
   return Status::Ok();
 }
 
@@ -416,12 +408,13 @@ void LockWaitsCollector::BuildView(const PollData& data, const ViewContext& ctx,
     DatabaseAggregate& agg = view->databases[w.datname];
     agg.lock_queue_depth_max = std::max(agg.lock_queue_depth_max, graph.Depth(id));
     const LockParticipant waiter = graph.Participant(id);
+    const std::string lock = w.request.key ? LockLabel(*w.request.key, ctx.options->names) : "";
     for (const NodeId b : w.blockers) {
       view->lock_waits.push_back({w.datname, w.request.locktype, w.request.mode, w.request.relation,
-                                  waiter, graph.Participant(b), w.seconds});
+                                  lock, waiter, graph.Participant(b), w.seconds});
     }
   }
-  BuildRoots(graph, data.now, view);
+  BuildRoots(graph, view);
   (*ctx.dropped)[kWaitSeconds.name] =
       KeepTopN(&view->lock_waits, ctx.top_n,
                [](const LockWaitEdge& a, const LockWaitEdge& b) { return a.seconds > b.seconds; });

@@ -1,9 +1,10 @@
 // Waits on every kind of heavyweight lock (SPEC 4.8): who waits for which object in which mode,
 // behind whom, the root blockers (blockers that wait for nothing) with every session blocked
 // through them, and the longest chain of waits per database. Cost is paid only when someone
-// waits: queries/lock_waits.sql is one statement whose parts are gated on pg_stat_activity; it
-// reads the pending requests of pg_locks only for non-advisory waits (the advisory statement of
-// the same poll already reads advisory waits) and names the blockers that are not client
+// waits. The pending requests come from the poll's one read of pg_locks, which the advisory
+// collector's statement makes (PollData::lock_waits for other lock types, PollData::locks for
+// advisory ones): a second read would cost as much as the first. queries/lock_waits.sql, gated on
+// pg_stat_activity and prepared once per connection, names the parties that are not client
 // sessions (background processes, parallel workers' leaders, prepared transactions). Edges come
 // from pg_blocking_pids() (Session::blocked_by), kept to the holders of the object waited for.
 // Stateless; thread-safe.
@@ -16,6 +17,7 @@ namespace pglock {
 class LockWaitsCollector : public Collector {
  public:
   const char* name() const override { return "lock_waits"; }
+  std::vector<PreparedStatement> Prepared(int server_version_num) const override;
   void Plan(const PollPlan& plan, StatementBatch* batch) const override;
   Status Parse(const PollPlan& plan, const BatchResults& results, PollData* data) const override;
   void BuildView(const PollData& data, const ViewContext& ctx, TargetView* view) const override;

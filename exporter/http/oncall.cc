@@ -26,7 +26,7 @@ struct LeaseItem {
 // What one target shows after ?lock= narrowed it.
 struct TargetPart {
   const TargetSnapshot* snap = nullptr;
-  std::vector<WaitEdge> waits;
+  std::vector<LockWaitEdge> waits;  // of every lock type
   std::vector<WaitNode> forest;
   std::vector<const HeldLock*> held;
   std::vector<const IdleHolder*> idle;
@@ -34,7 +34,8 @@ struct TargetPart {
   std::vector<LeaseItem> leases;
   int64_t leases_fine = 0;           // held leases needing no look
   std::vector<const Event*> events;  // oldest first
-  int64_t waiters = 0;               // exact, over the target's databases
+  int64_t waiters = 0;               // advisory, exact, over the target's databases
+  int64_t lock_waiters = 0;          // every lock type, exact
   int64_t held_total = 0;
 };
 
@@ -63,13 +64,14 @@ TargetPart Select(const TargetSnapshot& snap, const LocksFilter& f) {
     t.waiters += agg.advisory_waiters;
     t.held_total += agg.advisory_locks_held;
   }
+  for (const auto& [key, w] : v.lock_waits_by_type) t.lock_waiters += w.waiters;
   std::set<int> pids;  // sessions involved with the lock asked for
-  for (const WaitEdge& w : v.waits) {
-    if (!Match(f.lock, w.lock)) continue;
+  for (const LockWaitEdge& w : v.lock_waits) {
+    if (!f.lock.empty() && f.lock != w.lock && f.lock != w.relation) continue;
     t.waits.push_back(w);
-    pids.insert(w.blocker.pid);
+    pids.insert(w.blocker.id.pid);
   }
-  t.forest = BuildWaitForest(t.waits);
+  t.forest = BuildWaitForest(t.waits, v.blocking_roots);
   for (const HeldLock& h : v.held) {
     if (!Match(f.lock, h.lock)) continue;
     t.held.push_back(&h);
@@ -104,17 +106,28 @@ std::vector<TargetPart> SelectAll(const SnapshotList& snapshots, const LocksFilt
   return out;
 }
 
-void Grow(WaitNode* node, const std::multimap<int, const WaitEdge*>& by_blocker,
-          std::set<int>* on_path, int depth) {
+// A party's node in the forest: its pid; for a prepared transaction (pid 0) its gid and database.
+std::string NodeKey(const LockParticipant& p) {
+  return p.id.pid != 0 ? std::to_string(p.id.pid) : "prepared:" + p.gid + ":" + p.datname;
+}
+
+using EdgesByBlocker = std::multimap<std::string, const LockWaitEdge*>;
+
+// Hangs the waiters of `node` below it, and theirs below them; *shown collects every node placed.
+void Grow(WaitNode* node, const EdgesByBlocker& by_blocker, std::set<std::string>* on_path,
+          std::set<std::string>* shown, int depth) {
   if (depth >= kMaxForestDepth) return;
-  const auto [begin, end] = by_blocker.equal_range(node->session.pid);
+  const auto [begin, end] = by_blocker.equal_range(NodeKey(node->who));
   for (auto it = begin; it != end; ++it) {
-    const WaitEdge& e = *it->second;
-    if (on_path->count(e.waiter.pid) != 0) continue;  // a cycle
-    WaitNode child{e.waiter, e.datname, e.lock, e.seconds, {}};
-    on_path->insert(e.waiter.pid);
-    Grow(&child, by_blocker, on_path, depth + 1);
-    on_path->erase(e.waiter.pid);
+    const LockWaitEdge& e = *it->second;
+    const std::string key = NodeKey(e.waiter);
+    if (on_path->count(key) != 0) continue;  // a cycle
+    WaitNode child{e.waiter, e.locktype, e.mode, e.relation, e.lock, e.seconds, 0, {}};
+    if (child.who.datname.empty()) child.who.datname = e.datname;
+    shown->insert(key);
+    on_path->insert(key);
+    Grow(&child, by_blocker, on_path, shown, depth + 1);
+    on_path->erase(key);
     node->waiters.push_back(std::move(child));
   }
 }
@@ -165,13 +178,42 @@ std::string WhoHtml(const Identity& id) {
   return o;
 }
 
+// A party to a wait: a session, a background process with its backend_type, a prepared
+// transaction with its gid.
+std::string PartyHtml(const LockParticipant& p) {
+  if (p.id.pid == 0) {
+    return "<b>prepared transaction</b> <span class=lock>" +
+           H(p.gid.empty() ? "(gid not known)" : p.gid) + "</span> owner " + H(p.id.usename) +
+           " <span class=st>" + H(p.id.state) + "</span>";
+  }
+  std::string o = WhoHtml(p.id);
+  if (!p.backend_type.empty() && p.backend_type != "client backend") {
+    o += " <span class=bt>" + H(p.backend_type) + "</span>";
+  }
+  return o;
+}
+
+// What a waiter asks for: its mode, then the advisory lock, the relation or the lock type.
+std::string WantedHtml(const WaitNode& n) {
+  std::string o = "<span class=mode>" + H(n.mode) + "</span> on ";
+  if (n.locktype == "advisory")
+    return o + "advisory lock <span class=lock>" + H(n.lock) + "</span>";
+  o += H(n.locktype);
+  if (!n.relation.empty()) o += " <span class=lock>" + H(n.relation) + "</span>";
+  return o;
+}
+
 void NodeHtml(const WaitNode& n, std::string* o) {
   *o += "<li>";
-  if (!n.lock.empty()) {
-    *o += "waits <b>" + H(Secs(n.seconds)) + "</b> for <span class=lock>" + H(n.lock) +
-          "</span> (" + H(n.datname) + "): ";
+  if (!n.locktype.empty()) {
+    *o += "waits <b>" + H(Secs(n.seconds)) + "</b> for " + WantedHtml(n) + " (" + H(n.who.datname) +
+          "): " + PartyHtml(n.who);
+  } else {
+    *o += "<span class=root>root</span> " + PartyHtml(n.who);
+    if (n.who.state_seconds) *o += " for <b>" + H(Secs(*n.who.state_seconds)) + "</b>";
+    if (!n.who.datname.empty()) *o += " (" + H(n.who.datname) + ")";
+    if (n.blocked > 0) *o += ", blocking " + std::to_string(n.blocked);
   }
-  *o += WhoHtml(n.session);
   if (!n.waiters.empty()) {
     *o += "<ul>";
     for (const WaitNode& w : n.waiters) NodeHtml(w, o);
@@ -279,7 +321,8 @@ void TargetHtml(const TargetPart& t, std::string* o) {
         H(s.state) + "</span></h2>\n";
   if (!s.up && !s.last_error.empty()) *o += "<p class=down>" + H(s.last_error) + "</p>\n";
   if (s.view) {
-    *o += "<h3>Waits (" + std::to_string(t.waiters) + " advisory waiters)</h3>\n";
+    *o += "<h3>Lock waits (" + std::to_string(t.lock_waiters) + " waiting, " +
+          std::to_string(t.waiters) + " of them on advisory locks)</h3>\n";
     if (t.forest.empty()) {
       *o += "<p>Nobody waits.</p>\n";
     } else {
@@ -287,7 +330,9 @@ void TargetHtml(const TargetPart& t, std::string* o) {
       for (const WaitNode& n : t.forest) NodeHtml(n, o);
       *o += "</ul>\n";
     }
-    if (static_cast<int64_t>(t.waits.size()) < t.waiters) {
+    std::set<std::string> shown_waiters;
+    for (const LockWaitEdge& e : t.waits) shown_waiters.insert(NodeKey(e.waiter));
+    if (static_cast<int64_t>(shown_waiters.size()) < t.lock_waiters) {
       *o += "<p class=note>The longest waits are shown (poll.top_n).</p>\n";
     }
     HoldersHtml(t, o);
@@ -309,8 +354,14 @@ std::string IdentityJson(const Identity& id) {
 }
 
 void NodeJson(const WaitNode& n, std::string* o) {
-  *o += "{" + IdentityJson(n.session) + ",\"datname\":" + J(n.datname) + ",\"lock\":" + J(n.lock) +
-        ",\"wait_seconds\":" + Num(n.seconds) + ",\"waiters\":[";
+  const LockParticipant& p = n.who;
+  *o += "{" + IdentityJson(p.id) + ",\"backend_type\":" + J(p.backend_type) +
+        ",\"gid\":" + J(p.gid) + ",\"datname\":" + J(p.datname) +
+        ",\"state_seconds\":" + (p.state_seconds ? Num(*p.state_seconds) : "null") +
+        ",\"locktype\":" + J(n.locktype) + ",\"mode\":" + J(n.mode) +
+        ",\"relation\":" + J(n.relation) + ",\"lock\":" + J(n.lock) +
+        ",\"wait_seconds\":" + Num(n.seconds) +
+        ",\"blocked_sessions\":" + std::to_string(n.blocked) + ",\"waiters\":[";
   for (size_t i = 0; i < n.waiters.size(); ++i) {
     if (i > 0) *o += ",";
     NodeJson(n.waiters[i], o);
@@ -333,6 +384,7 @@ void TargetJson(const TargetPart& t, std::string* o) {
   *o += "{\"target\":" + J(s.target) + ",\"up\":" + (s.up ? "true" : "false") +
         ",\"state\":" + J(s.state) + ",\"last_error\":" + J(s.up ? "" : s.last_error) +
         ",\"server_version\":" + J(s.server_version) +
+        ",\"lock_waiters\":" + std::to_string(t.lock_waiters) +
         ",\"advisory_waiters\":" + std::to_string(t.waiters) +
         ",\"advisory_locks_held\":" + std::to_string(t.held_total) + ",\"wait_forest\":";
   JsonArray(
@@ -393,31 +445,43 @@ const char* kStyle =
     "ul.forest,ul.forest ul{padding-left:1.2em}ul.forest li{margin:.2em 0}"
     ".up{color:#070}.down{color:#b00}.lock{font-family:monospace;background:#eef}"
     ".app{color:#036}.st{color:#555;font-style:italic}.note{color:#555}"
+    ".root{color:#fff;background:#b00;padding:0 .3em}.mode{font-family:monospace}.bt{color:#606}"
     "pre.q{white-space:pre-wrap;word-break:break-all;background:#f4f4f4;margin:.2em 0;"
     "padding:.2em;font-size:.9em}form input{max-width:10em}";
 
 }  // namespace
 
-std::vector<WaitNode> BuildWaitForest(const std::vector<WaitEdge>& edges) {
-  std::multimap<int, const WaitEdge*> by_blocker;
-  std::set<int> waiters;
-  for (const WaitEdge& e : edges) {
-    by_blocker.emplace(e.blocker.pid, &e);
-    waiters.insert(e.waiter.pid);
+std::vector<WaitNode> BuildWaitForest(const std::vector<LockWaitEdge>& edges,
+                                      const std::vector<BlockingRoot>& roots) {
+  EdgesByBlocker by_blocker;
+  std::set<std::string> waiters;
+  for (const LockWaitEdge& e : edges) {
+    by_blocker.emplace(NodeKey(e.blocker), &e);
+    waiters.insert(NodeKey(e.waiter));
+  }
+  std::map<std::string, int64_t> blocked;
+  for (const BlockingRoot& r : roots) {
+    blocked[NodeKey(r.root)] = static_cast<int64_t>(r.blocked_pids.size());
   }
   std::vector<WaitNode> forest;
-  std::set<int> rooted;
-  const auto add_root = [&](const Identity& who) {
-    if (!rooted.insert(who.pid).second) return;
-    WaitNode root{who, "", "", 0, {}};
-    std::set<int> on_path = {who.pid};
-    Grow(&root, by_blocker, &on_path, 0);
+  std::set<std::string> shown;
+  const auto add_root = [&](const LockParticipant& who) {
+    const std::string key = NodeKey(who);
+    if (!shown.insert(key).second) return;
+    WaitNode root{who, "", "", "", "", 0, 0, {}};
+    if (const auto it = blocked.find(key); it != blocked.end()) root.blocked = it->second;
+    std::set<std::string> on_path = {key};
+    Grow(&root, by_blocker, &on_path, &shown, 0);
     forest.push_back(std::move(root));
   };
-  for (const WaitEdge& e : edges) {
-    if (waiters.count(e.blocker.pid) == 0) add_root(e.blocker);
+  for (const LockWaitEdge& e : edges) {
+    if (waiters.count(NodeKey(e.blocker)) == 0) add_root(e.blocker);
   }
-  if (forest.empty() && !edges.empty()) add_root(edges.front().blocker);  // only cycles
+  // What no root reaches waits in a cycle (a deadlock not broken yet): its first blocker met
+  // stands for the root.
+  for (const LockWaitEdge& e : edges) {
+    if (shown.count(NodeKey(e.waiter)) == 0) add_root(e.blocker);
+  }
   return forest;
 }
 

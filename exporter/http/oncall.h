@@ -21,20 +21,26 @@ struct LocksFilter {
   std::string lock;
 };
 
-// One session in the wait forest with the sessions waiting for it. A root blocks and waits for
-// nothing; each child waits (`lock`, `seconds`) for its parent.
+// One party in the wait forest with the sessions waiting for it: a client session, a background
+// process (who.backend_type) or a prepared transaction (pid 0, state "prepared", who.gid). A root
+// blocks and waits for nothing (or, in a cycle, is the first blocker met); each child waits for its
+// parent: for `mode` of a lock of `locktype` on `relation` (schema.table, else the OID, else "")
+// or on the advisory lock `lock`.
 struct WaitNode {
-  Identity session;
-  std::string datname;
-  std::string lock;    // what this session waits for; "" for a root
-  double seconds = 0;  // how long it has waited
+  LockParticipant who;
+  std::string locktype;  // "" for a root
+  std::string mode;
+  std::string relation;
+  std::string lock;
+  double seconds = 0;   // how long it has waited
+  int64_t blocked = 0;  // roots: sessions blocked through it, directly or not; 0 when not known
   std::vector<WaitNode> waiters;
 };
 
-// The forest of waiter -> blocker edges: roots are blockers that wait for nothing (or, in a
-// cycle, the first blocker met). Other lock types' edges (issue 12) can be passed as WaitEdges
-// with `lock` describing the relation and mode.
-std::vector<WaitNode> BuildWaitForest(const std::vector<WaitEdge>& edges);
+// The forest of waiter -> blocker edges of every lock type (TargetView::lock_waits); `roots`
+// give the roots' counts of blocked sessions.
+std::vector<WaitNode> BuildWaitForest(const std::vector<LockWaitEdge>& edges,
+                                      const std::vector<BlockingRoot>& roots = {});
 
 // Leases worth a look: expired, expiring within this many seconds, or held longer than
 // kLeaseHeldTooLongSeconds (PglockLeaseHeldTooLong's threshold).

@@ -38,8 +38,21 @@ const PgResult* BatchResults::Find(std::string_view name) const {
   return it == index_.end() ? nullptr : &results_[it->second];
 }
 
+Status PrepareStatements(PgConnection& conn, const std::vector<PreparedStatement>& statements,
+                         SteadyClock::time_point deadline) {
+  if (statements.empty()) return Status::Ok();
+  std::string sql;
+  for (const PreparedStatement& p : statements) sql += "PREPARE " + p.name + " AS " + p.sql + ";\n";
+  std::vector<PgResult> ignored;
+  return conn.Exec(sql, {}, deadline, &ignored).WithContext("preparing statements");
+}
+
 void StatementBatch::Add(std::string name, std::string sql, Phase phase) {
   (phase == Phase::kBeforeTimeouts ? before_ : main_).emplace_back(std::move(name), std::move(sql));
+}
+
+void StatementBatch::AddExecute(std::string name, const std::string& prepared_name, Phase phase) {
+  Add(std::move(name), "EXECUTE " + prepared_name, phase);
 }
 
 std::vector<std::pair<std::string, std::string>> StatementBatch::Statements() const {
@@ -67,7 +80,14 @@ Status StatementBatch::Run(PgConnection& conn, const QueryTimeouts& timeouts,
   }
   out->results_.clear();
   out->index_.clear();
-  if (Status s = conn.Exec(sql, {}, deadline, &out->results_); !s.ok()) return s;
+  if (Status s = conn.Exec(sql, {}, deadline, &out->results_); !s.ok()) {
+    if (s.sqlstate() == kUnknownPreparedStatement) {
+      return s.WithContext(
+          "the session lost the exporter's prepared statements (DISCARD ALL or DEALLOCATE, e.g. "
+          "by a pooler between the exporter and PostgreSQL); reconnecting");
+    }
+    return s;
+  }
   if (out->results_.size() != order.size()) {
     return Status::UnexpectedShape("batch: expected " + std::to_string(order.size()) +
                                    " results, got " + std::to_string(out->results_.size()));

@@ -2,8 +2,8 @@
 // round trip and run in one implicit transaction, so every row of the poll shares the same now().
 // Each statement is added under a name and its result is found by that name, never by position:
 // collectors own their statements and the order of the SQL text is free to change.
-// Also the one place where SQL templates are filled and the poll's SET LOCAL timeouts are made.
-// Thread-compatible.
+// Also the one place where SQL templates are filled, the poll's SET LOCAL timeouts are made and
+// statements are prepared once per connection. Thread-compatible.
 #pragma once
 
 #include <chrono>
@@ -33,6 +33,25 @@ struct QueryTimeouts {
   static QueryTimeouts ForPoll(std::chrono::milliseconds poll_timeout);
 };
 
+// A statement the server plans once per connection: PREPARE name AS sql when the connection is
+// set up, then EXECUTE name inside each poll's batch (still one round trip). A plain statement of a
+// batch is parsed and planned at every poll, which costs more than running a gated statement whose
+// gate stays shut. For statements whose text is fixed while a connection lives (template values
+// that depend on the server version only) and that take no parameters.
+struct PreparedStatement {
+  std::string name;  // an SQL identifier, unique per connection
+  std::string sql;   // exactly one statement
+};
+
+// SQLSTATE 26000: EXECUTE of a name the session does not know. A session of a direct connection
+// keeps its prepared statements; one behind a pooler can lose them (DISCARD ALL, another server
+// connection). The poller reconnects, which prepares them again.
+inline constexpr char kUnknownPreparedStatement[] = "26000";
+
+// PREPAREs every statement, in one round trip.
+Status PrepareStatements(PgConnection& conn, const std::vector<PreparedStatement>& statements,
+                         SteadyClock::time_point deadline);
+
 class BatchResults {
  public:
   // The result of the statement added as `name`; nullptr when it was not in the batch.
@@ -52,12 +71,16 @@ class StatementBatch {
 
   // `sql` is exactly one statement. Names are unique within a batch.
   void Add(std::string name, std::string sql, Phase phase = Phase::kMain);
+  // Runs the statement prepared on the connection as `prepared_name` (PrepareStatements); its
+  // result is found under `name`.
+  void AddExecute(std::string name, const std::string& prepared_name, Phase phase = Phase::kMain);
   bool empty() const { return before_.empty() && main_.empty(); }
   // (name, sql) of every statement added, in the order they are sent (tests).
   std::vector<std::pair<std::string, std::string>> Statements() const;
 
   // Sends every statement in one round trip. A failure of any statement fails the batch (the
   // implicit transaction aborts): such statements belong to optional collectors' own batches.
+  // An EXECUTE of a statement the session lost fails with sqlstate kUnknownPreparedStatement.
   Status Run(PgConnection& conn, const QueryTimeouts& timeouts, SteadyClock::time_point deadline,
              BatchResults* out) const;
 

@@ -171,7 +171,7 @@ Status PgConnection::Exec(const std::string& sql, const std::vector<std::string>
     if (f < 0) return CloseWith(Status::ConnectionLost(TrimMessage(PQerrorMessage(conn_))));
     if (Status s = Wait(true, deadline); !s.ok()) return CloseWith(s);
   }
-  std::string first_error;
+  std::string first_error, first_sqlstate;
   for (;;) {
     while (PQisBusy(conn_) != 0) {
       if (Status s = Wait(false, deadline); !s.ok()) return CloseWith(s);
@@ -187,13 +187,15 @@ Status PgConnection::Exec(const std::string& sql, const std::vector<std::string>
       results->push_back(std::move(result));
     } else if (first_error.empty()) {
       first_error = TrimMessage(PQresultErrorMessage(r));
+      const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+      first_sqlstate = state != nullptr ? state : "";
     }
   }
   if (Broken()) {
     const std::string why = first_error.empty() ? TrimMessage(PQerrorMessage(conn_)) : first_error;
     return CloseWith(Status::ConnectionLost(why));
   }
-  if (!first_error.empty()) return Status::StatementFailed(first_error);
+  if (!first_error.empty()) return Status::StatementFailed(first_error, first_sqlstate);
   return Status::Ok();
 }
 

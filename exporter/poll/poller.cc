@@ -209,6 +209,13 @@ Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
   conn_.reset();
   std::unique_ptr<PgConnection> conn;
   if (Status s = OpenSession(target_.dsn, "", deadline, &abort_, &conn); !s.ok()) return s;
+  std::vector<PreparedStatement> prepared;
+  for (const Collector* c : Collectors()) {
+    for (PreparedStatement& p : c->Prepared(conn->ServerVersionNum())) {
+      prepared.push_back(std::move(p));
+    }
+  }
+  if (Status s = PrepareStatements(*conn, prepared, deadline); !s.ok()) return s;
   if (Status s = ResolveNames(*conn, deadline); !s.ok()) return s;
   if (servers_) {
     ServerIdentity identity;
@@ -285,8 +292,9 @@ bool Poller::PollOnce() {
   snap->poll_duration = SecondsSince(started);
   if (!status.ok()) {
     // A statement that failed on a live connection (permissions, a bad catalog read) leaves the
-    // session usable; anything else reconnects next time.
-    if (conn_ && conn_->Broken()) conn_.reset();
+    // session usable; anything else reconnects next time, and so does a session that lost its
+    // prepared statements (a new connection prepares them again).
+    if (conn_ && (conn_->Broken() || status.sqlstate() == kUnknownPreparedStatement)) conn_.reset();
     ++poll_errors_;
     LogStateChange(false, status.message());
     snap->up = false;

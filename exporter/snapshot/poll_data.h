@@ -66,8 +66,8 @@ struct AdvisoryLock {
   std::optional<double> waitstart;  // 14+, NULL briefly after the wait starts
 };
 
-// A lock request not granted yet (pg_locks, every type but advisory: the advisory statements
-// read those into PollData::locks).
+// A lock request not granted yet, of every type but advisory (PollData::locks has those). Read by
+// the advisory collector's statement, the poll's one read of pg_locks.
 struct LockWaitRow {
   int pid = 0;  // the waiting process (a parallel worker's own pid, not its leader's)
   std::string locktype;
@@ -180,7 +180,8 @@ struct PollData {
   bool inventory = true;        // false when the tiered poll skipped the pg_locks inventory
   std::vector<Session> sessions;
   std::vector<AdvisoryLock> locks;
-  // Read only when some backend waits on a lock (exporter/collectors/lock_waits.h).
+  // Read only when some backend waits on a lock (exporter/collectors/lock_waits.h); lock_waits by
+  // the advisory collector, with its locks.
   std::vector<LockWaitRow> lock_waits;
   std::vector<LockParty> lock_parties;
   std::vector<ServerSetting> settings;

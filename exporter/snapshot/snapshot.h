@@ -44,6 +44,9 @@ struct LockParticipant {
   std::string datname;
   std::string backend_type = "client backend";
   std::string gid;  // prepared transactions only
+  // How long it has been in its current state (since PREPARE TRANSACTION for a prepared one),
+  // when known.
+  std::optional<double> state_seconds;
 };
 
 // One waiter -> blocker edge of any lock type. The blocker holds the object the waiter asks for;
@@ -54,6 +57,7 @@ struct LockWaitEdge {
   std::string locktype;
   std::string mode;      // requested by the waiter
   std::string relation;  // schema.table, else the OID (another database's), else ""
+  std::string lock;      // advisory waits: the lock's configured name, else its key
   LockParticipant waiter;
   LockParticipant blocker;
   double seconds = 0;  // how long the waiter has waited

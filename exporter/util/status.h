@@ -22,7 +22,12 @@ class [[nodiscard]] Status {
   Status() = default;  // ok
   static Status Ok() { return {}; }
   static Status ConnectionLost(std::string m) { return {Kind::kConnectionLost, std::move(m)}; }
-  static Status StatementFailed(std::string m) { return {Kind::kStatementFailed, std::move(m)}; }
+  // `sqlstate`: the server's SQLSTATE of the error, when known (e.g. "26000").
+  static Status StatementFailed(std::string m, std::string sqlstate = "") {
+    Status s(Kind::kStatementFailed, std::move(m));
+    s.sqlstate_ = std::move(sqlstate);
+    return s;
+  }
   static Status UnexpectedShape(std::string m) { return {Kind::kUnexpectedShape, std::move(m)}; }
   static Status Deadline(std::string m) { return {Kind::kDeadline, std::move(m)}; }
   static Status Aborted(std::string m) { return {Kind::kAborted, std::move(m)}; }
@@ -30,9 +35,14 @@ class [[nodiscard]] Status {
   bool ok() const { return kind_ == Kind::kOk; }
   Kind kind() const { return kind_; }
   const std::string& message() const { return message_; }
-  // The same kind with "context: " before the message.
+  // The SQLSTATE of a kStatementFailed from the server; "" otherwise.
+  const std::string& sqlstate() const { return sqlstate_; }
+  // The same kind (and SQLSTATE) with "context: " before the message.
   Status WithContext(const std::string& context) const {
-    return ok() ? *this : Status(kind_, context + ": " + message_);
+    if (ok()) return *this;
+    Status s(kind_, context + ": " + message_);
+    s.sqlstate_ = sqlstate_;
+    return s;
   }
 
  private:
@@ -40,6 +50,7 @@ class [[nodiscard]] Status {
 
   Kind kind_ = Kind::kOk;
   std::string message_;
+  std::string sqlstate_;
 };
 
 }  // namespace pglock

@@ -264,14 +264,20 @@ measure_floor() { # POINT
   local t
   for t in $(psql_times "$floor_sql" "$floor_n"); do rec floor "$1" ms "$t"; done
 }
-query_sql() { # FILE: a query of queries/ as one statement (the lease one with its template filled in)
+query_sql() { # FILE [INVENTORY]: a query of queries/ as one statement, its templates filled in
   sed -e 's/--.*$//' "$repo/queries/$1" | sed -e 's/{name}/name/; s/{holder}/holder/; s/{taken_at}/taken_at/g' \
-    -e 's/{expires_at}/expires_at/g; s/{table}/public.leases/; s/{limit}/1000/' | tr '\n' ' '
+    -e 's/{expires_at}/expires_at/g; s/{table}/public.leases/; s/{limit}/1000/' \
+    -e "s/{waitstart}/extract(epoch FROM l.waitstart)::float8/; s/{inventory}/${2:-true}/g" \
+    -e 's/{query}/NULL::text/' | tr '\n' ' '
 }
 measure_queries() { # POINT
   local q t
-  for q in settings server activity setting_overrides database_stats advisory_locks advisory_waiters lease_table; do
+  for q in settings server activity setting_overrides database_stats advisory_locks lease_table; do
     for t in $(psql_times "$(query_sql "$q.sql")" "$query_n"); do rec query "$1" "$q" "$t"; done
+  done
+  # The tiered form of the pg_locks read.
+  for t in $(psql_times "$(query_sql advisory_locks.sql false)" "$query_n"); do
+    rec query "$1" advisory_waiters "$t"
   done
   for t in $(psql_times "$floor_usename_sql" "$query_n"); do rec query "$1" floor_with_usename "$t"; done
 }

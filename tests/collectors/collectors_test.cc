@@ -13,7 +13,9 @@
 #include "exporter/collectors/registry.h"
 #include "exporter/pg/batch.h"
 #include "exporter/pg/connection.h"
+#include "exporter/poll/poller.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/pgbouncer.h"
 
 namespace pglock {
 namespace {
@@ -23,11 +25,31 @@ using testing::TestSession;
 
 const auto kDeadline = [] { return SteadyClock::now() + std::chrono::seconds(10); };
 
+// Every collector's prepared statements, as the poller prepares them on a new connection.
+std::vector<PreparedStatement> AllPrepared(int server_version_num) {
+  std::vector<PreparedStatement> out;
+  for (const Collector* c : Collectors()) {
+    for (PreparedStatement& p : c->Prepared(server_version_num)) out.push_back(std::move(p));
+  }
+  return out;
+}
+
 std::unique_ptr<PgConnection> Connect() {
   std::unique_ptr<PgConnection> conn;
-  const Status s = PgConnection::Connect(Pg().Dsn(), {}, kDeadline(), &conn);
+  Status s = PgConnection::Connect(Pg().Dsn(), {}, kDeadline(), &conn);
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!conn) return conn;
+  s = PrepareStatements(*conn, AllPrepared(conn->ServerVersionNum()), kDeadline());
   EXPECT_TRUE(s.ok()) << s.message();
   return conn;
+}
+
+// The SQL of a batch statement: the prepared text for an EXECUTE.
+std::string SqlOf(const PgConnection& conn, const std::string& statement) {
+  for (const PreparedStatement& p : AllPrepared(conn.ServerVersionNum())) {
+    if (statement == "EXECUTE " + p.name) return p.sql;
+  }
+  return statement;
 }
 
 PollPlan Plan(PgConnection& conn, bool inventory) { return {conn.ServerVersionNum(), inventory}; }
@@ -70,14 +92,15 @@ Status RunAndParse(PgConnection& conn, const PollPlan& plan, const StatementBatc
 
 // The batch of every collector, with `name`'s statement rewritten by `rewrite`.
 template <typename Rewrite>
-StatementBatch Rewritten(const PollPlan& plan, const std::string& name, Rewrite rewrite) {
+StatementBatch Rewritten(const PgConnection& conn, const PollPlan& plan, const std::string& name,
+                         Rewrite rewrite) {
   StatementBatch all;
   for (const Collector* c : Collectors()) c->Plan(plan, &all);
   StatementBatch out;
   for (const auto& [n, sql] : all.Statements()) {
     const auto phase =
         n == "settings" ? StatementBatch::Phase::kBeforeTimeouts : StatementBatch::Phase::kMain;
-    out.Add(n, n == name ? rewrite(sql) : sql, phase);
+    out.Add(n, n == name ? rewrite(SqlOf(conn, sql)) : sql, phase);
   }
   return out;
 }
@@ -181,14 +204,15 @@ TEST_F(CollectorsTest, ParsersReadColumnsByName) {
   ASSERT_FALSE(expected.locks.empty());
   for (const auto& [name, sql] : base.Statements()) {
     SCOPED_TRACE(name);
-    std::vector<std::string> columns = ColumnsOf(*conn_, sql);
+    std::vector<std::string> columns = ColumnsOf(*conn_, SqlOf(*conn_, sql));
     ASSERT_GE(columns.size(), 2u);
     std::rotate(columns.begin(), columns.begin() + 1, columns.end());  // every column moves
     PollData reordered;
-    const Status s = RunAndParse(
-        *conn_, plan,
-        Rewritten(plan, name, [&](const std::string& q) { return Project(*conn_, q, columns); }),
-        &reordered);
+    const Status s =
+        RunAndParse(*conn_, plan,
+                    Rewritten(*conn_, plan, name,
+                              [&](const std::string& q) { return Project(*conn_, q, columns); }),
+                    &reordered);
     ASSERT_TRUE(s.ok()) << s.message();
     // now() differs between the two transactions; everything else is the same data.
     const std::set<int> ours = {holder_->Pid(), waiter_->Pid()};
@@ -202,14 +226,15 @@ TEST_F(CollectorsTest, MissingColumnIsAnUnexpectedShapeNamingIt) {
   for (const Collector* c : Collectors()) c->Plan(plan, &base);
   for (const auto& [name, sql] : base.Statements()) {
     SCOPED_TRACE(name);
-    std::vector<std::string> columns = ColumnsOf(*conn_, sql);
+    std::vector<std::string> columns = ColumnsOf(*conn_, SqlOf(*conn_, sql));
     const std::string dropped = columns.back();
     columns.pop_back();
     PollData data;
-    const Status s = RunAndParse(
-        *conn_, plan,
-        Rewritten(plan, name, [&](const std::string& q) { return Project(*conn_, q, columns); }),
-        &data);
+    const Status s =
+        RunAndParse(*conn_, plan,
+                    Rewritten(*conn_, plan, name,
+                              [&](const std::string& q) { return Project(*conn_, q, columns); }),
+                    &data);
     EXPECT_EQ(s.kind(), Status::Kind::kUnexpectedShape) << s.message();
     EXPECT_NE(s.message().find(dropped), std::string::npos) << s.message();
   }
@@ -242,6 +267,54 @@ TEST_F(CollectorsTest, StatusKindsOfFailures) {
   EXPECT_TRUE(conn_->Broken());
   s = conn_->Exec("SELECT 1", {}, kDeadline(), &results);
   EXPECT_EQ(s.kind(), Status::Kind::kConnectionLost) << s.message();
+}
+
+// A session that lost the prepared statements (DISCARD ALL through a pooler, say) fails the batch
+// with a message that says so and the SQLSTATE the poller reconnects on; the session stays usable.
+TEST_F(CollectorsTest, LostPreparedStatementIsAClearStatementError) {
+  const PollPlan plan = Plan(*conn_, false);
+  StatementBatch batch;
+  for (const Collector* c : Collectors()) c->Plan(plan, &batch);
+  PollData data;
+  ASSERT_TRUE(RunAndParse(*conn_, plan, batch, &data).ok());
+  std::vector<PgResult> ignored;
+  ASSERT_TRUE(conn_->Exec("DEALLOCATE ALL", {}, kDeadline(), &ignored).ok());
+  const Status s = RunAndParse(*conn_, plan, batch, &data);
+  EXPECT_EQ(s.kind(), Status::Kind::kStatementFailed) << s.message();
+  EXPECT_EQ(s.sqlstate(), kUnknownPreparedStatement) << s.message();
+  EXPECT_NE(s.message().find("lost the exporter's prepared statements"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("prepared statement \"pglock_"), std::string::npos) << s.message();
+  EXPECT_FALSE(conn_->Broken());
+  ASSERT_TRUE(PrepareStatements(*conn_, AllPrepared(conn_->ServerVersionNum()), kDeadline()).ok());
+  EXPECT_TRUE(RunAndParse(*conn_, plan, batch, &data).ok());
+}
+
+// The same through a pooler in transaction mode with one server connection: another client's
+// DEALLOCATE ALL on it makes the exporter's next poll fail with that error (pglock_up 0, not a
+// crash); the poll after reconnects, prepares again and succeeds.
+TEST(PreparedStatements, PollerReconnectsAfterThePoolerDroppedThem) {
+  testing::Pgbouncer bouncer({"transaction", 1});
+  ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
+  TargetConfig target;
+  target.name = "pooled";
+  target.dsn = bouncer.Dsn("postgres");
+  PollConfig poll;
+  poll.timeout = Duration(5000);
+  Poller poller(target, poll);
+  poller.PollOnceForTest();
+  ASSERT_TRUE(poller.Latest()->up) << poller.Latest()->last_error;
+  {
+    TestSession other(bouncer.Dsn("postgres"));
+    other.Query("DEALLOCATE ALL");
+  }
+  poller.PollOnceForTest();
+  EXPECT_FALSE(poller.Latest()->up);
+  EXPECT_NE(poller.Latest()->last_error.find("lost the exporter's prepared statements"),
+            std::string::npos)
+      << poller.Latest()->last_error;
+  poller.PollOnceForTest();
+  EXPECT_TRUE(poller.Latest()->up) << poller.Latest()->last_error;
 }
 
 }  // namespace

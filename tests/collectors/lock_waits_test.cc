@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "exporter/collectors/registry.h"
 #include "exporter/pg/batch.h"
 #include "exporter/poll/poller.h"
 #include "exporter/queries.h"
@@ -301,25 +302,211 @@ TEST(LockWaits, AdvisoryWaitsAreCountedUnderTheirLockType) {
   ASSERT_TRUE(WaitFor(10, [&] { return waiter.SendDone(); }));
 }
 
-// The cost rule: while no backend waits, the server reads neither pg_locks nor the prepared
-// transactions for this statement.
-TEST(LockWaits, NobodyWaitingMeansPgLocksIsNeverRead) {
-  const std::string sql = FillTemplate(
-      queries::kLockWaits, {{"waitstart", "NULL::float8"}, {"leader_pid", "NULL::int"}});
-  TestSession s(Pg().Dsn());
+// A deadlock the server has not broken yet (deadlock_timeout 60s in both sessions): a cycle of
+// two row-lock waits. The poll must end promptly, show both waits, and name no root: in a cycle
+// nobody waits for nothing. The chain depth stops where the cycle closes.
+TEST(LockWaits, DeadlockInProgressIsACycleWithoutRoots) {
+  Pg().Exec(
+      "CREATE TABLE deadlock (id int PRIMARY KEY, v int); INSERT INTO deadlock VALUES (1, 0), (2, "
+      "0)");
+  TestSession a(Pg().Dsn() + " application_name=dl-a"), b(Pg().Dsn() + " application_name=dl-b");
+  for (TestSession* s : {&a, &b}) s->Query("SET deadlock_timeout = '60s'");
+  a.Query("BEGIN");
+  a.Query("UPDATE deadlock SET v = 1 WHERE id = 1");
+  b.Query("BEGIN");
+  b.Query("UPDATE deadlock SET v = 2 WHERE id = 2");
+  a.Send("UPDATE deadlock SET v = 1 WHERE id = 2");
+  WaitUntilWaiting(a, "transactionid");
+  b.Send("UPDATE deadlock SET v = 2 WHERE id = 1");
+  WaitUntilWaiting(b, "transactionid");
+
+  Poller poller(Target(), FastPoll());
+  const auto started = std::chrono::steady_clock::now();
+  const auto samples = PollAndScrape(poller);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(3));
+  ASSERT_TRUE(poller.Latest()->up) << poller.Latest()->last_error;
+  EXPECT_EQ(EdgeOf(samples, a).at("blocker_pid"), Pid(b));
+  EXPECT_EQ(EdgeOf(samples, b).at("blocker_pid"), Pid(a));
+  EXPECT_EQ(EdgeOf(samples, a).at("blocker_state"), "active");
+  EXPECT_EQ(Value(samples, "pglock_lock_waiters",
+                  {{"datname", "postgres"}, {"locktype", "transactionid"}}),
+            2);
+  EXPECT_TRUE(Select(samples, "pglock_blocking_root_blocked_sessions").empty());
+  EXPECT_TRUE(poller.Latest()->view->blocking_roots.empty());
+  EXPECT_EQ(Value(samples, "pglock_lock_queue_depth_max", {{"datname", "postgres"}}), 2);
+
+  // Break it: the cancelled statement ends b's wait, a gets the row once b rolls back.
+  Pg().Scalar("SELECT pg_cancel_backend(" + Pid(b) + ")");
+  ASSERT_TRUE(WaitFor(10, [&] { return b.SendDone(); }));
+  b.Query("ROLLBACK");
+  ASSERT_TRUE(WaitFor(10, [&] { return a.SendDone(); }));
+  a.Query("ROLLBACK");
+}
+
+// CREATE INDEX CONCURRENTLY waits for every older transaction's snapshot to go: a wait on the
+// virtualxid of a transaction left open, which is the root.
+TEST(LockWaits, CreateIndexConcurrentlyWaitsOnAnOldSnapshot) {
+  Pg().Exec("CREATE TABLE cic (id int); CREATE TABLE elsewhere (id int)");
+  TestSession old(Pg().Dsn() + " application_name=report"), ddl(Pg().Dsn());
+  old.Query("BEGIN ISOLATION LEVEL REPEATABLE READ");
+  old.Query("SELECT count(*) FROM elsewhere");
+  ddl.Send("CREATE INDEX CONCURRENTLY cic_id ON cic (id)");
+  WaitUntilWaiting(ddl, "virtualxid");
+
+  Poller poller(Target(), FastPoll());
+  const auto samples = PollAndScrape(poller);
+  const auto e = EdgeOf(samples, ddl);
+  EXPECT_EQ(e.at("locktype"), "virtualxid");
+  EXPECT_EQ(e.at("mode"), "ShareLock");
+  EXPECT_EQ(e.at("relation"), "");
+  EXPECT_EQ(e.at("blocker_pid"), Pid(old));
+  EXPECT_EQ(e.at("blocker_application_name"), "report");
+  EXPECT_EQ(e.at("blocker_state"), "idle in transaction");
+  EXPECT_EQ(
+      Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "virtualxid"}}),
+      1);
+  EXPECT_EQ(Value(samples, "pglock_blocking_root_blocked_sessions", {{"root_pid", Pid(old)}}), 1);
+
+  old.Query("COMMIT");
+  ASSERT_TRUE(WaitFor(10, [&] { return ddl.SendDone(); }));
+}
+
+// A parallel query whose workers wait on a lock (a parallel-safe function reads a table another
+// session locked; the leader only gathers): each worker waits, but the query counts once, under
+// its leader, with the holder as its blocker and root.
+TEST(LockWaits, ParallelWorkersCountUnderTheirLeader) {
+  if (Pg().VersionNum() < 130000) GTEST_SKIP() << "pg_stat_activity.leader_pid is 13+";
+  Pg().Exec(
+      "CREATE TABLE par_big AS SELECT g AS id FROM generate_series(1, 10000) g; "
+      "CREATE TABLE par_locked (id int); "
+      "CREATE FUNCTION par_peek(int) RETURNS bool LANGUAGE plpgsql PARALLEL SAFE AS "
+      "$$BEGIN PERFORM 1 FROM par_locked LIMIT 1; RETURN true; END$$");
+  TestSession holder(Pg().Dsn() + " application_name=par-holder"), query(Pg().Dsn());
+  holder.Query("BEGIN");
+  holder.Query("LOCK TABLE par_locked IN ACCESS EXCLUSIVE MODE");
+  query.Query(
+      "SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; "
+      "SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0; "
+      "SET parallel_leader_participation = off");
+  ASSERT_NE(query.Query("EXPLAIN (FORMAT JSON) SELECT count(*) FROM par_big WHERE par_peek(id)")
+                .find("Gather"),
+            std::string::npos);
+  query.Send("SELECT count(*) FROM par_big WHERE par_peek(id)");
+  ASSERT_TRUE(WaitFor(10, [&] {
+    return Pg().Scalar(
+               "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'parallel worker' "
+               "AND wait_event_type = 'Lock' AND leader_pid = " +
+               Pid(query)) == "2";
+  })) << "the parallel workers never waited";
+
+  Poller poller(Target(), FastPoll());
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(
+      Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "relation"}}),
+      1);
+  const auto e = EdgeOf(samples, query);
+  EXPECT_EQ(e.at("blocker_pid"), Pid(holder));
+  EXPECT_EQ(e.at("relation"), "public.par_locked");
+  EXPECT_EQ(e.at("mode"), "AccessShareLock");
+  const auto roots = Select(samples, "pglock_blocking_root_blocked_sessions");
+  ASSERT_EQ(roots.size(), 1u);
+  EXPECT_EQ(roots[0].labels.at("root_pid"), Pid(holder));
+  EXPECT_EQ(roots[0].value, 1);
+
+  holder.Query("ROLLBACK");
+  ASSERT_TRUE(WaitFor(10, [&] { return query.SendDone(); }));
+}
+
+// EXPLAIN ANALYZE of `sql` on `s`, as text.
+std::string Explain(TestSession& s, const std::string& sql) {
   std::string plan, error;
-  ASSERT_TRUE(s.TryQuery("CREATE TEMP TABLE plan_out (line text)", &plan, &error)) << error;
-  ASSERT_TRUE(s.TryQuery(
+  s.Query("CREATE TEMP TABLE IF NOT EXISTS plan_out (line text); TRUNCATE plan_out");
+  EXPECT_TRUE(s.TryQuery(
       "DO $$DECLARE l text; BEGIN FOR l IN EXECUTE 'EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ' || "
       "$q$" +
           sql + "$q$ LOOP INSERT INTO plan_out VALUES (l); END LOOP; END$$",
       &plan, &error))
       << error;
-  plan = s.Query("SELECT string_agg(line, E'\\n') FROM plan_out");
-  EXPECT_NE(plan.find("Function Scan on pg_lock_status l (never executed)"), std::string::npos)
-      << plan;
-  EXPECT_NE(plan.find("Function Scan on pg_prepared_xact p (never executed)"), std::string::npos)
-      << plan;
+  return s.Query("SELECT string_agg(line, E'\\n') FROM plan_out");
+}
+
+// Every statement a poll sends (the prepared ones by their text).
+std::vector<std::pair<std::string, std::string>> PollStatements(bool inventory) {
+  const int version = Pg().VersionNum();
+  StatementBatch batch;
+  std::map<std::string, std::string> prepared;
+  for (const Collector* c : Collectors()) {
+    c->Plan({version, inventory}, &batch);
+    for (const PreparedStatement& p : c->Prepared(version)) prepared["EXECUTE " + p.name] = p.sql;
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [name, sql] : batch.Statements()) {
+    out.emplace_back(name, prepared.count(sql) != 0 ? prepared[sql] : sql);
+  }
+  return out;
+}
+
+// The cost rule: while no backend waits, a tiered poll reads neither pg_locks nor the prepared
+// transactions.
+TEST(LockWaits, NobodyWaitingMeansPgLocksIsNeverRead) {
+  TestSession s(Pg().Dsn());
+  for (const auto& [name, sql] : PollStatements(/*inventory=*/false)) {
+    SCOPED_TRACE(name);
+    const std::string plan = Explain(s, sql);
+    if (name == "advisory_locks") {
+      EXPECT_NE(plan.find("Function Scan on pg_lock_status l (never executed)"), std::string::npos)
+          << plan;
+    } else if (name == "lock_waits") {
+      EXPECT_NE(plan.find("Function Scan on pg_prepared_xact p (never executed)"),
+                std::string::npos)
+          << plan;
+    }
+    if (name != "advisory_locks") {
+      EXPECT_EQ(plan.find("pg_lock_status"), std::string::npos) << plan;
+    }
+  }
+}
+
+// With waits of every kind, a poll still reads pg_locks once: the advisory statement brings the
+// pending requests of other lock types along (EXPLAIN shows one scan of pg_lock_status, once).
+TEST(LockWaits, WaitersOfEveryKindMeanOneReadOfPgLocks) {
+  Pg().Exec("CREATE TABLE one_read (id int)");
+  TestSession holder(Pg().Dsn()), row_waiter(Pg().Dsn()), advisory_waiter(Pg().Dsn());
+  holder.Query("BEGIN");
+  holder.Query("LOCK TABLE one_read IN ACCESS EXCLUSIVE MODE");
+  holder.Query("SELECT pg_advisory_lock(9090)");
+  row_waiter.Send("SELECT * FROM one_read");
+  WaitUntilWaiting(row_waiter, "relation");
+  advisory_waiter.Send("SELECT pg_advisory_lock(9090)");
+  WaitUntilWaiting(advisory_waiter, "advisory");
+  TestSession s(Pg().Dsn());
+  for (const bool inventory : {true, false}) {
+    SCOPED_TRACE(inventory ? "inventory" : "tiered");
+    int reads = 0;
+    for (const auto& [name, sql] : PollStatements(inventory)) {
+      const std::string plan = Explain(s, sql);
+      for (size_t at = plan.find("Function Scan on pg_lock_status"); at != std::string::npos;
+           at = plan.find("Function Scan on pg_lock_status", at + 1)) {
+        const std::string scan = plan.substr(at, plan.find('\n', at) - at);
+        EXPECT_EQ(scan.find("never executed"), std::string::npos) << name << ": " << plan;
+        ++reads;
+      }
+    }
+    EXPECT_EQ(reads, 1);
+  }
+  // And the poll sees both waits, each under its lock type.
+  Poller poller(Target(), FastPoll());
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(
+      Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "relation"}}),
+      1);
+  EXPECT_EQ(
+      Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "advisory"}}),
+      1);
+  EXPECT_EQ(EdgeOf(samples, row_waiter).at("relation"), "public.one_read");
+  holder.Query("ROLLBACK");
+  holder.Query("SELECT pg_advisory_unlock_all()");
+  ASSERT_TRUE(WaitFor(10, [&] { return row_waiter.SendDone() && advisory_waiter.SendDone(); }));
 }
 
 }  // namespace

@@ -12,11 +12,12 @@
 namespace pglock {
 namespace {
 
-WaitEdge Edge(int waiter, int blocker, double seconds) {
-  WaitEdge e;
+LockWaitEdge Edge(int waiter, int blocker, double seconds) {
+  LockWaitEdge e;
+  e.locktype = "advisory";
   e.lock = "k";
-  e.waiter.pid = waiter;
-  e.blocker.pid = blocker;
+  e.waiter.id.pid = waiter;
+  e.blocker.id.pid = blocker;
   e.seconds = seconds;
   return e;
 }
@@ -25,11 +26,11 @@ TEST(WaitForest, RootsAreBlockersThatWaitForNothing) {
   // 1 blocks 2 and 3; 3 blocks 4. 9 <-> 8 is a cycle without a root.
   const auto forest = BuildWaitForest({Edge(2, 1, 5), Edge(3, 1, 4), Edge(4, 3, 1)});
   ASSERT_EQ(forest.size(), 1u);
-  EXPECT_EQ(forest[0].session.pid, 1);
+  EXPECT_EQ(forest[0].who.id.pid, 1);
   ASSERT_EQ(forest[0].waiters.size(), 2u);
-  EXPECT_EQ(forest[0].waiters[1].session.pid, 3);
+  EXPECT_EQ(forest[0].waiters[1].who.id.pid, 3);
   ASSERT_EQ(forest[0].waiters[1].waiters.size(), 1u);
-  EXPECT_EQ(forest[0].waiters[1].waiters[0].session.pid, 4);
+  EXPECT_EQ(forest[0].waiters[1].waiters[0].who.id.pid, 4);
   const auto cycle = BuildWaitForest({Edge(9, 8, 1), Edge(8, 9, 1)});
   ASSERT_EQ(cycle.size(), 1u);
   EXPECT_EQ(cycle[0].waiters.size(), 1u);

@@ -136,6 +136,122 @@ TEST(OnCall, WaitForestShowsBlockerAndWaiterEscapedAndQueryTextOnlyWhenEnabled) 
   }
 }
 
+// Depth of the list item open at `at`: <li> opened minus closed before it.
+int ListDepth(const std::string& html, size_t at) {
+  int depth = 0;
+  for (size_t i = html.find("<li>"); i < at; i = html.find("<li>", i + 1)) ++depth;
+  for (size_t i = html.find("</li>"); i < at; i = html.find("</li>", i + 1)) --depth;
+  return depth;
+}
+
+// The wait forest of every lock type: the pile-up (an idle transaction, an ALTER TABLE queued
+// behind it, a reader queued behind the ALTER) on a table with a hostile name, and a row lock
+// held by a prepared transaction with a hostile gid. Roots with state and time in it, waiters
+// nested below their blockers with mode, lock type and schema.table; everything escaped.
+TEST(OnCall, LockWaitForestOfEveryTypeIsATreeAndEscaped) {
+  Pg().Exec("DROP TABLE IF EXISTS \"<b>pile&up\", prep_rows");
+  Pg().Exec("CREATE TABLE \"<b>pile&up\" (id int PRIMARY KEY, v int)");
+  Pg().Exec("INSERT INTO \"<b>pile&up\" VALUES (1, 0)");
+  Pg().Exec(
+      "CREATE TABLE prep_rows (id int PRIMARY KEY, v int); INSERT INTO prep_rows VALUES (1, 0)");
+  TestSession idle(Pg().Dsn() + " application_name='" + kHostileApp + "'");
+  TestSession ddl(Pg().Dsn() + " application_name=migration-app");
+  TestSession reader(Pg().Dsn() + " application_name=reader-app");
+  TestSession prepared(Pg().Dsn()), payer(Pg().Dsn() + " application_name=payer-app");
+  idle.Query("BEGIN");
+  idle.Query("UPDATE \"<b>pile&up\" SET v = 1");
+  ddl.Send("ALTER TABLE \"<b>pile&up\" ADD COLUMN w int");
+  const auto waiting = [](const TestSession& s) {
+    return WaitFor(10, [&] {
+      return Pg().Scalar(
+                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                 "AND pid = " +
+                 std::to_string(s.Pid())) == "1";
+    });
+  };
+  ASSERT_TRUE(waiting(ddl));
+  reader.Send("SELECT count(*) FROM \"<b>pile&up\"");
+  ASSERT_TRUE(waiting(reader));
+  prepared.Query("BEGIN");
+  prepared.Query("UPDATE prep_rows SET v = 1");
+  prepared.Query("PREPARE TRANSACTION '<gid>&\"x'");
+  payer.Send("UPDATE prep_rows SET v = 2");
+  ASSERT_TRUE(waiting(payer));
+
+  Served s(Poll());
+  s.poller().PollOnceForTest();
+  const Response page = Get(s.Url("/locks"));
+  ASSERT_EQ(page.code, 200);
+  const std::string& html = page.body;
+  EXPECT_NE(html.find("Lock waits (3 waiting"), std::string::npos) << html;
+  // The idle transaction is a root, with its state and how long it has been in it.
+  const size_t root =
+      html.find("<span class=root>root</span> <b>pid " + std::to_string(idle.Pid()));
+  ASSERT_NE(root, std::string::npos) << html;
+  const std::string root_line = html.substr(root, html.find('\n', root) - root);
+  EXPECT_NE(root_line.find("&lt;img src=x onerror=alert(1)&gt;"), std::string::npos) << root_line;
+  EXPECT_NE(root_line.find("idle in transaction</span> for <b>"), std::string::npos) << root_line;
+  EXPECT_NE(root_line.find("blocking 2"), std::string::npos) << root_line;
+  // The ALTER waits below it; the reader below the ALTER.
+  const size_t alter = html.find("<b>pid " + std::to_string(ddl.Pid()));
+  const size_t read = html.find("<b>pid " + std::to_string(reader.Pid()));
+  ASSERT_NE(alter, std::string::npos);
+  ASSERT_NE(read, std::string::npos);
+  EXPECT_EQ(ListDepth(html, root), 1);
+  EXPECT_EQ(ListDepth(html, alter), 2);
+  EXPECT_EQ(ListDepth(html, read), 3);
+  EXPECT_LT(root, alter);
+  EXPECT_LT(alter, read);
+  EXPECT_NE(html.find("<span class=mode>AccessExclusiveLock</span> on relation <span "
+                      "class=lock>public.&lt;b&gt;pile&amp;up</span> (postgres): <b>pid " +
+                      std::to_string(ddl.Pid())),
+            std::string::npos)
+      << html;
+  EXPECT_NE(html.find("<span class=mode>AccessShareLock</span> on relation <span "
+                      "class=lock>public.&lt;b&gt;pile&amp;up</span>"),
+            std::string::npos);
+  // The prepared transaction is a root by its gid, with the row-lock waiter below it.
+  const size_t prep = html.find(
+      "<span class=root>root</span> <b>prepared transaction</b> <span "
+      "class=lock>&lt;gid&gt;&amp;&quot;x</span> owner postgres <span "
+      "class=st>prepared</span> for <b>");
+  ASSERT_NE(prep, std::string::npos) << html;
+  const size_t payer_at = html.find("<b>pid " + std::to_string(payer.Pid()));
+  ASSERT_NE(payer_at, std::string::npos);
+  EXPECT_EQ(ListDepth(html, payer_at), 2);
+  EXPECT_NE(html.find("<span class=mode>ShareLock</span> on transactionid (postgres): <b>pid " +
+                      std::to_string(payer.Pid())),
+            std::string::npos);
+  // Nothing from the database reaches the page unescaped.
+  EXPECT_EQ(html.find("<b>pile"), std::string::npos);
+  EXPECT_EQ(html.find("<gid>"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+
+  const Response api = Get(s.Url("/api/v1/locks"));
+  EXPECT_TRUE(ValidJson(api.body)) << api.body;
+  EXPECT_NE(api.body.find("\"lock_waiters\":3"), std::string::npos) << api.body;
+  EXPECT_NE(api.body.find("\"pid\":" + std::to_string(idle.Pid()) +
+                          ",\"application_name\":\"<img src=x onerror=alert(1)>\""),
+            std::string::npos)
+      << api.body;
+  EXPECT_NE(api.body.find("\"locktype\":\"relation\",\"mode\":\"AccessExclusiveLock\","
+                          "\"relation\":\"public.<b>pile&up\""),
+            std::string::npos)
+      << api.body;
+  EXPECT_NE(api.body.find("\"backend_type\":\"prepared transaction\",\"gid\":\"<gid>&\\\"x\""),
+            std::string::npos)
+      << api.body;
+  // ?lock= keeps the waits on one relation.
+  const Response one = Get(s.Url("/api/v1/locks?lock=public.prep_rows"));
+  EXPECT_EQ(one.body.find("\"pid\":" + std::to_string(ddl.Pid())), std::string::npos);
+
+  payer.Close();
+  Pg().Exec("ROLLBACK PREPARED '<gid>&\"x'");
+  idle.Query("ROLLBACK");
+  ASSERT_TRUE(WaitFor(10, [&] { return ddl.SendDone() && reader.SendDone(); }));
+  Pg().Exec("DROP TABLE \"<b>pile&up\", prep_rows");
+}
+
 TEST(OnCall, Seed004LossWithCauseTakeoverAndTimeLeftInPageAndEvents) {
   Pg().Exec("DROP ROLE IF EXISTS rebuild_job");
   Pg().Exec("CREATE ROLE rebuild_job LOGIN");
@@ -241,6 +357,8 @@ TEST(OnCall, RunbooksAreServedAndUnknownNamesAre404) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new pglock::testing::PgEnvironment());
+  // Prepared transactions are off by default; the wait forest test needs one.
+  ::testing::AddGlobalTestEnvironment(
+      new pglock::testing::PgEnvironment({"max_prepared_transactions = 5"}));
   return RUN_ALL_TESTS();
 }

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Poll cost of several exporter binaries side by side on one running PostgreSQL.
+
+Run by tests/bench/side_by_side.sh, which starts the server and passes PGHOST/PGPORT. For each
+scenario (N waiters behind 20k held advisory locks by default) every binary runs at once with the
+same config, its polls offset from the others' so that no two polls overlap; each poll's
+pglock_poll_duration_seconds is read once, right after it ends. Medians, p90 and the ratio of
+each binary to the first one go to stdout as a Markdown table.
+
+Waiters are one third advisory (each on its own key, held by the holder session), one third row
+locks (rows updated by a transaction left idle) and one third readers queued behind a table lock
+(held by a transaction left idle).
+"""
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+
+def psql(sql):
+    return subprocess.run(["psql", "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1", "-U", "postgres",
+                           "-d", "postgres", "-c", sql], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+class Session:
+    """A psql process kept open: what it took stays held until close()."""
+
+    def __init__(self):
+        self.p = subprocess.Popen(["psql", "-X", "-q", "-U", "postgres", "-d", "postgres"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+
+    def send(self, sql):
+        self.p.stdin.write(sql.rstrip().rstrip(";") + ";\n")
+        self.p.stdin.flush()
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=30)
+
+
+def wait_for(sql, want, seconds=60):
+    end = time.time() + seconds
+    while time.time() < end:
+        if psql(sql) == str(want):
+            return
+        time.sleep(0.2)
+    sys.exit(f"timed out waiting for {sql!r} == {want}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    values = {}
+    for line in text.splitlines():
+        for name in ("pglock_poll_duration_seconds", "pglock_last_poll_success_timestamp_seconds",
+                     "pglock_up"):
+            if line.startswith(name + "{"):
+                values[name] = float(line.rsplit(" ", 1)[1])
+    return values
+
+
+def run_scenario(binaries, dsn, interval_ms, inventory_interval, samples, tmp):
+    """Returns {name: [poll seconds]} for every binary, sampled at once."""
+    procs, ports = {}, {}
+    for i, (name, path) in enumerate(binaries):
+        port = free_port()
+        config = os.path.join(tmp, f"{name}.toml")
+        with open(config, "w") as f:
+            f.write(f'[web]\nlisten_address = "127.0.0.1:{port}"\n'
+                    f'[poll]\ninterval = "{interval_ms}ms"\ntimeout = "{interval_ms - 100}ms"\n'
+                    f'inventory_interval = "{inventory_interval}"\n'
+                    f'[[targets]]\nname = "bench"\ndsn = "{dsn}"\n')
+        procs[name] = subprocess.Popen([path, f"--config.file={config}", "--log.level=warn"])
+        ports[name] = port
+        time.sleep(interval_ms / 1000 / len(binaries))  # offset: polls never overlap
+    seen = {n: None for n, _ in binaries}
+    got = {n: [] for n, _ in binaries}
+    skip = {n: 2 for n, _ in binaries}  # the first polls connect and take the inventory
+    try:
+        while min(len(v) for v in got.values()) < samples:
+            for name, _ in binaries:
+                try:
+                    m = scrape(ports[name])
+                except OSError:
+                    continue
+                last = m.get("pglock_last_poll_success_timestamp_seconds")
+                if last is None or last == seen[name]:
+                    continue
+                seen[name] = last
+                if m.get("pglock_up") != 1:
+                    sys.exit(f"{name}: target down")
+                if skip[name] > 0:
+                    skip[name] -= 1
+                    continue
+                got[name].append(m["pglock_poll_duration_seconds"])
+            time.sleep(interval_ms / 1000 / 10)
+    finally:
+        for p in procs.values():
+            p.terminate()
+            p.wait(timeout=10)
+    return got
+
+
+def set_up_waiters(n):
+    """Starts n waiters; returns the sessions to close."""
+    third = (n + 2) // 3  # keys and rows 1..third: enough for every waiter of a kind
+    sessions = []
+    if n == 0:
+        return sessions
+    holder = Session()
+    holder.send(f"SELECT count(pg_advisory_lock(k)) FROM generate_series(1, {third}) k")
+    rows = Session()
+    rows.send("BEGIN")
+    rows.send(f"UPDATE bench_rows SET v = v + 1 WHERE id <= {third}")
+    table = Session()
+    table.send("BEGIN")
+    table.send("LOCK TABLE bench_table IN ACCESS EXCLUSIVE MODE")
+    sessions += [holder, rows, table]
+    wait_for("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid <= "
+             f"{third} AND classid = 0 AND granted", third)
+    wait_for("SELECT count(*) FROM pg_locks WHERE relation = 'bench_table'::regclass AND granted",
+             1)
+    for i in range(1, n + 1):
+        s = Session()
+        kind = (i - 1) % 3
+        key = (i - 1) // 3 + 1
+        if kind == 0:
+            s.send(f"SELECT pg_advisory_lock({key})")
+        elif kind == 1:
+            s.send(f"UPDATE bench_rows SET v = v WHERE id = {key}")
+        else:
+            s.send("SELECT count(*) FROM bench_table")
+        sessions.append(s)
+    wait_for("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'", n)
+    return sessions
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", action="append", required=True, metavar="NAME=PATH",
+                    help="exporter to measure; the first is the baseline of the ratios")
+    ap.add_argument("--held", type=int, default=20000)
+    ap.add_argument("--waiters", default="0,20,200")
+    ap.add_argument("--samples", type=int, default=40)
+    ap.add_argument("--interval-ms", type=int, default=1000)
+    ap.add_argument("--modes", default="tiered", help="tiered, full or both (comma-separated)")
+    args = ap.parse_args()
+    binaries = [tuple(b.split("=", 1)) for b in args.binary]
+    dsn = f"host=127.0.0.1 port={os.environ['PGPORT']} user=postgres dbname=postgres"
+
+    psql("CREATE TABLE IF NOT EXISTS bench_rows (id int PRIMARY KEY, v int); "
+         "CREATE TABLE IF NOT EXISTS bench_table (id int); TRUNCATE bench_rows; "
+         "INSERT INTO bench_rows SELECT g, 0 FROM generate_series(1, 1000) g")
+    held = Session()
+    held.send(f"SELECT count(pg_advisory_lock(1000000000 + k)) "
+              f"FROM generate_series(1, {args.held}) k")
+    wait_for("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted",
+             args.held)
+    print(f"| mode | waiters | " + " | ".join(f"{n} median ms (p90)" for n, _ in binaries) +
+          " | " + " | ".join(f"{n} / {binaries[0][0]}" for n, _ in binaries[1:]) + " |")
+    print("|---" * (2 + 2 * len(binaries) - 1) + "|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in [int(x) for x in args.waiters.split(",")]:
+            sessions = set_up_waiters(n)
+            for mode in args.modes.split(","):
+                got = run_scenario(binaries, dsn, args.interval_ms,
+                                   "60s" if mode == "tiered" else "0s", args.samples, tmp)
+                med = {k: statistics.median(v) * 1000 for k, v in got.items()}
+                p90 = {k: statistics.quantiles(v, n=10)[-1] * 1000 for k, v in got.items()}
+                base = med[binaries[0][0]]
+                print(f"| {mode} | {n} | " +
+                      " | ".join(f"{med[k]:.2f} ({p90[k]:.2f})" for k, _ in binaries) + " | " +
+                      " | ".join(f"{med[k] / base:.2f}" for k, _ in binaries[1:]) + " |",
+                      flush=True)
+            for s in sessions:  # holders first: a waiting psql reads no EOF
+                s.close()
+            wait_for("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'", 0)
+    held.close()
+
+
+if __name__ == "__main__":
+    main()
