@@ -68,8 +68,8 @@ const MetricDesc kTakeovers{
 
 // Prepared once per connection: the inventory reads every advisory lock, the cheap tier only the
 // pending requests, behind a gate.
-constexpr char kInventoryStatement[] = "pglock_advisory_locks";
-constexpr char kWaitersStatement[] = "pglock_advisory_waiters";
+constexpr char kInventoryStatement[] = "advisory_locks_inventory";
+constexpr char kWaitersStatement[] = "advisory_locks_waiters";
 
 struct HeldCandidate {
   double seconds;

@@ -53,7 +53,7 @@ const MetricDesc kQueueDepth{
     {"target", "datname"}};
 
 constexpr const char* kPreparedType = "prepared transaction";
-constexpr const char* kPreparedName = "pglock_lock_waits";
+constexpr const char* kPreparedName = "lock_waits_gated";
 
 // A node of the wait graph: a process's pid (> 0), or a negative id for a prepared transaction.
 using NodeId = int;
