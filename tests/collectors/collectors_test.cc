@@ -284,7 +284,8 @@ TEST_F(CollectorsTest, LostPreparedStatementIsAClearStatementError) {
   EXPECT_EQ(s.sqlstate(), kUnknownPreparedStatement) << s.message();
   EXPECT_NE(s.message().find("lost the exporter's prepared statements"), std::string::npos)
       << s.message();
-  EXPECT_NE(s.message().find("prepared statement \"pglock_"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("prepared statement \"advisory_locks_"), std::string::npos)
+      << s.message();
   EXPECT_FALSE(conn_->Broken());
   ASSERT_TRUE(PrepareStatements(*conn_, AllPrepared(conn_->ServerVersionNum()), kDeadline()).ok());
   EXPECT_TRUE(RunAndParse(*conn_, plan, batch, &data).ok());
