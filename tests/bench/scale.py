@@ -32,7 +32,7 @@ def fetch(url, gzip=False):
     """(body, seconds, whether the body came gzip-compressed)."""
     req = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"} if gzip else {})
     start = time.perf_counter()
-    with urllib.request.urlopen(req, timeout=60) as r:
+    with urllib.request.urlopen(req, timeout=300) as r:  # 200 targets of an old binary: tens of MB
         body = r.read()
         compressed = r.headers.get("Content-Encoding") == "gzip"
     return body, time.perf_counter() - start, compressed
