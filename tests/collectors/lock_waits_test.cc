@@ -511,11 +511,3 @@ TEST(LockWaits, WaitersOfEveryKindMeanOneReadOfPgLocks) {
 
 }  // namespace
 }  // namespace pglock
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  // Prepared transactions are off by default; one test needs them.
-  ::testing::AddGlobalTestEnvironment(
-      new pglock::testing::PgEnvironment({"max_prepared_transactions = 5"}));
-  return RUN_ALL_TESTS();
-}

@@ -289,9 +289,3 @@ TEST(Events, ServerRestartLosesEverythingHeld) {
 
 }  // namespace
 }  // namespace pglock
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new pglock::testing::PgEnvironment());
-  return RUN_ALL_TESTS();
-}

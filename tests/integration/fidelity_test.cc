@@ -573,9 +573,3 @@ TEST(Fidelity, PooledLeakStaysCountedUnderTrafficAndTheNextClientInheritsIt) {
 
 }  // namespace
 }  // namespace pglock
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new pglock::testing::PgEnvironment());
-  return RUN_ALL_TESTS();
-}

@@ -288,10 +288,3 @@ TEST(Hardening, WrongColumnTypeIsALeaseErrorAndASlowServerIsBoundedByTheDeadline
 
 }  // namespace
 }  // namespace pglock
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(
-      new pglock::testing::PgEnvironment({"max_locks_per_transaction = 256"}));
-  return RUN_ALL_TESTS();
-}

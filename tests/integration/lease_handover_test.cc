@@ -285,9 +285,3 @@ TEST_F(LeaseHandover, LeaseNotRenewedPastItsExpiryThenTakenIsAnExpiredTakeover) 
 
 }  // namespace
 }  // namespace pglock
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new pglock::testing::PgEnvironment());
-  return RUN_ALL_TESTS();
-}

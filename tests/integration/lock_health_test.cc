@@ -447,9 +447,3 @@ TEST(LockHealth, TieredPollSeesNewWaitersBetweenInventories) {
 
 }  // namespace
 }  // namespace pglock
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new pglock::testing::PgEnvironment());
-  return RUN_ALL_TESTS();
-}

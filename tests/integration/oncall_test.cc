@@ -354,11 +354,3 @@ TEST(OnCall, RunbooksAreServedAndUnknownNamesAre404) {
 
 }  // namespace
 }  // namespace pglock
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  // Prepared transactions are off by default; the wait forest test needs one.
-  ::testing::AddGlobalTestEnvironment(
-      new pglock::testing::PgEnvironment({"max_prepared_transactions = 5"}));
-  return RUN_ALL_TESTS();
-}

@@ -697,9 +697,3 @@ TEST(Process, ListenAddressForms) {
 
 }  // namespace
 }  // namespace pglock
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new pglock::testing::PgEnvironment());
-  return RUN_ALL_TESTS();
-}
