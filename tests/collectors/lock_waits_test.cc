@@ -20,6 +20,7 @@ namespace pglock {
 namespace {
 
 using testing::Pg;
+using testing::PollAndScrape;
 using testing::Sample;
 using testing::Select;
 using testing::TestSession;
@@ -42,15 +43,6 @@ PollConfig FastPoll() {
 }
 
 std::string Pid(const TestSession& s) { return std::to_string(s.Pid()); }
-
-// Polls once; the snapshot is kept for checks of the view the on-call page renders.
-std::vector<Sample> PollAndScrape(Poller& poller) {
-  poller.PollOnceForTest();
-  const std::string text = testing::Serialize({poller.Latest()});
-  std::string out;
-  EXPECT_TRUE(testing::PromtoolCheck(text, &out)) << out << "\n" << text;
-  return testing::ParseSamples(text);
-}
 
 // Waits until `pid` waits on a lock of `locktype`, as pg_stat_activity shows it.
 void WaitUntilWaiting(const TestSession& s, const std::string& locktype) {

@@ -19,6 +19,7 @@ namespace {
 
 using testing::LogCapture;
 using testing::Pg;
+using testing::PollAndScrape;
 using testing::Sample;
 using testing::Select;
 using testing::TestSession;
@@ -41,14 +42,6 @@ PollConfig FastPoll() {
   p.interval = Duration(1000);
   p.timeout = Duration(3000);
   return p;
-}
-
-std::vector<Sample> PollAndScrape(Poller& poller) {
-  poller.PollOnceForTest();
-  const std::string text = testing::Serialize({poller.Latest()});
-  std::string out;
-  EXPECT_TRUE(testing::PromtoolCheck(text, &out)) << out << "\n" << text;
-  return testing::ParseSamples(text);
 }
 
 // --- Keys ---------------------------------------------------------------------------------------

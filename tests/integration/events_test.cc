@@ -14,6 +14,7 @@ namespace pglock {
 namespace {
 
 using testing::Pg;
+using testing::PollAndScrape;
 using testing::Sample;
 using testing::Select;
 using testing::Sum;
@@ -38,11 +39,6 @@ PollConfig Poll() {
   p.interval = Duration(500);
   p.timeout = Duration(3000);
   return p;
-}
-
-std::vector<Sample> PollAndScrape(Poller& poller) {
-  poller.PollOnceForTest();
-  return testing::CheckedSamples(poller.Latest());
 }
 
 double Losses(const std::vector<Sample>& s, const std::string& cause, const std::string& lock) {

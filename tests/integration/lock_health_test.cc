@@ -13,6 +13,7 @@ namespace pglock {
 namespace {
 
 using testing::Pg;
+using testing::PollAndScrape;
 using testing::Sample;
 using testing::Select;
 using testing::TestSession;
@@ -32,14 +33,6 @@ PollConfig FastPoll(int top_n = 20) {
   p.timeout = Duration(3000);
   p.top_n = top_n;
   return p;
-}
-
-std::vector<Sample> PollAndScrape(Poller& poller) {
-  poller.PollOnceForTest();
-  const std::string text = testing::Serialize({poller.Latest()});
-  std::string out;
-  EXPECT_TRUE(testing::PromtoolCheck(text, &out)) << out << "\n" << text;
-  return testing::ParseSamples(text);
 }
 
 // Waits until `pid` waits on an advisory lock, as pg_stat_activity shows it.

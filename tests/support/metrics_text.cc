@@ -113,8 +113,13 @@ bool PromtoolCheck(const std::string& text, std::string* output) {
 std::vector<Sample> CheckedSamples(std::shared_ptr<const TargetSnapshot> snapshot) {
   const std::string text = Serialize({std::move(snapshot)});
   std::string out;
-  EXPECT_TRUE(PromtoolCheck(text, &out)) << out;
+  EXPECT_TRUE(PromtoolCheck(text, &out)) << out << "\n" << text;
   return ParseSamples(text);
+}
+
+std::vector<Sample> PollAndScrape(Poller& poller) {
+  poller.PollOnceForTest();
+  return CheckedSamples(poller.Latest());
 }
 
 }  // namespace pglock::testing

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "exporter/poll/poller.h"
 #include "exporter/snapshot/snapshot.h"
 
 namespace pglock::testing {
@@ -33,6 +34,10 @@ double Sum(const std::vector<Sample>& samples, const std::string& name,
 // Serialises one snapshot, checks the text with promtool (a test failure if it does not pass) and
 // parses it.
 std::vector<Sample> CheckedSamples(std::shared_ptr<const TargetSnapshot> snapshot);
+
+// Polls once on the calling thread and returns the samples of the new snapshot, checked by
+// promtool.
+std::vector<Sample> PollAndScrape(Poller& poller);
 
 // Runs promtool check metrics on the text; true when it passes (or promtool is missing and
 // PGLOCK_REQUIRE_PROMTOOL is unset). *output gets promtool's messages.
