@@ -9,6 +9,7 @@
 #include "exporter/pg/columns.h"
 #include "exporter/pg/session.h"
 #include "exporter/queries.h"
+#include "exporter/util/backoff.h"
 
 namespace pglock {
 namespace {
@@ -82,17 +83,10 @@ class LeasesState : public CollectorState {
   std::map<std::string, DatabaseSession> databases;  // by database name
 };
 
-constexpr auto kMaxDatabaseBackoff = std::chrono::seconds(10);
-
-// After `failures` consecutive failures, the polls to skip before trying again: 0, 1, 3, 7, ...
-// (the target's own backoff: interval, 2x, 4x, ...), at most max(interval, 10s) of waiting.
+// Polls to skip after `failures` consecutive failures before trying again: 0, 1, 3, 7, ... (the
+// target's own RetryDelay, counted in polls).
 int PollsToSkip(int failures, Duration interval) {
-  const int64_t cap =
-      std::max<int64_t>(0, std::chrono::duration_cast<Duration>(kMaxDatabaseBackoff).count() /
-                                   std::max<int64_t>(interval.count(), 1) -
-                               1);
-  const int shift = std::clamp(failures - 1, 0, 20);
-  return static_cast<int>(std::min<int64_t>((int64_t{1} << shift) - 1, cap));
+  return static_cast<int>(RetryDelay(failures, interval) / std::max(interval, Duration(1))) - 1;
 }
 
 // "schema"."table" or "table"; "" when an identifier cannot be quoted (connection gone).

@@ -12,11 +12,10 @@
 #include "exporter/log.h"
 #include "exporter/pg/conninfo.h"
 #include "exporter/pg/session.h"
+#include "exporter/util/backoff.h"
 
 namespace pglock {
 namespace {
-
-constexpr auto kMaxBackoff = std::chrono::seconds(10);
 
 std::atomic<uint64_t> next_poller_id{1};
 
@@ -149,13 +148,8 @@ void Poller::Run() {
     const auto started = SteadyClock::now();
     const bool ok = PollOnce();
     consecutive_failures_ = ok ? 0 : consecutive_failures_ + 1;
-    auto delay = std::chrono::duration_cast<SteadyClock::duration>(poll_.interval);
-    if (!ok && consecutive_failures_ > 1) {
-      // Capped exponential backoff: interval, 2x, 4x, ... up to max(interval, 10s).
-      const auto cap = std::max<SteadyClock::duration>(delay, kMaxBackoff);
-      const int shift = std::min(consecutive_failures_ - 1, 10);
-      delay = std::min<SteadyClock::duration>(delay * (1 << shift), cap);
-    }
+    const auto delay = std::chrono::duration_cast<SteadyClock::duration>(
+        RetryDelay(consecutive_failures_, poll_.interval));
     MutexLock lock(&mu_);
     const auto wake = started + delay;
     while (!stop_ && SteadyClock::now() < wake) cv_.wait_until(mu_, wake);
