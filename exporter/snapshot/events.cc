@@ -127,25 +127,28 @@ class LeaseCounter {
 // up to 500 ms old, while pg_stat_activity and pg_locks are current: a session that ended just
 // before the poll is gone with its locks but its end is not counted yet, so a termination or a
 // timeout would pass for a clean disconnect. True when that can be the case: the counters were
-// written before `ended_by` and a session that held a lock in `prev` is gone in `cur`.
+// written before `ended_by` and a session that held a lock in `prev` is gone in `cur`, or before
+// a deferred hold was deferred and its session is gone.
 bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_by,
                         const std::vector<DeferredHold>& deferred) {
-  if (!cur.database_stats_snapshot || *cur.database_stats_snapshot >= ended_by ||
-      !prev.database_stats || prev.postmaster_start != cur.postmaster_start) {
+  if (!cur.database_stats_snapshot || !prev.database_stats ||
+      prev.postmaster_start != cur.postmaster_start) {
     return false;
   }
+  const double written = *cur.database_stats_snapshot;
   std::set<SessionId> alive;
   for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
   std::unordered_map<int, double> backend_start;
   for (const Session& s : prev.sessions) backend_start[s.pid] = s.backend_start;
-  return std::any_of(prev.locks.begin(), prev.locks.end(),
-                     [&](const AdvisoryLock& l) {
-                       const auto it = backend_start.find(l.pid);
-                       return l.granted && it != backend_start.end() &&
-                              alive.count({l.pid, it->second}) == 0;
-                     }) ||
-         std::any_of(deferred.begin(), deferred.end(),
-                     [&](const DeferredHold& d) { return alive.count(d.session) == 0; });
+  return (written < ended_by && std::any_of(prev.locks.begin(), prev.locks.end(),
+                                            [&](const AdvisoryLock& l) {
+                                              const auto it = backend_start.find(l.pid);
+                                              return l.granted && it != backend_start.end() &&
+                                                     alive.count({l.pid, it->second}) == 0;
+                                            })) ||
+         std::any_of(deferred.begin(), deferred.end(), [&](const DeferredHold& d) {
+           return written < d.deferred_at && alive.count(d.session) == 0;
+         });
 }
 
 }  // namespace
@@ -315,15 +318,15 @@ using LostKeys = std::map<AdvisoryKey, LostKey>;
 
 struct EndJudgement {
   std::map<SessionId, std::string> causes;  // of the holders at `prev` gone at `cur`
-  // Holders at `prev` that ended as a timeout would, their end not counted yet (not those deferred
-  // already: a backend counts its end milliseconds after it leaves, so one interval is enough).
+  // Holders gone whose end their database's counters do not show (yet): judged at a later
+  // judgement, until kSessionEndSettleSeconds after the first that missed it.
   std::set<SessionId> pending;
 };
 
-// How each session that held a lock at `prev` and is gone at `cur` ended: "" for a clean close,
-// else the cause of the loss. `sightings` holds the last sight of every session seen since `prev`
-// (and of those ended earlier that still wait for their end count); those that ended as a timeout
-// would, but whose database shows no fatal end for them yet, are marked as waiting for it.
+// How each session that held a lock at `prev` (or whose hold was deferred) and is gone at `cur`
+// ended: "" for a clean close, else the cause of the loss. `sightings` holds the last sight of
+// every session seen since `prev` (and of those ended earlier that still wait for their end
+// count); a session gone whose end is not counted yet is marked as waiting for it.
 EndJudgement EndCauses(const PollData& prev, const PollData& cur,
                        const std::vector<DeferredHold>& deferred,
                        std::map<SessionId, SessionSighting>* sightings) {
@@ -337,12 +340,7 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
     const Session* s = prev_index.Find(l.pid);
     holders.insert({l.pid, s != nullptr ? s->backend_start : 0});
   }
-  std::set<SessionId> deferred_sessions, awaited;
-  for (const DeferredHold& d : deferred) {
-    deferred_sessions.insert(d.session);
-    if (d.awaiting_count) awaited.insert(d.session);
-  }
-  holders.insert(deferred_sessions.begin(), deferred_sessions.end());
+  for (const DeferredHold& d : deferred) holders.insert(d.session);
 
   // Deltas of the session end counters per database since the inventory poll (prev).
   std::map<uint32_t, SessionEndDeltas> deltas;
@@ -363,8 +361,12 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
   // deltas first, lock holders or not, those that waited for a late count before the others: a
   // server that reaps idle sessions counts a fatal end for each, and those must not be pinned on
   // a holder that closed its session cleanly.
-  std::vector<std::pair<SessionId, uint32_t>> undecided;  // holders without a timeout match
-  std::vector<SessionId> candidates;  // holders that match a timeout whose count is not seen yet
+  struct Undecided {
+    SessionId sid;
+    SessionSighting* seen;
+    bool awaited;  // waited for its count since an earlier judgement
+  };
+  std::vector<Undecided> undecided;  // holders without a claim yet
   std::vector<std::pair<const SessionId, SessionSighting>*> gone;
   for (auto& entry : *sightings) {
     if (alive.count(entry.first) == 0) gone.push_back(&entry);
@@ -390,28 +392,36 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
     last.state_change = seen.state_change;
     const std::string timeout = TimeoutMatch(last, seen.seen_at, cur.now, iit, idle);
     const bool holder = holders.count(sid) != 0;
+    const bool awaited = seen.awaiting_end && *seen.awaiting_end < cur.now;
     SessionEndDeltas& d = deltas[seen.datid];
     if (!timeout.empty() && (!deltas_known || d.fatal > 0)) {
       if (deltas_known) --d.fatal;
       seen.awaiting_end.reset();
       if (holder) out.causes[sid] = timeout;
-    } else if (!timeout.empty()) {
-      if (!seen.awaiting_end) seen.awaiting_end = cur.now;
-      if (awaited.count(sid) != 0) {
-        out.causes[sid] = "";  // its count, awaited for an interval, never came: a clean close
-      } else if (holder) {
-        if (deferred_sessions.count(sid) == 0) candidates.push_back(sid);
-        undecided.emplace_back(sid, seen.datid);
-      }
-    } else if (holder) {
-      undecided.emplace_back(sid, seen.datid);
+      continue;
     }
+    // A session holding nothing that ended as a timeout would keeps its claim on a late count.
+    if (!timeout.empty() && !seen.awaiting_end) seen.awaiting_end = cur.now;
+    if (holder) undecided.push_back({sid, &seen, awaited});
   }
-  for (const auto& [sid, datid] : undecided) {
-    out.causes[sid] = InferLossCause(Session{}, 0, 0, 0, 0, &deltas[datid], deltas_known);
-  }
-  for (const SessionId& sid : candidates) {
-    if (out.causes[sid].empty()) out.pending.insert(sid);  // no other count explains its end
+  // A termination, a lost connection or an unexplained FATAL error counted since the last
+  // judgement is first the end of a holder gone since: one that was already gone then left just
+  // before it, and counts its end a moment after leaving only if that poll fell in between.
+  std::stable_partition(undecided.begin(), undecided.end(),
+                        [](const Undecided& u) { return !u.awaited; });
+  for (const auto& [sid, seen, awaited] : undecided) {
+    std::string& cause = out.causes[sid];
+    cause = InferLossCause(Session{}, 0, 0, 0, 0, &deltas[seen->datid], deltas_known);
+    if (cause.empty() && deltas_known) {
+      // No count explains its end, yet: a backend counts a termination, a lost connection or a
+      // FATAL error a moment after it leaves pg_stat_activity. A clean close once that has passed.
+      if (!seen->awaiting_end) seen->awaiting_end = cur.now;
+      if (cur.now - *seen->awaiting_end < kSessionEndSettleSeconds) {
+        out.pending.insert(sid);
+        continue;
+      }
+    }
+    seen->awaiting_end.reset();  // judged: it claims no later count
   }
   // A holder never seen as a session has no evidence of an abnormal end: a clean close.
   for (const SessionId& sid : holders) {
@@ -515,8 +525,27 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
   const EndJudgement ended =
       restarted ? EndJudgement{} : EndCauses(prev, cur, deferred_, &sightings_);
   const std::map<SessionId, std::string>& causes = ended.causes;
-  // The holds deferred by the last judgement, now that their sessions are gone or still there.
+  // The holds deferred by the last judgement, now that their sessions are gone or still there;
+  // those whose end is still not counted wait again (with the key's next holder as now).
+  std::vector<DeferredHold> still_deferred;
+  std::set<AdvisoryKey> deferred_keys;
   for (const DeferredHold& d : deferred_) {
+    if (!restarted && ended.pending.count(d.session) != 0) {
+      DeferredHold again = d;
+      again.awaiting_count = true;
+      again.deferred_at = cur.now;
+      if (again.exclusive && !again.taken_by) {
+        for (const Hold& c : cur_holds.Find(d.key)) {
+          if (!c.exclusive || c.session == d.session) continue;
+          again.taken_by = c.session;
+          again.taker = IdentityOf(cur_index.Find(c.session.first), c.session.first);
+          break;
+        }
+      }
+      if (again.exclusive) deferred_keys.insert(again.key);
+      still_deferred.push_back(std::move(again));
+      continue;
+    }
     const Session* s = cur_index.Find(d.session.first);
     const bool alive = s != nullptr && s->backend_start == d.session.second;
     std::string cause = "-";
@@ -570,12 +599,11 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
     (lost ? counters->takeovers : counters->handovers)[{d.db, lock}] += 1;
     if (events != nullptr) events->push_back(std::move(e));
   }
-  deferred_.clear();
+  deferred_ = std::move(still_deferred);
   // A lock gone from a session still listed that ran nothing since: judged at the next judgement.
   const std::set<SessionId> ending =
       restarted ? std::set<SessionId>{}
                 : HoldersEnding(prev_holds, cur_holds, prev_index, cur_index);
-  std::set<AdvisoryKey> deferred_keys;
   for (size_t i = 0; i < prev_holds.size(); ++i) {
     const AdvisoryKey& key = prev_holds.key(i);
     const auto now_held = restarted ? std::span<const Hold>{} : cur_holds.Find(key);
@@ -591,6 +619,7 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
         d.session = h.session;
         d.exclusive = h.exclusive;
         d.held_at = prev.now;
+        d.deferred_at = cur.now;
         d.awaiting_count = ended.pending.count(h.session) != 0;
         d.db = db;
         d.holder = IdentityOf(prev_index.Find(h.session.first), h.session.first);

@@ -35,6 +35,12 @@ inline constexpr int kMaxCounterWaits = 3;
 // not show yet, waits to claim its late count (a backend leaves pg_stat_activity a moment before it
 // counts its end; on PostgreSQL 14 the counters may also be up to 500 ms old).
 inline constexpr double kLateSessionEndSeconds = 10.0;
+// How long after a lock holder was first seen gone its database's session end counters may still
+// show how it ended: a backend leaves pg_stat_activity (its locks already released) a moment
+// before it counts a termination, a lost connection or a FATAL error, so a holder gone without a
+// count is judged a clean close only at a judgement at least this long after the first that missed
+// it. It also makes polls taken in quick succession wait long enough.
+inline constexpr double kSessionEndSettleSeconds = 1.0;
 // Distinct lease names per table that get their own transition counters; the rest count as
 // lease="other", so tables with per-job lease names cannot grow the counters without bound.
 inline constexpr size_t kMaxLeaseCounterNames = 1'000;
@@ -57,22 +63,24 @@ struct SessionSighting {
   std::string state;
   std::optional<double> state_change;
   double seen_at = 0;                  // now() of the poll that saw it
-  std::optional<double> awaiting_end;  // ended as a timeout would, its count not seen yet, since
+  std::optional<double> awaiting_end;  // gone, its end not counted (yet), since that judgement
 };
 
 // A lock whose holder's end is not known yet: gone from a session still listed that ran no
 // statement since (its backend may be ending: it releases its locks before it leaves
-// pg_stat_activity and counts its end), or held by a session gone as a timeout would end it whose
-// fatal end is not counted yet. The rest of the interval is judged at once; this hold, and the
-// hand-over or takeover of its key, at the next judgement, by how that session ended.
+// pg_stat_activity and counts its end), or held by a session gone whose end its database's
+// counters do not show yet (for less than kSessionEndSettleSeconds). The rest of the interval is
+// judged at once; this hold, and the hand-over or takeover of its key, at a later judgement, by
+// how that session ended.
 struct DeferredHold {
   AdvisoryKey key;
   SessionId session;
   bool exclusive = false;
-  double held_at = 0;  // now() of the inventory that last saw it held
+  double held_at = 0;      // now() of the inventory that last saw it held
+  double deferred_at = 0;  // now() of the judgement that (last) deferred it
   std::string db;
   Identity holder;
-  bool awaiting_count = false;  // gone, ended as a timeout would, its fatal end not counted yet
+  bool awaiting_count = false;        // gone, its end not counted yet
   std::optional<SessionId> taken_by;  // the key's exclusive holder when it was deferred
   Identity taker;
 };

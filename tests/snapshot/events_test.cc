@@ -180,6 +180,11 @@ TEST(EventTrackerTest, SessionClosedWithoutAbnormalEndIsAReleaseNotALoss) {
   Events e;
   e.Observe(Poll(kStart, {MakeSession(10, "idle", kStart - 5)}, {Held(10, 1), Held(10, 2)}));
   e.Observe(Poll(kStart + 5, {}, {}));
+  // A backend counts an abnormal end a moment after it leaves pg_stat_activity: a holder gone
+  // without a count is judged once that moment has passed, at the next inventory.
+  EXPECT_EQ(e.Released("session_closed"), 0);
+  EXPECT_EQ(e.TotalLost(), 0);
+  e.Observe(Poll(kStart + 10, {}, {}));
   EXPECT_EQ(e.Released("session_closed"), 2);
   EXPECT_EQ(e.Released("unlocked"), 0);
   EXPECT_EQ(e.TotalLost(), 0);
@@ -202,6 +207,9 @@ TEST(EventTrackerTest, ReapedIdleSessionsDoNotMakeACleanCloseALoss) {
   PollData p2 = Poll(kStart + 5, {}, {}, Stats(1, 0, 0));
   p2.settings = p1.settings;
   e.Observe(p2);
+  PollData p3 = Poll(kStart + 10, {}, {}, Stats(1, 0, 0));
+  p3.settings = p1.settings;
+  e.Observe(p3);
   EXPECT_EQ(e.TotalLost(), 0);
   EXPECT_EQ(e.Released("session_closed"), 1);
 }
@@ -212,6 +220,7 @@ TEST(EventTrackerTest, PidReuseIsASessionEnd) {
   e.Observe(Poll(kStart, {s}, {Held(10, 1)}));
   s.backend_start = kStart + 1;  // same pid, new backend
   e.Observe(Poll(kStart + 5, {s}, {}));
+  e.Observe(Poll(kStart + 10, {s}, {}));
   EXPECT_EQ(e.Released("session_closed"), 1);
   EXPECT_EQ(e.Released("unlocked"), 0);
 }
@@ -335,6 +344,9 @@ TEST(EventTrackerTest, ReapedSessionCountedLateIsNotPinnedOnANextCleanClose) {
   PollData p3 = Poll(kStart + 2, {}, {}, Stats(1, 0, 0));
   p3.overrides = p1.overrides;
   e.Observe(p3);
+  PollData p4 = Poll(kStart + 3, {}, {}, Stats(1, 0, 0));
+  p4.overrides = p1.overrides;
+  e.Observe(p4);
   EXPECT_EQ(e.TotalLost(), 0);
   EXPECT_EQ(e.Released("session_closed"), 1);
 }
@@ -355,6 +367,9 @@ TEST(EventTrackerTest, SessionSeenOnlyBetweenInventoriesStillClaimsItsEnd) {
   PollData p3 = Poll(kStart + 5, {}, {}, Stats(1, 0, 0));
   p3.overrides = overrides;
   e.Observe(p3);
+  PollData p4 = Poll(kStart + 10, {}, {}, Stats(1, 0, 0));
+  p4.overrides = overrides;
+  e.Observe(p4);
   EXPECT_EQ(e.TotalLost(), 0);
   EXPECT_EQ(e.Released("session_closed"), 1);
 }
@@ -374,6 +389,52 @@ TEST(EventTrackerTest, HolderTerminatedWhileStillListedIsALossNotAnUnlock) {
   EXPECT_EQ(e.Takeovers(), 1);
   EXPECT_EQ(e.Handovers(), 0);
   EXPECT_EQ(e.Released("unlocked"), 0);
+}
+
+TEST(EventTrackerTest, TerminationCountedJustAfterThePollThatSawTheHolderGoneIsALoss) {
+  // pg_terminate_backend: the backend releases its locks, leaves pg_stat_activity and then counts
+  // its end. A poll in between sees the holder gone and no count; the next one sees the count.
+  Events e;
+  e.Observe(Poll(kStart, {MakeSession(10, "idle", kStart - 5)}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 0, 0)));
+  EXPECT_EQ(e.TotalLost() + e.Released("session_closed"), 0) << "judged before the count";
+  const Session next = MakeSession(11, "idle", kStart + 7);
+  e.Observe(Poll(kStart + 10, {next}, {Held(11, 1)}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  EXPECT_EQ(e.Released("session_closed"), 0);
+  EXPECT_EQ(e.Takeovers(), 1) << "the next run took a lost key";
+  EXPECT_EQ(e.Handovers(), 0);
+  e.Observe(Poll(kStart + 15, {next}, {Held(11, 1)}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.TotalLost(), 1);
+  EXPECT_EQ(e.Takeovers(), 1);
+}
+
+TEST(EventTrackerTest, PollsInQuickSuccessionWaitForTheEndCountToSettle) {
+  // Polls 0.2 s apart: the holder gone without a count is not judged a clean close before
+  // kSessionEndSettleSeconds have passed since the first poll that missed its count.
+  Events e;
+  e.Observe(Poll(kStart, {MakeSession(10, "idle", kStart - 5)}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 0.2, {}, {}, Stats(0, 0, 0)));
+  e.Observe(Poll(kStart + 0.4, {}, {}, Stats(0, 0, 0)));
+  e.Observe(Poll(kStart + 0.6, {}, {}, Stats(0, 0, 0)));
+  EXPECT_EQ(e.TotalLost() + e.Released("session_closed"), 0);
+  e.Observe(Poll(kStart + 0.8, {}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  EXPECT_EQ(e.Released("session_closed"), 0);
+}
+
+TEST(EventTrackerTest, HolderGoneWithoutACountIsACleanCloseOnceSettled) {
+  Events e;
+  e.Observe(Poll(kStart, {MakeSession(10, "idle", kStart - 5)}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 0.5, {}, {}, Stats(0, 0, 0)));
+  e.Observe(Poll(kStart + 1.0, {}, {}, Stats(0, 0, 0)));
+  EXPECT_EQ(e.Released("session_closed"), 0) << "0.5 s after the first miss";
+  e.Observe(Poll(kStart + 1.5, {}, {}, Stats(0, 0, 0)));
+  EXPECT_EQ(e.Released("session_closed"), 1);
+  // A count arriving later is not pinned on it.
+  e.Observe(Poll(kStart + 2, {}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Released("session_closed"), 1);
 }
 
 TEST(EventTrackerTest, LockGoneFromAStillSessionThatStaysIsAnUnlockAtTheNextInventory) {
@@ -533,6 +594,10 @@ TEST(EventTrackerTest, Pg14CounterWaitIsBounded) {
   PollData last = Poll(kStart + kMaxCounterWaits + 1, {}, {});
   last.database_stats_snapshot = kStart;
   e.Observe(last);
+  EXPECT_EQ(e.TotalLost(), 0);
+  PollData settled = Poll(kStart + kMaxCounterWaits + 2, {}, {});
+  settled.database_stats_snapshot = kStart + kMaxCounterWaits + 1.5;
+  e.Observe(settled);
   EXPECT_EQ(e.Released("session_closed"), 1);  // judged with what there is: a clean close
   EXPECT_EQ(e.TotalLost(), 0);
 }
@@ -566,6 +631,7 @@ TEST(EventTrackerTest, TimeoutMatchClaimsTheFatalDeltaFirst) {
   p1.settings = {{kIit, 60, "configuration file"}};
   e.Observe(p1);
   e.Observe(Poll(kStart + 5, {}, {}, Stats(1, 0, 0)));
+  e.Observe(Poll(kStart + 10, {}, {}, Stats(1, 0, 0)));
   EXPECT_EQ(e.Lost("idle_in_transaction_timeout", "timed-out"), 1);
   EXPECT_EQ(e.Released("session_closed", "plain"), 1);
   EXPECT_EQ(e.TotalLost(), 1);
@@ -651,6 +717,8 @@ TEST(EventTrackerTest, CloseAndRetakeByTheNextWorkerIsAHandover) {
   const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "active", kStart - 5);
   e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
   e.Observe(Poll(kStart + 5, {b}, {Held(11, 1)}));
+  EXPECT_EQ(e.Handovers() + e.Takeovers(), 0) << "judged with how the first one ended";
+  e.Observe(Poll(kStart + 10, {b}, {Held(11, 1)}));
   EXPECT_EQ(e.Handovers(), 1);
   EXPECT_EQ(e.Takeovers(), 0);
   EXPECT_EQ(e.TotalLost(), 0);
