@@ -13,8 +13,12 @@
 namespace pglock {
 
 const std::vector<const Collector*>& Collectors() {
-  // Order: the batch collectors first (server before the rest: its now() is the poll's clock),
-  // then those with round trips of their own.
+  // Order: the batch collectors first, then those with round trips of their own. The batch is one
+  // transaction, read in this order: server first (its now() is the poll's clock), then the session
+  // end counters before pg_stat_activity: a backend that ends leaves pg_stat_activity before it
+  // counts its end, so every end this poll counts belongs to a session already gone from its
+  // pg_stat_activity (read the other way round, a session that ended between the two reads is
+  // listed while its end is counted, and the count is pinned on someone else). Then pg_locks.
   static const ServerCollector server;
   static const ActivityCollector activity;
   static const AdvisoryLocksCollector advisory_locks;
@@ -25,8 +29,8 @@ const std::vector<const Collector*>& Collectors() {
   static const LeasesCollector leases;
   static const PoolersCollector poolers;
   static const std::vector<const Collector*> all = {
-      &server,         &activity,          &advisory_locks, &lock_waits, &settings,
-      &database_stats, &setting_overrides, &leases,         &poolers,
+      &server,   &database_stats,    &activity, &advisory_locks, &lock_waits,
+      &settings, &setting_overrides, &leases,   &poolers,
   };
   return all;
 }

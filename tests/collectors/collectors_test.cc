@@ -256,6 +256,24 @@ TEST_F(CollectorsTest, BatchSetsTheTimeoutsLocallyAfterTheSettings) {
   EXPECT_EQ(after->Text(0, 0), "0");
 }
 
+TEST_F(CollectorsTest, SessionEndCountersAreReadBeforeTheSessionsAndTheSessionsBeforeTheLocks) {
+  // A backend that ends releases its locks, leaves pg_stat_activity, then counts its end: read in
+  // this order, an end counted belongs to a session gone from the poll's pg_stat_activity
+  // (EventTracker relies on it), and a lock gone from a listed session was gone when it was read.
+  for (const bool inventory : {true, false}) {
+    StatementBatch batch;
+    for (const Collector* c : Collectors()) c->Plan(Plan(*conn_, inventory), &batch);
+    std::vector<std::string> names;
+    for (const auto& [name, sql] : batch.Statements()) names.push_back(name);
+    const auto at = [&](const char* name) {
+      return std::find(names.begin(), names.end(), name) - names.begin();
+    };
+    EXPECT_LT(at("database_stats"), at("activity")) << inventory;
+    EXPECT_LT(at("activity"), at("advisory_locks")) << inventory;
+    EXPECT_LT(at("advisory_locks"), static_cast<long>(names.size())) << inventory;
+  }
+}
+
 TEST_F(CollectorsTest, StatusKindsOfFailures) {
   std::vector<PgResult> results;
   Status s = conn_->Exec("SELECT * FROM no_such_table", {}, kDeadline(), &results);
