@@ -268,7 +268,9 @@ TEST_F(CollectorsTest, SessionEndCountersAreReadBeforeTheSessionsAndTheSessionsB
     const auto at = [&](const char* name) {
       return std::find(names.begin(), names.end(), name) - names.begin();
     };
-    EXPECT_LT(at("database_stats"), at("activity")) << inventory;
+    if (conn_->ServerVersionNum() >= 140000) {  // no session end counters before 14
+      EXPECT_LT(at("database_stats"), at("activity")) << inventory;
+    }
     EXPECT_LT(at("activity"), at("advisory_locks")) << inventory;
     EXPECT_LT(at("advisory_locks"), static_cast<long>(names.size())) << inventory;
   }
