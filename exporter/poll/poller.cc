@@ -273,6 +273,36 @@ void Poller::CountCollectorErrors(const PollData& data) {
   for (const PoolerData& p : data.poolers) note("pooler:" + p.name, p.ok, p.error);
 }
 
+std::optional<std::vector<DatabaseStats>> Poller::ReadSessionEndCounters() {
+  {
+    MutexLock lock(&mu_);
+    const auto wake = SteadyClock::now() + kSessionEndSettleDelay;
+    while (!stop_ && SteadyClock::now() < wake) cv_.wait_until(mu_, wake);
+    if (stop_) return std::nullopt;
+  }
+  if (!conn_) return std::nullopt;
+  const auto& collectors = Collectors();
+  const auto it = std::find_if(collectors.begin(), collectors.end(), [](const Collector* c) {
+    return std::string_view(c->name()) == "database_stats";
+  });
+  if (it == collectors.end()) return std::nullopt;
+  const PollPlan plan{conn_->ServerVersionNum(), false, false};
+  StatementBatch batch;
+  (*it)->Plan(plan, &batch);
+  if (batch.empty()) return std::nullopt;
+  BatchResults results;
+  const Status s = batch.Run(*conn_, QueryTimeouts::ForPoll(poll_.timeout),
+                             SteadyClock::now() + poll_.timeout, &results);
+  PollData data;
+  if (!s.ok() || !(*it)->Parse(plan, results, &data).ok()) {
+    // The next poll reconnects when the connection broke, and reports why.
+    spdlog::debug("target {}: reading the session end counters again: {}", target_.name,
+                  s.message());
+    return std::nullopt;
+  }
+  return data.database_stats;
+}
+
 bool Poller::PollOnce() {
   ApplyPendingConfig();
   const auto started = SteadyClock::now();
@@ -317,6 +347,7 @@ bool Poller::PollOnce() {
   // Events first: the view shows the pooled-lock state this poll leads to.
   std::vector<Event> events;
   events_.Observe(data, previous_inventory, &names_, &counters_, &events);
+  if (events_.settling()) events_.Settle(ReadSessionEndCounters(), &names_, &counters_, &events);
   RecordEvents(std::move(events));
   std::map<std::string, int64_t> dropped;
   std::vector<double> build_seconds;

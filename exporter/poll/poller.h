@@ -73,6 +73,10 @@ class Poller {
   // collector's outcome and time.
   Status Collect(SteadyClock::time_point deadline, PollData* data,
                  std::vector<CollectorStatus>* statuses);
+  // The session end counters again, kSessionEndSettleDelay after a poll that judged lock holders'
+  // sessions closed with no end counted yet (EventTracker::Settle); nullopt when stopping, on
+  // failure, or before PostgreSQL 14.
+  std::optional<std::vector<DatabaseStats>> ReadSessionEndCounters() EXCLUDES(mu_);
   void CountCollectorErrors(const PollData& data);
   void Publish(std::shared_ptr<const TargetSnapshot> snapshot) EXCLUDES(mu_);
   void LogStateChange(bool up, const std::string& error);

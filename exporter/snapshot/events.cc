@@ -127,28 +127,25 @@ class LeaseCounter {
 // up to 500 ms old, while pg_stat_activity and pg_locks are current: a session that ended just
 // before the poll is gone with its locks but its end is not counted yet, so a termination or a
 // timeout would pass for a clean disconnect. True when that can be the case: the counters were
-// written before `ended_by` and a session that held a lock in `prev` is gone in `cur`, or before
-// a deferred hold was deferred and its session is gone.
+// written before `ended_by` and a session that held a lock in `prev` is gone in `cur`.
 bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_by,
                         const std::vector<DeferredHold>& deferred) {
-  if (!cur.database_stats_snapshot || !prev.database_stats ||
-      prev.postmaster_start != cur.postmaster_start) {
+  if (!cur.database_stats_snapshot || *cur.database_stats_snapshot >= ended_by ||
+      !prev.database_stats || prev.postmaster_start != cur.postmaster_start) {
     return false;
   }
-  const double written = *cur.database_stats_snapshot;
   std::set<SessionId> alive;
   for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
   std::unordered_map<int, double> backend_start;
   for (const Session& s : prev.sessions) backend_start[s.pid] = s.backend_start;
-  return (written < ended_by && std::any_of(prev.locks.begin(), prev.locks.end(),
-                                            [&](const AdvisoryLock& l) {
-                                              const auto it = backend_start.find(l.pid);
-                                              return l.granted && it != backend_start.end() &&
-                                                     alive.count({l.pid, it->second}) == 0;
-                                            })) ||
-         std::any_of(deferred.begin(), deferred.end(), [&](const DeferredHold& d) {
-           return written < d.deferred_at && alive.count(d.session) == 0;
-         });
+  return std::any_of(prev.locks.begin(), prev.locks.end(),
+                     [&](const AdvisoryLock& l) {
+                       const auto it = backend_start.find(l.pid);
+                       return l.granted && it != backend_start.end() &&
+                              alive.count({l.pid, it->second}) == 0;
+                     }) ||
+         std::any_of(deferred.begin(), deferred.end(),
+                     [&](const DeferredHold& d) { return alive.count(d.session) == 0; });
 }
 
 }  // namespace
@@ -198,6 +195,7 @@ std::string TimeoutMatch(const Session& last_seen, double last_poll_now, double 
 void EventTracker::Observe(std::shared_ptr<const PollData> cur,
                            std::shared_ptr<const PollData> last_inventory, const LockNames* names,
                            Counters* counters, std::vector<Event>* events) {
+  Settle(std::nullopt, names, counters, events);  // what the poller did not settle: clean closes
   SeedZeroCounters(*cur, names, counters);
   SeeSessions(*cur);
   if (cur->inventory && last_inventory != nullptr) {
@@ -206,6 +204,7 @@ void EventTracker::Observe(std::shared_ptr<const PollData> cur,
     if (counter_waits_ >= kMaxCounterWaits ||
         !SessionCountersLag(*baseline, *cur, waiting ? waiting_since_ : cur->now, deferred_)) {
       CountLockEvents(*baseline, *cur, names, counters, events);
+      if (!settling_.empty()) settle_poll_ = cur;
       waiting_baseline_.reset();
       counter_waits_ = 0;
       ForgetEndedSessions(*cur);
@@ -318,17 +317,18 @@ using LostKeys = std::map<AdvisoryKey, LostKey>;
 
 struct EndJudgement {
   std::map<SessionId, std::string> causes;  // of the holders at `prev` gone at `cur`
-  // Holders gone whose end their database's counters do not show (yet): judged at a later
-  // judgement, until kSessionEndSettleSeconds after the first that missed it.
+  // Holders at `prev` that ended as a timeout would, their end not counted yet (not those deferred
+  // already: a backend counts its end milliseconds after it leaves, so one interval is enough).
   std::set<SessionId> pending;
 };
 
-// How each session that held a lock at `prev` (or whose hold was deferred) and is gone at `cur`
-// ended: "" for a clean close, else the cause of the loss. `sightings` holds the last sight of
-// every session seen since `prev` (and of those ended earlier that still wait for their end
-// count); a session gone whose end is not counted yet is marked as waiting for it.
+// How each session that held a lock at `prev` and is gone at `cur` ended: "" for a clean close,
+// else the cause of the loss. `sightings` holds the last sight of every session seen since `prev`
+// (and of those ended earlier that still wait for their end count); those that ended as a timeout
+// would, but whose database shows no fatal end for them yet, are marked as waiting for it.
 EndJudgement EndCauses(const PollData& prev, const PollData& cur,
                        const std::vector<DeferredHold>& deferred,
+                       const std::map<uint32_t, SessionEndDeltas>& settled,
                        std::map<SessionId, SessionSighting>* sightings) {
   EndJudgement out;
   std::set<SessionId> alive;
@@ -340,7 +340,12 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
     const Session* s = prev_index.Find(l.pid);
     holders.insert({l.pid, s != nullptr ? s->backend_start : 0});
   }
-  for (const DeferredHold& d : deferred) holders.insert(d.session);
+  std::set<SessionId> deferred_sessions, awaited;
+  for (const DeferredHold& d : deferred) {
+    deferred_sessions.insert(d.session);
+    if (d.awaiting_count) awaited.insert(d.session);
+  }
+  holders.insert(deferred_sessions.begin(), deferred_sessions.end());
 
   // Deltas of the session end counters per database since the inventory poll (prev).
   std::map<uint32_t, SessionEndDeltas> deltas;
@@ -351,9 +356,16 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
     for (const DatabaseStats& d : *cur.database_stats) {
       const auto it = before.find(d.datid);
       const DatabaseStats p = it == before.end() ? d : *it->second;
-      deltas[d.datid] = {CounterDelta(p.sessions_fatal, d.sessions_fatal),
-                         CounterDelta(p.sessions_killed, d.sessions_killed),
-                         CounterDelta(p.sessions_abandoned, d.sessions_abandoned)};
+      SessionEndDeltas delta{CounterDelta(p.sessions_fatal, d.sessions_fatal),
+                             CounterDelta(p.sessions_killed, d.sessions_killed),
+                             CounterDelta(p.sessions_abandoned, d.sessions_abandoned)};
+      // Ends that Settle() already gave to a holder judged at `prev`.
+      if (const auto s = settled.find(d.datid); s != settled.end()) {
+        delta.fatal = std::max<int64_t>(0, delta.fatal - s->second.fatal);
+        delta.killed = std::max<int64_t>(0, delta.killed - s->second.killed);
+        delta.abandoned = std::max<int64_t>(0, delta.abandoned - s->second.abandoned);
+      }
+      deltas[d.datid] = delta;
     }
   }
 
@@ -361,12 +373,8 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
   // deltas first, lock holders or not, those that waited for a late count before the others: a
   // server that reaps idle sessions counts a fatal end for each, and those must not be pinned on
   // a holder that closed its session cleanly.
-  struct Undecided {
-    SessionId sid;
-    SessionSighting* seen;
-    bool awaited;  // waited for its count since an earlier judgement
-  };
-  std::vector<Undecided> undecided;  // holders without a claim yet
+  std::vector<std::pair<SessionId, uint32_t>> undecided;  // holders without a timeout match
+  std::vector<SessionId> candidates;  // holders that match a timeout whose count is not seen yet
   std::vector<std::pair<const SessionId, SessionSighting>*> gone;
   for (auto& entry : *sightings) {
     if (alive.count(entry.first) == 0) gone.push_back(&entry);
@@ -392,36 +400,28 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
     last.state_change = seen.state_change;
     const std::string timeout = TimeoutMatch(last, seen.seen_at, cur.now, iit, idle);
     const bool holder = holders.count(sid) != 0;
-    const bool awaited = seen.awaiting_end && *seen.awaiting_end < cur.now;
     SessionEndDeltas& d = deltas[seen.datid];
     if (!timeout.empty() && (!deltas_known || d.fatal > 0)) {
       if (deltas_known) --d.fatal;
       seen.awaiting_end.reset();
       if (holder) out.causes[sid] = timeout;
-      continue;
-    }
-    // A session holding nothing that ended as a timeout would keeps its claim on a late count.
-    if (!timeout.empty() && !seen.awaiting_end) seen.awaiting_end = cur.now;
-    if (holder) undecided.push_back({sid, &seen, awaited});
-  }
-  // A termination, a lost connection or an unexplained FATAL error counted since the last
-  // judgement is first the end of a holder gone since: one that was already gone then left just
-  // before it, and counts its end a moment after leaving only if that poll fell in between.
-  std::stable_partition(undecided.begin(), undecided.end(),
-                        [](const Undecided& u) { return !u.awaited; });
-  for (const auto& [sid, seen, awaited] : undecided) {
-    std::string& cause = out.causes[sid];
-    cause = InferLossCause(Session{}, 0, 0, 0, 0, &deltas[seen->datid], deltas_known);
-    if (cause.empty() && deltas_known) {
-      // No count explains its end, yet: a backend counts a termination, a lost connection or a
-      // FATAL error a moment after it leaves pg_stat_activity. A clean close once that has passed.
-      if (!seen->awaiting_end) seen->awaiting_end = cur.now;
-      if (cur.now - *seen->awaiting_end < kSessionEndSettleSeconds) {
-        out.pending.insert(sid);
-        continue;
+    } else if (!timeout.empty()) {
+      if (!seen.awaiting_end) seen.awaiting_end = cur.now;
+      if (awaited.count(sid) != 0) {
+        out.causes[sid] = "";  // its count, awaited for an interval, never came: a clean close
+      } else if (holder) {
+        if (deferred_sessions.count(sid) == 0) candidates.push_back(sid);
+        undecided.emplace_back(sid, seen.datid);
       }
+    } else if (holder) {
+      undecided.emplace_back(sid, seen.datid);
     }
-    seen->awaiting_end.reset();  // judged: it claims no later count
+  }
+  for (const auto& [sid, datid] : undecided) {
+    out.causes[sid] = InferLossCause(Session{}, 0, 0, 0, 0, &deltas[datid], deltas_known);
+  }
+  for (const SessionId& sid : candidates) {
+    if (out.causes[sid].empty()) out.pending.insert(sid);  // no other count explains its end
   }
   // A holder never seen as a session has no evidence of an abnormal end: a clean close.
   for (const SessionId& sid : holders) {
@@ -523,29 +523,30 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
     SeeSessions(cur);
   }
   const EndJudgement ended =
-      restarted ? EndJudgement{} : EndCauses(prev, cur, deferred_, &sightings_);
+      restarted ? EndJudgement{} : EndCauses(prev, cur, deferred_, settled_ends_, &sightings_);
+  settled_ends_.clear();
   const std::map<SessionId, std::string>& causes = ended.causes;
-  // The holds deferred by the last judgement, now that their sessions are gone or still there;
-  // those whose end is still not counted wait again (with the key's next holder as now).
-  std::vector<DeferredHold> still_deferred;
+  // A holder whose session closed with no end counted waits for Settle(): its count may be on its
+  // way. Not before 14 (no session counters), and not at a restart (everything is lost then).
+  const bool settle =
+      !restarted && cur.database_stats.has_value() && prev.database_stats.has_value();
+  settle_base_ = cur.database_stats.value_or(std::vector<DatabaseStats>{});
+  settle_now_ = cur.now;
+  // Keys whose change of holder is judged later, with how their holder's session ended.
   std::set<AdvisoryKey> deferred_keys;
-  for (const DeferredHold& d : deferred_) {
-    if (!restarted && ended.pending.count(d.session) != 0) {
-      DeferredHold again = d;
-      again.awaiting_count = true;
-      again.deferred_at = cur.now;
-      if (again.exclusive && !again.taken_by) {
-        for (const Hold& c : cur_holds.Find(d.key)) {
-          if (!c.exclusive || c.session == d.session) continue;
-          again.taken_by = c.session;
-          again.taker = IdentityOf(cur_index.Find(c.session.first), c.session.first);
-          break;
-        }
-      }
-      if (again.exclusive) deferred_keys.insert(again.key);
-      still_deferred.push_back(std::move(again));
-      continue;
+  // The key's exclusive holder at `cur` other than `d`'s session, into d->taken_by/taker.
+  const auto note_taker = [&](DeferredHold* d) {
+    if (!d->exclusive || d->taken_by) return;
+    for (const Hold& c : cur_holds.Find(d->key)) {
+      if (!c.exclusive || c.session == d->session) continue;
+      d->taken_by = c.session;
+      d->taker = IdentityOf(cur_index.Find(c.session.first), c.session.first);
+      break;
     }
+  };
+  // The holds deferred by the last judgement, now that their sessions are gone or still there.
+  for (const DeferredHold& deferred : deferred_) {
+    DeferredHold d = deferred;
     const Session* s = cur_index.Find(d.session.first);
     const bool alive = s != nullptr && s->backend_start == d.session.second;
     std::string cause = "-";
@@ -555,51 +556,18 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
       const auto it = causes.find(d.session);
       cause = it == causes.end() ? "" : it->second;
     }
-    const std::string lock = CounterLock(d.key, names);
-    Event e;
-    e.time = cur.now;
-    e.datname = d.db;
-    e.lock = LockLabel(d.key, names);
-    e.previous = d.holder;
-    if (cause == "-") {
-      counters->releases[{d.db, lock, "unlocked"}] += 1;
-    } else if (cause.empty()) {
-      counters->releases[{d.db, lock, "session_closed"}] += 1;
-      e.kind = "lock_released";
-      e.cause = "session_closed";
-      if (events != nullptr) events->push_back(e);
-    } else {
-      counters->losses[{d.db, lock, cause}] += 1;
-      e.kind = "lock_lost";
-      e.cause = cause;
-      if (events != nullptr) events->push_back(e);
-    }
-    if (!d.exclusive) continue;
-    const bool lost = cause != "-" && !cause.empty();
     // The key's next holder: who had it when the hold was deferred, else who has it now.
-    std::optional<Identity> next;
-    if (restarted) {
-      // Everything is lost at a restart; the key's next holder is judged as after any restart.
-    } else if (d.taken_by) {
-      next = d.taker;
-    } else {
-      for (const Hold& c : cur_holds.Find(d.key)) {
-        if (!c.exclusive || c.session == d.session) continue;
-        next = IdentityOf(cur_index.Find(c.session.first), c.session.first);
-        break;
-      }
-    }
-    if (!next) {
-      if (lost) lost_keys_[d.key] = {d.session.first, d.session.second, d.held_at, d.holder};
+    if (!restarted) note_taker(&d);
+    if (settle && cause.empty()) {
+      if (d.exclusive) deferred_keys.insert(d.key);
+      settling_.push_back(std::move(d));
       continue;
     }
-    e.kind = lost ? "lock_takeover" : "lock_handover";
-    e.cause.clear();
-    e.current = *next;
-    (lost ? counters->takeovers : counters->handovers)[{d.db, lock}] += 1;
-    if (events != nullptr) events->push_back(std::move(e));
+    // Everything is lost at a restart; the key's next holder is judged as after any restart.
+    ResolveHold(d, cause, cur.now, d.taken_by ? std::optional<Identity>(d.taker) : std::nullopt,
+                names, counters, events);
   }
-  deferred_ = std::move(still_deferred);
+  deferred_.clear();
   // A lock gone from a session still listed that ran nothing since: judged at the next judgement.
   const std::set<SessionId> ending =
       restarted ? std::set<SessionId>{}
@@ -619,7 +587,6 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
         d.session = h.session;
         d.exclusive = h.exclusive;
         d.held_at = prev.now;
-        d.deferred_at = cur.now;
         d.awaiting_count = ended.pending.count(h.session) != 0;
         d.db = db;
         d.holder = IdentityOf(prev_index.Find(h.session.first), h.session.first);
@@ -639,6 +606,19 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
       const std::string cause = restarted               ? "server_restart"
                                 : ended == causes.end() ? "-"
                                                         : ended->second;
+      if (settle && cause.empty()) {  // closed with no end counted, yet
+        DeferredHold d;
+        d.key = key;
+        d.session = h.session;
+        d.exclusive = h.exclusive;
+        d.held_at = prev.now;
+        d.db = db;
+        d.holder = IdentityOf(prev_index.Find(h.session.first), h.session.first);
+        note_taker(&d);
+        if (h.exclusive) deferred_keys.insert(key);
+        settling_.push_back(std::move(d));
+        continue;
+      }
       if (cause == "-") {
         counters->releases[{db, lock, "unlocked"}] += 1;  // the holder is still connected
         continue;                                         // routine: no event
@@ -675,6 +655,101 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
         lost_keys_.begin(), lost_keys_.end(),
         [](const auto& a, const auto& b) { return a.second.lost_at < b.second.lost_at; });
     lost_keys_.erase(oldest);
+  }
+}
+
+void EventTracker::ResolveHold(const DeferredHold& d, const std::string& cause, double now,
+                               const std::optional<Identity>& next, const LockNames* names,
+                               Counters* counters, std::vector<Event>* events) {
+  const std::string lock = CounterLock(d.key, names);
+  Event e;
+  e.time = now;
+  e.datname = d.db;
+  e.lock = LockLabel(d.key, names);
+  e.previous = d.holder;
+  if (cause == "-") {
+    counters->releases[{d.db, lock, "unlocked"}] += 1;
+  } else if (cause.empty()) {
+    counters->releases[{d.db, lock, "session_closed"}] += 1;
+    e.kind = "lock_released";
+    e.cause = "session_closed";
+    if (events != nullptr) events->push_back(e);
+  } else {
+    counters->losses[{d.db, lock, cause}] += 1;
+    e.kind = "lock_lost";
+    e.cause = cause;
+    if (events != nullptr) events->push_back(e);
+  }
+  if (!d.exclusive) return;
+  const bool lost = cause != "-" && !cause.empty();
+  if (!next) {
+    if (lost) lost_keys_[d.key] = {d.session.first, d.session.second, d.held_at, d.holder};
+    return;
+  }
+  e.kind = lost ? "lock_takeover" : "lock_handover";
+  e.cause.clear();
+  e.current = *next;
+  (lost ? counters->takeovers : counters->handovers)[{d.db, lock}] += 1;
+  if (events != nullptr) events->push_back(std::move(e));
+}
+
+void EventTracker::Settle(const std::optional<std::vector<DatabaseStats>>& later,
+                          const LockNames* names, Counters* counters, std::vector<Event>* events) {
+  if (settling_.empty()) return;
+  // Ends counted since the poll that judged these holds, per database.
+  std::map<uint32_t, SessionEndDeltas> late;
+  if (later) {
+    std::map<uint32_t, const DatabaseStats*> base;
+    for (const DatabaseStats& d : settle_base_) base[d.datid] = &d;
+    for (const DatabaseStats& d : *later) {
+      const auto it = base.find(d.datid);
+      if (it == base.end()) continue;
+      late[d.datid] = {CounterDelta(it->second->sessions_fatal, d.sessions_fatal),
+                       CounterDelta(it->second->sessions_killed, d.sessions_killed),
+                       CounterDelta(it->second->sessions_abandoned, d.sessions_abandoned)};
+    }
+  }
+  // One cause per session, for all its locks; each end explains one session.
+  std::map<SessionId, std::string> causes;
+  const std::vector<DeferredHold> holds = std::move(settling_);
+  settling_.clear();
+  std::shared_ptr<const PollData> poll = std::move(settle_poll_);
+  settle_poll_.reset();
+  // A session that ends as a timeout would by now (gone and waiting for its count, or still
+  // listed at that poll and idle close to its timeout) counts a fatal end of its own, which it
+  // claims at the next judgement: those are not the settling holders'.
+  if (later && poll != nullptr) {
+    std::set<SessionId> settling_sessions;
+    for (const DeferredHold& d : holds) settling_sessions.insert(d.session);
+    const double by = settle_now_ + std::chrono::duration<double>(kSessionEndSettleDelay).count();
+    for (const auto& [sid, seen] : sightings_) {
+      if (settling_sessions.count(sid) != 0) continue;
+      Session last;
+      last.state = seen.state;
+      last.state_change = seen.state_change;
+      const double iit = EffectiveTimeout("idle_in_transaction_session_timeout", seen.datid,
+                                          seen.usesysid, poll->settings, poll->overrides);
+      const double idle = EffectiveTimeout("idle_session_timeout", seen.datid, seen.usesysid,
+                                           poll->settings, poll->overrides);
+      if (TimeoutMatch(last, seen.seen_at, by, iit, idle).empty()) continue;
+      SessionEndDeltas& left = late[seen.datid];
+      if (left.fatal > 0) --left.fatal;
+    }
+  }
+  for (const DeferredHold& d : holds) {
+    if (causes.count(d.session) != 0) continue;
+    SessionEndDeltas& left = late[d.key.datid];
+    const SessionEndDeltas before = left;
+    causes[d.session] = InferLossCause(Session{}, 0, 0, 0, 0, &left, true);
+    SessionEndDeltas& claimed = settled_ends_[d.key.datid];
+    claimed.fatal += before.fatal - left.fatal;
+    claimed.killed += before.killed - left.killed;
+    claimed.abandoned += before.abandoned - left.abandoned;
+  }
+  for (const DeferredHold& d : holds) {
+    ResolveHold(d, causes[d.session], settle_now_,
+                d.taken_by ? std::optional<Identity>(d.taker) : std::nullopt, names, counters,
+                events);
   }
 }
 

@@ -7,6 +7,7 @@
 // lost then). Thread-compatible: owned by one poller.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -35,12 +36,11 @@ inline constexpr int kMaxCounterWaits = 3;
 // not show yet, waits to claim its late count (a backend leaves pg_stat_activity a moment before it
 // counts its end; on PostgreSQL 14 the counters may also be up to 500 ms old).
 inline constexpr double kLateSessionEndSeconds = 10.0;
-// How long after a lock holder was first seen gone its database's session end counters may still
-// show how it ended: a backend leaves pg_stat_activity (its locks already released) a moment
-// before it counts a termination, a lost connection or a FATAL error, so a holder gone without a
-// count is judged a clean close only at a judgement at least this long after the first that missed
-// it. It also makes polls taken in quick succession wait long enough.
-inline constexpr double kSessionEndSettleSeconds = 1.0;
+// How long after a poll that judged a lock holder's session closed cleanly the poller reads the
+// session end counters again (EventTracker::Settle): a backend leaves pg_stat_activity a moment
+// before it counts a termination, a lost connection or a FATAL error, so a poll can see the holder
+// gone and no count yet.
+inline constexpr std::chrono::milliseconds kSessionEndSettleDelay{250};
 // Distinct lease names per table that get their own transition counters; the rest count as
 // lease="other", so tables with per-job lease names cannot grow the counters without bound.
 inline constexpr size_t kMaxLeaseCounterNames = 1'000;
@@ -63,26 +63,32 @@ struct SessionSighting {
   std::string state;
   std::optional<double> state_change;
   double seen_at = 0;                  // now() of the poll that saw it
-  std::optional<double> awaiting_end;  // gone, its end not counted (yet), since that judgement
+  std::optional<double> awaiting_end;  // ended as a timeout would, its count not seen yet, since
 };
 
 // A lock whose holder's end is not known yet: gone from a session still listed that ran no
 // statement since (its backend may be ending: it releases its locks before it leaves
-// pg_stat_activity and counts its end), or held by a session gone whose end its database's
-// counters do not show yet (for less than kSessionEndSettleSeconds). The rest of the interval is
-// judged at once; this hold, and the hand-over or takeover of its key, at a later judgement, by
-// how that session ended.
+// pg_stat_activity and counts its end), or held by a session gone as a timeout would end it whose
+// fatal end is not counted yet. The rest of the interval is judged at once; this hold, and the
+// hand-over or takeover of its key, at the next judgement, by how that session ended.
 struct DeferredHold {
   AdvisoryKey key;
   SessionId session;
   bool exclusive = false;
-  double held_at = 0;      // now() of the inventory that last saw it held
-  double deferred_at = 0;  // now() of the judgement that (last) deferred it
+  double held_at = 0;  // now() of the inventory that last saw it held
   std::string db;
   Identity holder;
-  bool awaiting_count = false;        // gone, its end not counted yet
+  bool awaiting_count = false;  // gone, ended as a timeout would, its fatal end not counted yet
   std::optional<SessionId> taken_by;  // the key's exclusive holder when it was deferred
   Identity taker;
+};
+
+// How a session that held a lock ended, from what was last seen of it and the counter deltas of its
+// database (declared here for EventTracker; see InferLossCause below).
+struct SessionEndDeltas {
+  int64_t fatal = 0;
+  int64_t killed = 0;
+  int64_t abandoned = 0;
 };
 
 struct LostKey {
@@ -113,6 +119,21 @@ class EventTracker {
   // is also appended to *events (when not null), without its target.
   void Observe(std::shared_ptr<const PollData> cur, std::shared_ptr<const PollData> last_inventory,
                const LockNames* names, Counters* counters, std::vector<Event>* events = nullptr);
+
+  // True when the last Observe() judged lock holders' sessions closed cleanly with no end counted
+  // in their database: a backend counts a termination, a lost connection or a FATAL error a
+  // moment after it leaves pg_stat_activity (and releases its locks before that), so the poll may
+  // have fallen in between. The poller then reads the session end counters again after
+  // kSessionEndSettleDelay and calls Settle().
+  bool settling() const { return !settling_.empty(); }
+  // Judges the holds of the last Observe() that were waiting to settle, against `later` (the
+  // counters read kSessionEndSettleDelay after that poll; nullopt when they could not be read):
+  // an end counted since that poll explains one of those sessions (a loss, and a takeover of its
+  // key if another session took it), the rest are clean closes (a release, and a hand-over). The
+  // ends claimed here are not claimed again at the next judgement. Observe() settles what is
+  // still waiting against nothing before it judges a new poll.
+  void Settle(const std::optional<std::vector<DatabaseStats>>& later, const LockNames* names,
+              Counters* counters, std::vector<Event>* events = nullptr);
 
   // A reload changed events.takeover_window; what was lost is still remembered.
   void set_takeover_window(double seconds) { takeover_window_seconds_ = seconds; }
@@ -174,8 +195,21 @@ class EventTracker {
                             std::vector<Event>* events);
   void SeedZeroCounters(const PollData& cur, const LockNames* names, Counters* counters);
 
+  // Counts a deferred or settling hold whose session ended with `cause` ("-": still connected,
+  // "": a clean close), with the hand-over or takeover of its key by `next` (its next holder).
+  void ResolveHold(const DeferredHold& d, const std::string& cause, double now,
+                   const std::optional<Identity>& next, const LockNames* names, Counters* counters,
+                   std::vector<Event>* events);
+
   double takeover_window_seconds_;
   std::vector<DeferredHold> deferred_;
+  // Holds judged closed cleanly by the last Observe(), waiting for Settle(); the counters of that
+  // poll and its now(); the ends Settle() explained, per database, not to be claimed again.
+  std::vector<DeferredHold> settling_;
+  std::vector<DatabaseStats> settle_base_;
+  std::shared_ptr<const PollData> settle_poll_;  // its settings, for the sessions' timeouts
+  double settle_now_ = 0;
+  std::map<uint32_t, SessionEndDeltas> settled_ends_;
   std::map<SessionId, SessionSighting> sightings_;
   // The inventory that lock events are judged against while the session counters lag, the now()
   // of the first inventory that waited, and how many have waited.
@@ -192,11 +226,6 @@ class EventTracker {
 // database: "" for a clean close (a release), else the cause of the loss. Each abnormal end
 // explains one session (the delta is consumed). deltas_known is false before PostgreSQL 14 (no
 // session counters). Exposed for unit tests.
-struct SessionEndDeltas {
-  int64_t fatal = 0;
-  int64_t killed = 0;
-  int64_t abandoned = 0;
-};
 std::string InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
                            double idle_in_transaction_timeout, double idle_session_timeout,
                            SessionEndDeltas* deltas, bool deltas_known);
