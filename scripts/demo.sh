@@ -284,7 +284,8 @@ start_bg exporter "$tmp/logs/exporter.log" \
 up=0
 for ((i = 0; i < 150; i++)); do
   is_running "${pids[exporter]}" || die "pglock_exporter exited"
-  if curl -fsS "$exporter_url/metrics" 2>/dev/null | grep -q '^pglock_up{target="demo"} 1'; then
+  # grep without -q reads all of curl's output: with -q it may stop first and fail curl (pipefail).
+  if curl -fsS "$exporter_url/metrics" 2>/dev/null | grep '^pglock_up{target="demo"} 1' >/dev/null; then
     up=1
     break
   fi

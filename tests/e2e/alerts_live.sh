@@ -212,7 +212,8 @@ start_bg exporter "$logs/exporter.log" "$exporter" --config.file="$config" \
   --web.listen-address="127.0.0.1:$exporter_port" --poll.interval=1s --log.level=info
 exporter_url=http://127.0.0.1:$exporter_port
 for ((i = 0; ; i++)); do
-  curl -fsS "$exporter_url/metrics" 2>/dev/null | grep -q '^pglock_up{target="e2e"} 1' && break
+  # grep without -q reads all of curl's output: with -q it may stop first and fail curl (pipefail).
+  curl -fsS "$exporter_url/metrics" 2>/dev/null | grep '^pglock_up{target="e2e"} 1' >/dev/null && break
   alive exporter
   ((i < 150)) || fail "pglock_exporter does not report pglock_up{target=\"e2e\"} 1 after 30 s" \
     "$(curl -sS "$exporter_url/metrics" 2>&1 | grep -E '^pglock_(up|poll_errors)' || true)"

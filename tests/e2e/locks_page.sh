@@ -82,7 +82,7 @@ printf "BEGIN;\nSELECT pg_advisory_lock(99);\n" >&7
 q() { pg_psql -d postgres -Atc "$1"; }
 for ((i = 0; i < 100; i++)); do
   [[ $(q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted") == 2 ]] &&
-    curl -fsS "$url/api/v1/locks" 2>/dev/null | grep -q '"report-worker-3"' && break
+    curl -fsS "$url/api/v1/locks" 2>/dev/null | grep '"report-worker-3"' >/dev/null && break
   sleep 0.2
 done
 holder=$(q "SELECT pid FROM pg_stat_activity WHERE application_name = 'report-worker-1'")

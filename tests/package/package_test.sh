@@ -155,14 +155,17 @@ runuser -u "$user" -- /usr/bin/pglock_exporter $ARGS --web.listen-address="127.0
 exporter_pids+=($!)
 ok=0
 for _ in $(seq 50); do
-  if curl -sf "http://127.0.0.1:$port/metrics" 2>/dev/null | grep -q '^pglock_up{target="main"} 1'; then
+  # To a file, not into grep -q: grep stops at the first match and curl, writing the rest into a
+  # closed pipe, fails the pipeline under pipefail.
+  if curl -sf -o "$work/metrics" "http://127.0.0.1:$port/metrics" 2>/dev/null &&
+    grep -q '^pglock_up{target="main"} 1' "$work/metrics"; then
     ok=1; break
   fi
   sleep 0.2
 done
 ((ok)) || { cat "$work/exporter.log"; fail "the installed exporter never reported pglock_up 1"; }
-curl -sf --compressed -D "$work/headers" "http://127.0.0.1:$port/metrics" | grep -q '^pglock_up' ||
-  fail "no metrics through gzip"
+curl -sf --compressed -D "$work/headers" -o "$work/metrics.gz-decoded" "http://127.0.0.1:$port/metrics" &&
+  grep -q '^pglock_up' "$work/metrics.gz-decoded" || fail "no metrics through gzip"
 grep -qi '^Content-Encoding: gzip' "$work/headers" || fail "no gzip from the installed exporter"
 note "installed exporter: pglock_up 1 (plain and gzip)"
 
