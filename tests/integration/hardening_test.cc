@@ -241,6 +241,23 @@ TEST(Hardening, TheExportersSessionOutlivesAShortIdleSessionTimeout) {
   Pg().Exec("DROP ROLE reaped_monitor");
 }
 
+TEST(Hardening, TheServersIdleSessionTimeoutIsReportedThoughTheExportersSessionTurnsItOff) {
+  // Sessions reaped by the server's idle_session_timeout must match that timeout (else their fatal
+  // ends count as 'unknown' and may be pinned on a lock holder): the exporter reads the value its
+  // session started with, not the 0 it set for itself.
+  if (Pg().VersionNum() < 140000) GTEST_SKIP() << "idle_session_timeout is PostgreSQL 14+";
+  Pg().Exec("ALTER SYSTEM SET idle_session_timeout = '7min'");
+  Pg().Exec("SELECT pg_reload_conf()");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Poller poller(TargetConfig{"reaping", Pg().Dsn(), {}, {}, {}}, Poll());
+  const auto samples = PollAndCheck(poller);
+  Pg().Exec("ALTER SYSTEM RESET idle_session_timeout");
+  Pg().Exec("SELECT pg_reload_conf()");
+  EXPECT_EQ(Value(samples, "pglock_setting_seconds",
+                  {{"name", "idle_session_timeout"}, {"source", "session start"}}),
+            420);
+}
+
 TEST(Hardening, WrongColumnTypeIsALeaseErrorAndASlowServerIsBoundedByTheDeadline) {
   Pg().Exec("DROP VIEW IF EXISTS slow_leases");
   Pg().Exec("DROP TABLE IF EXISTS typed_leases");
