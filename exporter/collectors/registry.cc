@@ -15,10 +15,13 @@ namespace pglock {
 const std::vector<const Collector*>& Collectors() {
   // Order: the batch collectors first, then those with round trips of their own. The batch is one
   // transaction, read in this order: server first (its now() is the poll's clock), then the session
-  // end counters before pg_stat_activity: a backend that ends leaves pg_stat_activity before it
-  // counts its end, so every end this poll counts belongs to a session already gone from its
-  // pg_stat_activity (read the other way round, a session that ended between the two reads is
-  // listed while its end is counted, and the count is pinned on someone else). Then pg_locks.
+  // end counters, pg_stat_activity and pg_locks. An ending backend releases its locks, counts its
+  // end, then leaves pg_stat_activity (measured on 15, 16 and 18): read in this order, an end the
+  // poll counts belongs to a session gone from its pg_stat_activity unless that exit spanned the
+  // two adjacent reads. Read with pg_locks and pg_stat_activity first, a backend that had released
+  // its lock and counted its end but was still listed was common, and its end was explained by no
+  // one (or pinned on someone else). A session that counted its end and left between the first two
+  // reads is gone with no end counted: EventTracker::Settle reads the counters again for it.
   static const ServerCollector server;
   static const ActivityCollector activity;
   static const AdvisoryLocksCollector advisory_locks;

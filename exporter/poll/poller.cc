@@ -274,12 +274,6 @@ void Poller::CountCollectorErrors(const PollData& data) {
 }
 
 std::optional<std::vector<DatabaseStats>> Poller::ReadSessionEndCounters() {
-  {
-    MutexLock lock(&mu_);
-    const auto wake = SteadyClock::now() + kSessionEndSettleDelay;
-    while (!stop_ && SteadyClock::now() < wake) cv_.wait_until(mu_, wake);
-    if (stop_) return std::nullopt;
-  }
   if (!conn_) return std::nullopt;
   const auto& collectors = Collectors();
   const auto it = std::find_if(collectors.begin(), collectors.end(), [](const Collector* c) {
@@ -347,7 +341,10 @@ bool Poller::PollOnce() {
   // Events first: the view shows the pooled-lock state this poll leads to.
   std::vector<Event> events;
   events_.Observe(data, previous_inventory, &names_, &counters_, &events);
-  if (events_.settling()) events_.Settle(ReadSessionEndCounters(), &names_, &counters_, &events);
+  if (events_.settling()) {
+    const auto later = ReadSessionEndCounters();
+    events_.Settle(later, SecondsSince(started), &names_, &counters_, &events);
+  }
   RecordEvents(std::move(events));
   std::map<std::string, int64_t> dropped;
   std::vector<double> build_seconds;

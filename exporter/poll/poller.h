@@ -73,10 +73,9 @@ class Poller {
   // collector's outcome and time.
   Status Collect(SteadyClock::time_point deadline, PollData* data,
                  std::vector<CollectorStatus>* statuses);
-  // The session end counters again, kSessionEndSettleDelay after a poll that judged lock holders'
-  // sessions closed with no end counted yet (EventTracker::Settle); nullopt when stopping, on
-  // failure, or before PostgreSQL 14.
-  std::optional<std::vector<DatabaseStats>> ReadSessionEndCounters() EXCLUDES(mu_);
+  // The session end counters again, right after a poll that judged lock holders' sessions closed
+  // with no end counted (EventTracker::Settle); nullopt on failure or before PostgreSQL 14.
+  std::optional<std::vector<DatabaseStats>> ReadSessionEndCounters();
   void CountCollectorErrors(const PollData& data);
   void Publish(std::shared_ptr<const TargetSnapshot> snapshot) EXCLUDES(mu_);
   void LogStateChange(bool up, const std::string& error);

@@ -195,7 +195,7 @@ std::string TimeoutMatch(const Session& last_seen, double last_poll_now, double 
 void EventTracker::Observe(std::shared_ptr<const PollData> cur,
                            std::shared_ptr<const PollData> last_inventory, const LockNames* names,
                            Counters* counters, std::vector<Event>* events) {
-  Settle(std::nullopt, names, counters, events);  // what the poller did not settle: clean closes
+  Settle(std::nullopt, 0, names, counters, events);  // what the poller did not settle: clean closes
   SeedZeroCounters(*cur, names, counters);
   SeeSessions(*cur);
   if (cur->inventory && last_inventory != nullptr) {
@@ -359,11 +359,16 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
       SessionEndDeltas delta{CounterDelta(p.sessions_fatal, d.sessions_fatal),
                              CounterDelta(p.sessions_killed, d.sessions_killed),
                              CounterDelta(p.sessions_abandoned, d.sessions_abandoned)};
-      // Ends that Settle() already gave to a holder judged at `prev`.
+      // Ends that Settle() already gave to a holder judged at `prev` (unless the counters were
+      // reset since: those ends are not in the delta then).
       if (const auto s = settled.find(d.datid); s != settled.end()) {
-        delta.fatal = std::max<int64_t>(0, delta.fatal - s->second.fatal);
-        delta.killed = std::max<int64_t>(0, delta.killed - s->second.killed);
-        delta.abandoned = std::max<int64_t>(0, delta.abandoned - s->second.abandoned);
+        const auto less = [](int64_t delta, int64_t given, bool reset) {
+          return reset ? delta : std::max<int64_t>(0, delta - given);
+        };
+        delta.fatal = less(delta.fatal, s->second.fatal, d.sessions_fatal < p.sessions_fatal);
+        delta.killed = less(delta.killed, s->second.killed, d.sessions_killed < p.sessions_killed);
+        delta.abandoned =
+            less(delta.abandoned, s->second.abandoned, d.sessions_abandoned < p.sessions_abandoned);
       }
       deltas[d.datid] = delta;
     }
@@ -432,8 +437,8 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
 
 // True when a lock held at the previous inventory is gone now while its session is still listed and
 // ran no statement in between (same state, same state_change): nothing the client sent released it,
-// so the backend is ending (it releases its locks before it leaves pg_stat_activity and counts its
-// end), and the next inventory tells how.
+// so the backend is ending (it releases its locks before it counts its end and leaves
+// pg_stat_activity), and the next inventory tells how.
 std::set<SessionId> HoldersEnding(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
                                   const PollIndex& prev_index, const PollIndex& cur_index) {
   std::set<SessionId> out;
@@ -558,8 +563,7 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
     }
     // The key's next holder: who had it when the hold was deferred, else who has it now.
     if (!restarted) note_taker(&d);
-    if (settle && cause.empty()) {
-      if (d.exclusive) deferred_keys.insert(d.key);
+    if (settle && cause.empty()) {  // its key was not held by it at `prev`: not in deferred_keys
       settling_.push_back(std::move(d));
       continue;
     }
@@ -694,7 +698,8 @@ void EventTracker::ResolveHold(const DeferredHold& d, const std::string& cause, 
 }
 
 void EventTracker::Settle(const std::optional<std::vector<DatabaseStats>>& later,
-                          const LockNames* names, Counters* counters, std::vector<Event>* events) {
+                          double seconds_after_poll, const LockNames* names, Counters* counters,
+                          std::vector<Event>* events) {
   if (settling_.empty()) return;
   // Ends counted since the poll that judged these holds, per database.
   std::map<uint32_t, SessionEndDeltas> late;
@@ -717,11 +722,19 @@ void EventTracker::Settle(const std::optional<std::vector<DatabaseStats>>& later
   settle_poll_.reset();
   // A session that ends as a timeout would by now (gone and waiting for its count, or still
   // listed at that poll and idle close to its timeout) counts a fatal end of its own, which it
-  // claims at the next judgement: those are not the settling holders'.
+  // claims at the next judgement: those are not the settling holders'. Nor is the end of a holder
+  // whose lock was gone at that poll while it was still listed (deferred: it may be ending).
   if (later && poll != nullptr) {
     std::set<SessionId> settling_sessions;
     for (const DeferredHold& d : holds) settling_sessions.insert(d.session);
-    const double by = settle_now_ + std::chrono::duration<double>(kSessionEndSettleDelay).count();
+    std::set<SessionId> ending;
+    for (const DeferredHold& d : deferred_) {
+      if (!d.awaiting_count && settling_sessions.count(d.session) == 0 &&
+          ending.insert(d.session).second) {
+        InferLossCause(Session{}, 0, 0, 0, 0, &late[d.key.datid], true);  // one end, any kind
+      }
+    }
+    const double by = settle_now_ + seconds_after_poll;
     for (const auto& [sid, seen] : sightings_) {
       if (settling_sessions.count(sid) != 0) continue;
       Session last;

@@ -7,7 +7,6 @@
 // lost then). Thread-compatible: owned by one poller.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -33,14 +32,9 @@ inline constexpr size_t kMaxLostKeys = 10'000;
 // EventTracker::Observe).
 inline constexpr int kMaxCounterWaits = 3;
 // How long a session that ended as a timeout would end it, but whose end the session counters do
-// not show yet, waits to claim its late count (a backend leaves pg_stat_activity a moment before it
-// counts its end; on PostgreSQL 14 the counters may also be up to 500 ms old).
+// not show yet, waits to claim its late count (a poll may fall between the two reads an exit spans;
+// on PostgreSQL 14 the counters may also be up to 500 ms old).
 inline constexpr double kLateSessionEndSeconds = 10.0;
-// How long after a poll that judged a lock holder's session closed cleanly the poller reads the
-// session end counters again (EventTracker::Settle): a backend leaves pg_stat_activity a moment
-// before it counts a termination, a lost connection or a FATAL error, so a poll can see the holder
-// gone and no count yet.
-inline constexpr std::chrono::milliseconds kSessionEndSettleDelay{250};
 // Distinct lease names per table that get their own transition counters; the rest count as
 // lease="other", so tables with per-job lease names cannot grow the counters without bound.
 inline constexpr size_t kMaxLeaseCounterNames = 1'000;
@@ -121,19 +115,20 @@ class EventTracker {
                const LockNames* names, Counters* counters, std::vector<Event>* events = nullptr);
 
   // True when the last Observe() judged lock holders' sessions closed cleanly with no end counted
-  // in their database: a backend counts a termination, a lost connection or a FATAL error a
-  // moment after it leaves pg_stat_activity (and releases its locks before that), so the poll may
-  // have fallen in between. The poller then reads the session end counters again after
-  // kSessionEndSettleDelay and calls Settle().
+  // in their database. An ending backend releases its locks, counts its end, then leaves
+  // pg_stat_activity; a poll reads the counters, then pg_stat_activity: a session that counted its
+  // end and left between those two reads is gone with no end counted. The poller then reads the
+  // session end counters again, at once, and calls Settle().
   bool settling() const { return !settling_.empty(); }
   // Judges the holds of the last Observe() that were waiting to settle, against `later` (the
-  // counters read kSessionEndSettleDelay after that poll; nullopt when they could not be read):
+  // counters read again `seconds_after_poll` after that poll's now(); nullopt when they could not
+  // be read):
   // an end counted since that poll explains one of those sessions (a loss, and a takeover of its
   // key if another session took it), the rest are clean closes (a release, and a hand-over). The
   // ends claimed here are not claimed again at the next judgement. Observe() settles what is
   // still waiting against nothing before it judges a new poll.
-  void Settle(const std::optional<std::vector<DatabaseStats>>& later, const LockNames* names,
-              Counters* counters, std::vector<Event>* events = nullptr);
+  void Settle(const std::optional<std::vector<DatabaseStats>>& later, double seconds_after_poll,
+              const LockNames* names, Counters* counters, std::vector<Event>* events = nullptr);
 
   // A reload changed events.takeover_window; what was lost is still remembered.
   void set_takeover_window(double seconds) { takeover_window_seconds_ = seconds; }

@@ -82,7 +82,7 @@ class Events {
 
   // As the poller does: the inventory tier completes the poll, the tracker compares it with the
   // inventory before it; holders judged closed cleanly settle against the session end counters
-  // read kSessionEndSettleDelay later: `later` (by default, those of the poll: nothing new).
+  // read again right after: `later` (by default, those of the poll: nothing new).
   void Observe(const PollData& d, std::optional<DatabaseStats> later = std::nullopt) {
     auto data = std::make_shared<PollData>(d);
     const std::shared_ptr<const PollData> previous = inventory_.last();
@@ -91,7 +91,7 @@ class Events {
     if (tracker_.settling()) {
       std::optional<std::vector<DatabaseStats>> stats = d.database_stats;
       if (later) stats = std::vector<DatabaseStats>{*later};
-      tracker_.Settle(stats, &names_, &counters_);
+      tracker_.Settle(stats, settle_after_, &names_, &counters_);
     }
   }
 
@@ -133,12 +133,15 @@ class Events {
   }
 
   LockNames& names() { return names_; }
+  // How long after a poll's now() the settling read runs (the poll's own time + the delay).
+  void set_settle_after(double seconds) { settle_after_ = seconds; }
   const Counters& counters() const { return counters_; }
 
  private:
   InventoryTier inventory_{std::chrono::milliseconds(0)};
   EventTracker tracker_;
   LockNames names_;
+  double settle_after_ = 0.3;
   Counters counters_;
 };
 
@@ -383,9 +386,10 @@ TEST(EventTrackerTest, HolderTerminatedWhileStillListedIsALossNotAnUnlock) {
 }
 
 TEST(EventTrackerTest, TerminationCountedJustAfterThePollIsALossAndATakeover) {
-  // pg_terminate_backend: the backend releases its locks, leaves pg_stat_activity and only then
-  // counts its end. The poll saw it gone with no count; the read kSessionEndSettleDelay later
-  // sees the count. The key's next holder (at the poll) took a lost key: a takeover.
+  // pg_terminate_backend: the backend releases its locks, counts its end and leaves
+  // pg_stat_activity, between the poll's read of the counters and its read of the sessions: gone
+  // with no count. The second read sees the count. The key's next holder (at the poll) took a lost
+  // key: a takeover.
   Events e;
   e.Observe(Poll(kStart, {MakeSession(10, "idle", kStart - 5)}, {Held(10, 1)}));
   const Session next = MakeSession(11, "idle", kStart + 4);
@@ -447,7 +451,7 @@ TEST(EventTrackerTest, UnsettledHoldsAreCleanClosesAtTheNextPoll) {
 
 TEST(EventTrackerTest, ASessionReapedWhileAHolderSettlesKeepsItsFatalEnd) {
   // idle_session_timeout 3 s (role 77). A holder closes cleanly; a session holding nothing, idle
-  // 2.9 s at the poll, is reaped within the settling delay: its fatal end is its own.
+  // 2.9 s at the poll, is reaped before the second read: its fatal end is its own.
   Events e;
   Session reaped = MakeSession(20, "idle", kStart + 2.1);
   reaped.usesysid = 77;
@@ -464,6 +468,73 @@ TEST(EventTrackerTest, ASessionReapedWhileAHolderSettlesKeepsItsFatalEnd) {
   p3.overrides = overrides;
   e.Observe(p3);
   EXPECT_EQ(e.TotalLost(), 0);
+}
+
+TEST(EventTrackerTest, AnEndingHoldersEndCountedWhileAnotherSettlesIsNotTheSettlingHolders) {
+  // A closed cleanly; B is being terminated at the poll (its lock gone, still listed); B's end is
+  // counted before the second read: it is B's (judged at the next inventory), not A's.
+  Events e;
+  const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5),
+                c = MakeSession(12, "active", kStart - 5);
+  e.Observe(Poll(kStart, {a, b, c}, {Held(10, 1), Held(11, 2)}));
+  const Session c_took = MakeSession(12, "idle", kStart + 4);
+  e.Observe(Poll(kStart + 5, {b, c_took}, {Held(12, 1)}, Stats(0, 0, 0)), Stats(0, 1, 0));
+  e.Observe(Poll(kStart + 10, {c_took}, {Held(12, 1)}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  EXPECT_EQ(e.Takeovers(), 0) << "B's key was not taken; A's key was handed over";
+  EXPECT_EQ(e.Handovers(), 1);
+  EXPECT_EQ(e.Released("session_closed"), 1);
+}
+
+TEST(EventTrackerTest, ASettlingDeferredHoldDoesNotHideItsKeysNextHolderChange) {
+  // A ends cleanly while still listed at p2 (deferred) and B takes its key; at p3 A is gone and
+  // settles while B was terminated and C took the key: B's loss and C's takeover count.
+  Events e;
+  const Session a = MakeSession(12, "idle", kStart - 5), b = MakeSession(11, "active", kStart - 5),
+                c = MakeSession(13, "active", kStart - 5);
+  e.Observe(Poll(kStart, {a, b, c}, {Held(12, 1)}));
+  const Session b_took = MakeSession(11, "idle", kStart + 4);
+  e.Observe(Poll(kStart + 5, {a, b_took, c}, {Held(11, 1)}));
+  const Session c_took = MakeSession(13, "idle", kStart + 9);
+  e.Observe(Poll(kStart + 10, {c_took}, {Held(13, 1)}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  EXPECT_EQ(e.Takeovers(), 1) << "B lost the key and C took it";
+  const Session c_unlocked = MakeSession(13, "idle", kStart + 13),
+                d = MakeSession(14, "idle", kStart + 14);
+  e.Observe(Poll(kStart + 15, {c_unlocked, d}, {Held(14, 1)}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Takeovers(), 1);
+  EXPECT_EQ(e.Handovers(), 2);  // A to B, C to D
+}
+
+TEST(EventTrackerTest, TheReservationHorizonIsWhenTheSettlingReadRan) {
+  // Role 77: idle_session_timeout 3 s. R is idle 1.5 s at the poll's now(); the poll took 1.35 s
+  // more, so the settling read ran 1.6 s after now(): R, reaped meanwhile, keeps its fatal end.
+  Events e;
+  e.set_settle_after(1.6);
+  Session reaped = MakeSession(20, "idle", kStart + 3.5);
+  reaped.usesysid = 77;
+  const std::vector<SettingOverride> overrides = ReapRole77();
+  PollData p1 = Poll(kStart, {MakeSession(10, "active", kStart - 1)}, {Held(10, 1)});
+  p1.overrides = overrides;
+  e.Observe(p1);
+  PollData p2 = Poll(kStart + 5, {reaped}, {}, Stats(0, 0, 0));
+  p2.overrides = overrides;
+  e.Observe(p2, Stats(1, 0, 0));
+  PollData p3 = Poll(kStart + 10, {}, {}, Stats(1, 0, 0));
+  p3.overrides = overrides;
+  e.Observe(p3);
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Released("session_closed"), 1);
+}
+
+TEST(EventTrackerTest, ACounterResetDoesNotCancelTheNextIntervalsEnd) {
+  Events e;
+  const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1), Held(11, 2)}, Stats(5, 5, 5)));
+  e.Observe(Poll(kStart + 5, {b}, {Held(11, 2)}, Stats(5, 5, 5)), Stats(5, 6, 5));
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  e.Observe(Poll(kStart + 10, {}, {}, Stats(0, 1, 0)));  // pg_stat_reset(), then B terminated
+  EXPECT_EQ(e.Lost("terminated"), 2);
 }
 
 TEST(EventTrackerTest, LockGoneFromAStillSessionThatStaysIsAnUnlockAtTheNextInventory) {
