@@ -257,9 +257,9 @@ TEST_F(CollectorsTest, BatchSetsTheTimeoutsLocallyAfterTheSettings) {
 }
 
 TEST_F(CollectorsTest, SessionEndCountersAreReadBeforeTheSessionsAndTheSessionsBeforeTheLocks) {
-  // A backend that ends releases its locks, leaves pg_stat_activity, then counts its end: read in
-  // this order, an end counted belongs to a session gone from the poll's pg_stat_activity
-  // (EventTracker relies on it), and a lock gone from a listed session was gone when it was read.
+  // An ending backend releases its locks, counts its end, then leaves pg_stat_activity: read in
+  // this order, an end counted belongs to a session gone from the poll's pg_stat_activity unless
+  // its exit spans the two adjacent reads (EventTracker relies on it; registry.cc says why).
   for (const bool inventory : {true, false}) {
     StatementBatch batch;
     for (const Collector* c : Collectors()) c->Plan(Plan(*conn_, inventory), &batch);
