@@ -78,6 +78,12 @@ std::string CounterLock(const AdvisoryKey& key, const LockNames* names) {
 
 int64_t CounterDelta(int64_t prev, int64_t cur) { return cur >= prev ? cur - prev : cur; }
 
+// The cause of a session end that no timeout explains, consuming the delta that explains it ("":
+// none left, a clean close).
+std::string ClaimEnd(SessionEndDeltas* deltas, bool deltas_known = true) {
+  return InferLossCause(Session{}, 0, 0, 0, 0, deltas, deltas_known);
+}
+
 // Counts lease transitions of one table; names beyond kMaxLeaseCounterNames count as "other".
 // Every transition but a renewal (routine, once per poll per lease) is also an event.
 class LeaseCounter {
@@ -318,7 +324,7 @@ using LostKeys = std::map<AdvisoryKey, LostKey>;
 struct EndJudgement {
   std::map<SessionId, std::string> causes;  // of the holders at `prev` gone at `cur`
   // Holders at `prev` that ended as a timeout would, their end not counted yet (not those deferred
-  // already: a backend counts its end milliseconds after it leaves, so one interval is enough).
+  // already: a backend counts its end before it leaves, so one interval is enough).
   std::set<SessionId> pending;
 };
 
@@ -386,7 +392,7 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
   }
   // Lock holders last, whether they wait for a late count or not: a holder that waits for its own
   // count since an earlier inventory would otherwise take the count of a session reaped since
-  // (its own arrives milliseconds after it leaves, not a poll later), and when a holder and a
+  // (its own is counted before it leaves, not a poll later), and when a holder and a
   // session holding nothing both match a timeout for one count, a clean close must not page.
   const auto rank = [&](const auto* e) {
     return (holders.count(e->first) != 0 ? 2 : 0) + (e->second.awaiting_end ? 0 : 1);
@@ -423,7 +429,7 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
     }
   }
   for (const auto& [sid, datid] : undecided) {
-    out.causes[sid] = InferLossCause(Session{}, 0, 0, 0, 0, &deltas[datid], deltas_known);
+    out.causes[sid] = ClaimEnd(&deltas[datid], deltas_known);
   }
   for (const SessionId& sid : candidates) {
     if (out.causes[sid].empty()) out.pending.insert(sid);  // no other count explains its end
@@ -731,7 +737,7 @@ void EventTracker::Settle(const std::optional<std::vector<DatabaseStats>>& later
     for (const DeferredHold& d : deferred_) {
       if (!d.awaiting_count && settling_sessions.count(d.session) == 0 &&
           ending.insert(d.session).second) {
-        InferLossCause(Session{}, 0, 0, 0, 0, &late[d.key.datid], true);  // one end, any kind
+        ClaimEnd(&late[d.key.datid]);  // one end, any kind
       }
     }
     const double by = settle_now_ + seconds_after_poll;
@@ -753,7 +759,7 @@ void EventTracker::Settle(const std::optional<std::vector<DatabaseStats>>& later
     if (causes.count(d.session) != 0) continue;
     SessionEndDeltas& left = late[d.key.datid];
     const SessionEndDeltas before = left;
-    causes[d.session] = InferLossCause(Session{}, 0, 0, 0, 0, &left, true);
+    causes[d.session] = ClaimEnd(&left);
     SessionEndDeltas& claimed = settled_ends_[d.key.datid];
     claimed.fatal += before.fatal - left.fatal;
     claimed.killed += before.killed - left.killed;
