@@ -327,6 +327,14 @@ std::vector<SettingOverride> ReapRole77() {
   return {o};
 }
 
+// A poll of a server with idle_session_timeout = 60 s.
+PollData PollIdleSessionTimeout60(double now, std::vector<Session> sessions,
+                                  std::vector<AdvisoryLock> locks, DatabaseStats stats) {
+  PollData p = Poll(now, std::move(sessions), std::move(locks), stats);
+  p.settings = {{"idle_session_timeout", 60, "configuration file"}};
+  return p;
+}
+
 TEST(EventTrackerTest, ReapedSessionCountedLateIsNotPinnedOnANextCleanClose) {
   // A server reaps idle sessions (idle_session_timeout 3 s). One is gone at a poll while its fatal
   // end is counted only by the next one; meanwhile a lock holder closes its session cleanly. The
@@ -563,23 +571,18 @@ TEST(EventTrackerTest, AHolderWaitingForItsEndCountDoesNotTakeAReapedSessionsLat
   // idle_session_timeout 60 s. The holder, idle 56 s, closes its session cleanly just before its
   // timeout would: gone at p2 without a fatal end, with timing that matches the timeout, so the
   // judgement waits for a late count. What arrives by p3 is the end of a session holding nothing,
-  // reaped after p2 (a backend counts its own end milliseconds after it leaves, never a poll
+  // reaped after p2 (a backend counts its own end before it leaves pg_stat_activity, never a poll
   // later): it is not the holder's, whose clean close must not page.
   Events e;
-  const std::vector<ServerSetting> settings = {{"idle_session_timeout", 60, "configuration file"}};
-  auto poll = [&](double now, std::vector<Session> sessions, std::vector<AdvisoryLock> locks,
-                  DatabaseStats stats) {
-    PollData p = Poll(now, std::move(sessions), std::move(locks), stats);
-    p.settings = settings;
-    return p;
-  };
   const Session holder = MakeSession(10, "idle", kStart - 56);
   const Session reaped = MakeSession(20, "idle", kStart - 52);
-  e.Observe(poll(kStart, {holder, reaped}, {Held(10, 1)}, Stats(0, 0, 0)));
-  e.Observe(poll(kStart + 5, {reaped}, {}, Stats(0, 0, 0)));  // the holder closed at +1
-  e.Observe(poll(kStart + 10, {}, {}, Stats(1, 0, 0)));       // the other one reaped at +8
+  e.Observe(PollIdleSessionTimeout60(kStart, {holder, reaped}, {Held(10, 1)}, Stats(0, 0, 0)));
+  e.Observe(PollIdleSessionTimeout60(kStart + 5, {reaped}, {},
+                                     Stats(0, 0, 0)));  // the holder closed at +1
+  e.Observe(
+      PollIdleSessionTimeout60(kStart + 10, {}, {}, Stats(1, 0, 0)));  // the other one reaped at +8
   for (int i = 3; i <= kMaxCounterWaits + 1; ++i) {
-    e.Observe(poll(kStart + 5 * i, {}, {}, Stats(1, 0, 0)));
+    e.Observe(PollIdleSessionTimeout60(kStart + 5 * i, {}, {}, Stats(1, 0, 0)));
   }
   EXPECT_EQ(e.TotalLost(), 0);
   EXPECT_EQ(e.Released("session_closed"), 1);
@@ -612,23 +615,19 @@ TEST(EventTrackerTest, AWaitForAHoldersLateCountDoesNotHideALossAndTakeover) {
   // is counted, and its end is awaited. Meanwhile a worker takes another key, is terminated
   // holding it, and the next worker takes it.
   Events e;
-  const std::vector<ServerSetting> settings = {{"idle_session_timeout", 60, "configuration file"}};
-  auto poll = [&](double now, std::vector<Session> sessions, std::vector<AdvisoryLock> locks,
-                  DatabaseStats stats) {
-    PollData p = Poll(now, std::move(sessions), std::move(locks), stats);
-    p.settings = settings;
-    return p;
-  };
   const Session holder = MakeSession(10, "idle", kStart - 56);
   const Session worker = MakeSession(11, "idle", kStart - 5);
   const Session next = MakeSession(12, "idle", kStart - 5);
-  e.Observe(poll(kStart, {holder, worker, next}, {Held(10, 1)}, Stats(0, 0, 0)));
+  e.Observe(
+      PollIdleSessionTimeout60(kStart, {holder, worker, next}, {Held(10, 1)}, Stats(0, 0, 0)));
   const Session worker_took = MakeSession(11, "idle", kStart + 3);
-  e.Observe(poll(kStart + 5, {worker_took, next}, {Held(11, 2)}, Stats(0, 0, 0)));
-  e.Observe(poll(kStart + 10, {next}, {}, Stats(0, 1, 0)));  // the worker terminated
+  e.Observe(
+      PollIdleSessionTimeout60(kStart + 5, {worker_took, next}, {Held(11, 2)}, Stats(0, 0, 0)));
+  e.Observe(
+      PollIdleSessionTimeout60(kStart + 10, {next}, {}, Stats(0, 1, 0)));  // the worker terminated
   const Session next_took = MakeSession(12, "idle", kStart + 13);
   for (int i = 3; i <= kMaxCounterWaits + 1; ++i) {
-    e.Observe(poll(kStart + 5 * i, {next_took}, {Held(12, 2)}, Stats(0, 1, 0)));
+    e.Observe(PollIdleSessionTimeout60(kStart + 5 * i, {next_took}, {Held(12, 2)}, Stats(0, 1, 0)));
   }
   EXPECT_EQ(e.Released("session_closed"), 1);
   EXPECT_EQ(e.Lost("terminated"), 1);
