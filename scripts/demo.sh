@@ -21,6 +21,8 @@ repo=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 demo_dir=$repo/scripts/demo
 # shellcheck source=scripts/lib/pg.sh
 source "$repo/scripts/lib/pg.sh"
+# shellcheck source=scripts/lib/pgbouncer.sh
+source "$repo/scripts/lib/pgbouncer.sh"
 
 install=1
 for arg in "$@"; do
@@ -141,10 +143,7 @@ cleanup() {
   say "stopping"
   local name
   for name in "${stop_order[@]}"; do stop_group "$name"; done
-  if [[ -f $tmp/pgbouncer/pgbouncer.pid ]]; then
-    kill -TERM "$(cat "$tmp/pgbouncer/pgbouncer.pid")" 2>/dev/null
-    sleep 0.5
-  fi
+  pgb_stop
   pg_stop fast
   if [[ $keep_tmp == 1 ]]; then
     say "stopped everything; kept $tmp (PGLOCK_DEMO_KEEP=1)"
@@ -189,42 +188,12 @@ read -r key_sweep key_alerts key_mail key_uptime < <(pg_psql -d app -At -F ' ' -
 # --- PgBouncer in transaction pooling mode (seed 002) ------------------------------------------------
 pgbouncer_port=
 if [[ $want_pgbouncer == 1 ]]; then
-  pgbouncer_port=$(free_port)
-  printf '"billing" "%s"\n"pglock_exporter" "%s"\n' "$password" "$password" \
-    >"$tmp/pgbouncer/userlist.txt"
-  cat >"$tmp/pgbouncer/pgbouncer.ini" <<EOF
-[databases]
-app = host=127.0.0.1 port=$pg_port dbname=app
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $pgbouncer_port
-unix_socket_dir =
-auth_type = scram-sha-256
-auth_file = $tmp/pgbouncer/userlist.txt
-pool_mode = transaction
-default_pool_size = 1
-max_client_conn = 20
-; the exporter reads SHOW POOLS / SHOW SERVERS as a stats user, not an admin
-stats_users = pglock_exporter
-server_idle_timeout = 0
-server_lifetime = 86400
-ignore_startup_parameters = extra_float_digits
-; the exporter logs in to the admin console on every poll
-log_connections = 0
-log_disconnections = 0
-logfile = $tmp/logs/pgbouncer.log
-pidfile = $tmp/pgbouncer/pgbouncer.pid
-EOF
-  chmod 600 "$tmp/pgbouncer/userlist.txt" "$tmp/pgbouncer/pgbouncer.ini"
-  if ((EUID == 0)); then chown postgres: "$tmp/pgbouncer"/*; fi
-  say "starting PgBouncer (pool_mode=transaction) on 127.0.0.1:$pgbouncer_port"
-  (cd "$tmp" && as_postgres "$pgbouncer_bin" -d -q "$tmp/pgbouncer/pgbouncer.ini") ||
+  say "starting PgBouncer (pool_mode=transaction, one server connection per pool)"
+  pgb_start "$tmp/pgbouncer" "$tmp/logs/pgbouncer.log" "$pg_port" app 1 \
+    "$(printf '"billing" "%s"\n"pglock_exporter" "%s"' "$password" "$password")" pglock_exporter ||
     die "PgBouncer did not start"
-  for ((i = 0; i < 50; i++)); do
-    "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$pgbouncer_port" -U pglock_exporter -d pgbouncer && break
-    sleep 0.1
-  done
+  pgbouncer_port=$PGB_PORT
+  say "PgBouncer on 127.0.0.1:$pgbouncer_port"
 fi
 
 # --- 3. the exporter ---------------------------------------------------------------------------------

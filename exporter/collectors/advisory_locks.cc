@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "exporter/pg/columns.h"
 #include "exporter/queries.h"
@@ -36,7 +37,8 @@ const MetricDesc kHeldSeconds{
     "pglock_advisory_lock_held_seconds",
     MetricType::Gauge,
     "Observed age of a held advisory lock (top_n by age): since first seen, or since xact_start "
-    "when later. scope=session when the holder has no open transaction.",
+    "when later. scope=session when the holder stayed idle outside any transaction across the "
+    "whole read of pg_locks (only a session lock can be held then), else unknown.",
     {"target", "datname", "lock", "pid", "application_name", "client_addr", "usename", "state",
      "scope"}};
 const MetricDesc kReleases{
@@ -70,6 +72,8 @@ const MetricDesc kTakeovers{
 // pending requests, behind a gate.
 constexpr char kInventoryStatement[] = "advisory_locks_inventory";
 constexpr char kWaitersStatement[] = "advisory_locks_waiters";
+// After the inventory: pg_stat_activity afresh, to tell which holders stayed idle across it.
+constexpr char kIdleAfterStatement[] = "advisory_locks_idle_after";
 
 struct HeldCandidate {
   double seconds;
@@ -171,11 +175,14 @@ std::vector<PreparedStatement> AdvisoryLocksCollector::Prepared(int server_versi
   return {{kInventoryStatement, FillTemplate(queries::kAdvisoryLocks,
                                              {{"waitstart", waitstart}, {"inventory", "true"}})},
           {kWaitersStatement, FillTemplate(queries::kAdvisoryLocks,
-                                           {{"waitstart", waitstart}, {"inventory", "false"}})}};
+                                           {{"waitstart", waitstart}, {"inventory", "false"}})},
+          {kIdleAfterStatement, queries::kIdleAfterLockRead}};
 }
 
 void AdvisoryLocksCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
   batch->AddExecute(name(), plan.inventory ? kInventoryStatement : kWaitersStatement);
+  if (!plan.inventory) return;
+  batch->AddExecute(kIdleAfterStatement, kIdleAfterStatement, StatementBatch::Phase::kAfterMain);
 }
 
 namespace {
@@ -198,6 +205,33 @@ LockWaitRow ParseRequest(const PgResult& r, int i, const LockColumns& c) {
   w.locktag = r.String(i, c.locktag);
   w.waitstart = r.Double(i, c.waitstart);
   return w;
+}
+
+// Marks the granted locks whose holder was idle, outside any transaction, with one unchanged
+// state_change at the activity read before pg_locks and at `after`, the read after it: held
+// across the whole pg_locks read with no transaction open, they can only be session locks.
+Status MarkHeldOutsideTransactions(const PgResult* after, PollData* data) {
+  if (after == nullptr) return Status::Ok();
+  Columns c(*after, "idle_after_lock_read");
+  const int pid_col = c["pid"];
+  const int change_col = c["state_change"];
+  if (Status s = c.status(); !s.ok()) return s;
+  std::unordered_map<int, double> idle_after;
+  for (int i = 0; i < after->Rows(); ++i) {
+    const auto change = after->Double(i, change_col);
+    if (change) idle_after[static_cast<int>(after->Int(i, pid_col).value_or(0))] = *change;
+  }
+  std::unordered_set<int> idle_throughout;
+  for (const Session& s : data->sessions) {
+    if (s.state != "idle" || !s.state_change) continue;
+    const auto it = idle_after.find(s.pid);
+    if (it != idle_after.end() && it->second == *s.state_change) idle_throughout.insert(s.pid);
+  }
+  if (idle_throughout.empty()) return Status::Ok();
+  for (AdvisoryLock& l : data->locks) {
+    l.outside_transaction = l.granted && idle_throughout.count(l.pid) != 0;
+  }
+  return Status::Ok();
 }
 
 AdvisoryLock ParseAdvisory(const PgResult& r, int i, const LockColumns& c) {
@@ -237,7 +271,7 @@ Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& r
       data->lock_waits.push_back(ParseRequest(*r, i, k));
     }
   }
-  return Status::Ok();
+  return MarkHeldOutsideTransactions(results.Find(kIdleAfterStatement), data);
 }
 
 void AdvisoryLocksCollector::BuildView(const PollData& data, const ViewContext& ctx,
@@ -260,11 +294,10 @@ void AdvisoryLocksCollector::BuildView(const PollData& data, const ViewContext& 
   (*ctx.dropped)[kHeldSeconds.name] = static_cast<int64_t>(held.size() - keep);
   for (size_t i = 0; i < keep; ++i) {
     const HeldCandidate& h = held[i];
-    const bool session_scope =
-        h.session != nullptr && !h.session->state.empty() && !h.session->xact_start;
-    view->held.push_back(
-        {ctx.index->Datname(h.lock->key.datid), LockLabel(h.lock->key, ctx.options->names),
-         IdentityOf(h.session, h.lock->pid), session_scope ? "session" : "unknown", h.seconds});
+    view->held.push_back({ctx.index->Datname(h.lock->key.datid),
+                          LockLabel(h.lock->key, ctx.options->names),
+                          IdentityOf(h.session, h.lock->pid),
+                          h.lock->outside_transaction ? "session" : "unknown", h.seconds});
   }
   (*ctx.dropped)[kWaitSeconds.name] =
       KeepTopN(&view->waits, ctx.top_n,

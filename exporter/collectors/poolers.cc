@@ -20,8 +20,9 @@ const MetricDesc kPooledLocks{
     "pglock_pooled_session_advisory_locks",
     MetricType::Gauge,
     "Session advisory locks held by server connections of a transaction- or statement-mode "
-    "PgBouncer pool: known session-scoped from the first poll that saw one held outside a "
-    "transaction or across two transactions, until released.",
+    "PgBouncer pool: known session-scoped from the first poll that saw one held while its "
+    "connection stayed outside any transaction across the whole read of pg_locks, until "
+    "released.",
     {"target", "pooler", "database", "user"}};
 const MetricDesc kInherited{
     "pglock_pooled_session_lock_inherited_total",

@@ -48,7 +48,8 @@ Status PrepareStatements(PgConnection& conn, const std::vector<PreparedStatement
 }
 
 void StatementBatch::Add(std::string name, std::string sql, Phase phase) {
-  (phase == Phase::kBeforeTimeouts ? before_ : main_).emplace_back(std::move(name), std::move(sql));
+  auto& list = phase == Phase::kBeforeTimeouts ? before_ : phase == Phase::kMain ? main_ : after_;
+  list.emplace_back(std::move(name), std::move(sql));
 }
 
 void StatementBatch::AddExecute(std::string name, const std::string& prepared_name, Phase phase) {
@@ -58,6 +59,7 @@ void StatementBatch::AddExecute(std::string name, const std::string& prepared_na
 std::vector<std::pair<std::string, std::string>> StatementBatch::Statements() const {
   auto out = before_;
   out.insert(out.end(), main_.begin(), main_.end());
+  out.insert(out.end(), after_.begin(), after_.end());
   return out;
 }
 
@@ -72,6 +74,7 @@ Status StatementBatch::Run(PgConnection& conn, const QueryTimeouts& timeouts,
                                             {"lock_ms", std::to_string(timeouts.lock_ms)}})};
   order.push_back(&set_timeouts);
   for (const auto& s : main_) order.push_back(&s);
+  for (const auto& s : after_) order.push_back(&s);
 
   std::string sql;
   for (const auto* s : order) {

@@ -66,15 +66,17 @@ class BatchResults {
 class StatementBatch {
  public:
   // kBeforeTimeouts statements run before the SET LOCAL of the exporter's timeouts (pg_settings
-  // must show the server's values, not the exporter's).
-  enum class Phase { kBeforeTimeouts, kMain };
+  // must show the server's values, not the exporter's). kAfterMain statements run after every
+  // kMain statement: only they may call pg_stat_clear_snapshot() to read pg_stat_activity afresh,
+  // since every kMain statement must see the poll's one snapshot of it.
+  enum class Phase { kBeforeTimeouts, kMain, kAfterMain };
 
   // `sql` is exactly one statement. Names are unique within a batch.
   void Add(std::string name, std::string sql, Phase phase = Phase::kMain);
   // Runs the statement prepared on the connection as `prepared_name` (PrepareStatements); its
   // result is found under `name`.
   void AddExecute(std::string name, const std::string& prepared_name, Phase phase = Phase::kMain);
-  bool empty() const { return before_.empty() && main_.empty(); }
+  bool empty() const { return before_.empty() && main_.empty() && after_.empty(); }
   // (name, sql) of every statement added, in the order they are sent (tests).
   std::vector<std::pair<std::string, std::string>> Statements() const;
 
@@ -87,6 +89,7 @@ class StatementBatch {
  private:
   std::vector<std::pair<std::string, std::string>> before_;
   std::vector<std::pair<std::string, std::string>> main_;
+  std::vector<std::pair<std::string, std::string>> after_;
 };
 
 }  // namespace pglock

@@ -64,6 +64,10 @@ struct AdvisoryLock {
   bool exclusive = true;  // ExclusiveLock vs ShareLock
   bool granted = true;
   std::optional<double> waitstart;  // 14+, NULL briefly after the wait starts
+  // Held while its session stayed idle, outside any transaction, across the whole read of
+  // pg_locks (its state_change the same before and after): only a session lock can be. False
+  // when that is not proven (the holder was in or entered a transaction, or is not visible).
+  bool outside_transaction = false;
 };
 
 // A lock request not granted yet, of every type but advisory (PollData::locks has those). Read by

@@ -14,10 +14,37 @@ std::string ClientLabel(const std::string& application_name, const std::string& 
   return application_name.empty() ? linked : application_name + " (" + linked + ")";
 }
 
+Event InheritedEvent(const PollData& data, const PooledLock& lock, const Session& s,
+                     const std::string& client, const LockNames* names) {
+  Event e;
+  e.time = data.now;
+  e.kind = "pooled_lock_inherited";
+  e.datname = lock.database;
+  e.lock = LockLabel(lock.key, names);
+  e.pooler = lock.pooler;
+  e.previous = IdentityOf(&s, lock.pid);
+  e.previous.application_name = lock.last_application_name;
+  e.previous.query.clear();
+  e.current = IdentityOf(&s, lock.pid);
+  e.previous_holder = lock.current_client;
+  e.current_holder = client;
+  return e;
+}
+
 }  // namespace
 
 void PooledLockTracker::Observe(const PollData& data, const LockNames* names, Counters* counters,
                                 std::vector<Event>* events) {
+  if (data.inventory) Judge(data, names, counters, events);
+  if (counters == nullptr) return;
+  for (const PoolerData& p : data.poolers) {
+    for (const PooledServer& s : p.servers)
+      counters->pooled_inherited[{p.name, s.database, s.user}];
+  }
+}
+
+void PooledLockTracker::Judge(const PollData& data, const LockNames* names, Counters* counters,
+                              std::vector<Event>* events) {
   const PollIndex index(data);
   std::set<Id> seen;
   std::set<std::string> readable;  // poolers read at this poll
@@ -50,12 +77,9 @@ void PooledLockTracker::Observe(const PollData& data, const LockNames* names, Co
         lock.last_linked_client = server.linked_client;
         lock.first_seen = data.now;
       }
-      // Outside a transaction only a session lock can be held; across two transactions too.
-      if (!s->xact_start ||
-          (lock.last_xact_start && s->xact_start && *lock.last_xact_start != *s->xact_start)) {
-        lock.session_scoped = true;
-      }
-      lock.last_xact_start = s->xact_start;
+      // The only proof of a session lock: held across the whole pg_locks read while the
+      // connection stayed outside any transaction (AdvisoryLock::outside_transaction).
+      if (l.outside_transaction) lock.session_scoped = true;
       const bool other_app = s->application_name != lock.last_application_name;
       const bool other_link = !server.linked_client.empty() && !lock.last_linked_client.empty() &&
                               server.linked_client != lock.last_linked_client;
@@ -63,21 +87,7 @@ void PooledLockTracker::Observe(const PollData& data, const LockNames* names, Co
         ++lock.inherited;
         if (counters != nullptr)
           counters->pooled_inherited[{p.name, lock.database, lock.user}] += 1;
-        if (events != nullptr) {
-          Event e;
-          e.time = data.now;
-          e.kind = "pooled_lock_inherited";
-          e.datname = lock.database;
-          e.lock = LockLabel(l.key, names);
-          e.pooler = p.name;
-          e.previous = IdentityOf(s, l.pid);
-          e.previous.application_name = lock.last_application_name;
-          e.previous.query.clear();
-          e.current = IdentityOf(s, l.pid);
-          e.previous_holder = lock.current_client;
-          e.current_holder = client;
-          events->push_back(std::move(e));
-        }
+        if (events != nullptr) events->push_back(InheritedEvent(data, lock, *s, client, names));
       }
       if (!server.linked_client.empty()) lock.last_linked_client = server.linked_client;
       lock.last_application_name = s->application_name;
@@ -86,13 +96,8 @@ void PooledLockTracker::Observe(const PollData& data, const LockNames* names, Co
   }
   // Released: gone from a complete read of its pooler and of pg_locks.
   for (auto it = locks_.begin(); it != locks_.end();) {
-    const bool judged = data.inventory && readable.count(std::get<0>(it->first)) != 0;
+    const bool judged = readable.count(std::get<0>(it->first)) != 0;
     it = judged && seen.count(it->first) == 0 ? locks_.erase(it) : ++it;
-  }
-  if (counters == nullptr) return;
-  for (const PoolerData& p : data.poolers) {
-    for (const PooledServer& s : p.servers)
-      counters->pooled_inherited[{p.name, s.database, s.user}];
   }
 }
 

@@ -1,11 +1,30 @@
-// Session advisory locks on pooled server connections (PgBouncer in transaction or statement mode,
-// seed 002): a state machine per (pooler, server connection, key). A lock becomes known to be
-// session-scoped at the first poll that proves it — held while the connection is outside a
-// transaction, or held across two different transactions — and stays so until it is released,
-// whatever the connection is doing at later poll instants: traffic through the pool must not make
-// the count flicker. While such a lock stays held, the connection serving another client
-// (application_name or the linked PgBouncer client changed) is an inheritance: that client holds
-// the lock without having taken it. Thread-compatible: owned by one poller.
+// Session advisory locks on pooled server connections (PgBouncer in transaction or statement
+// mode): a state machine per (pooler, server connection, key), judged at inventory polls only
+// (a tiered poll's locks are the last inventory's, not a fresh read).
+//
+//   (not tracked) --granted on a pooled connection--> candidate --proof--> session lock
+//        ^                                               |                  |      |
+//        +--------- gone from a complete read -----------+------------------+      |
+//                                                          another client served --+ (inherited,
+//                                                          while it stays held      counted, stays)
+//
+// Proof of a session lock, the one rule: the lock was granted in a read of pg_locks during which
+// the server connection stayed idle outside any transaction (pg_stat_activity before and after
+// that read show state 'idle' with the same state_change: AdvisoryLock::outside_transaction). A
+// transaction lock cannot meet it: PostgreSQL releases a transaction's locks before it reports the
+// session idle, and any statement run since moves state_change. Not proof, and why:
+//   - "held in two different transactions" (xact_start changed while the key stayed held): a hot
+//     key re-taken by the next transaction on the same connection looks exactly like that;
+//   - "no transaction at the activity read": the connection can begin one and take a transaction
+//     lock before pg_locks is read.
+// Once proven, a lock stays a session lock until it is released, whatever the connection does at
+// later polls: traffic through the pool must not make the count flicker. While it stays held,
+// the connection serving another client (application_name or the linked PgBouncer client changed)
+// is an inheritance: that client holds the lock without having taken it.
+// Limit: a proven session lock unlocked and its key taken again by another client on the same
+// connection between two polls (as a session or a transaction lock) is taken for the same lock,
+// and that client for an heir.
+// Thread-compatible: owned by one poller.
 #pragma once
 
 #include <map>
@@ -29,9 +48,8 @@ struct PooledLock {
   double backend_start = 0;
   AdvisoryKey key;
   bool session_scoped = false;  // proven; until then a candidate
-  std::optional<double> last_xact_start;
-  std::string first_client;    // the client when the lock was first seen
-  std::string current_client;  // the latest client seen on the connection
+  std::string first_client;     // the client when the lock was first seen
+  std::string current_client;   // the latest client seen on the connection
   std::string last_application_name;
   std::string last_linked_client;  // "addr:port" of the last PgBouncer client seen linked
   double first_seen = 0;           // server epoch seconds
@@ -50,6 +68,10 @@ class PooledLockTracker {
   std::vector<const PooledLock*> Locks() const;
 
  private:
+  // The transitions of one inventory poll.
+  void Judge(const PollData& data, const LockNames* names, Counters* counters,
+             std::vector<Event>* events);
+
   using Id = std::tuple<std::string, int, double, AdvisoryKey>;  // pooler, pid, start, key
   std::map<Id, PooledLock> locks_;
 };

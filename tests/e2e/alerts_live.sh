@@ -20,7 +20,11 @@
 #        f. at the same time, a job loop (tests/e2e/job_loop.py) that takes, uses and releases lock
 #           job-loop every second in the ordinary ways (unlock then close, close holding, two
 #           workers contending, a migration inside BEGIN, a transaction lock)
-#                                               -> no loss, no takeover, no alert (issue 11)
+#                                               -> no loss, no takeover, no alert
+#        g. at the same time, two job loops of transaction locks (pg_advisory_xact_lock) on one
+#           hot key through a PgBouncer in transaction mode with two server connections, the fix
+#           that pooler guides give for session locks         -> no pooled session lock counted,
+#           no inheritance, no pooled alert, not even pending
 #      and that alerts resolve (Alertmanager sends status "resolved") when their condition ends;
 #   2. every dashboard expression (dashboards/exprs.sh) is accepted by Prometheus, and most return
 #      data while the scenarios are active.
@@ -46,6 +50,8 @@ baseline_seconds=${PGLOCK_E2E_BASELINE:-20}
 source "$repo/scripts/lib/pg.sh"
 # shellcheck source=scripts/lib/bg.sh
 source "$repo/scripts/lib/bg.sh"
+# shellcheck source=scripts/lib/pgbouncer.sh
+source "$repo/scripts/lib/pgbouncer.sh"
 py=/usr/bin/python3
 [[ -x $py ]] || py=$(command -v python3 || echo python3)
 
@@ -109,6 +115,7 @@ cleanup() {
   stop_named alertmanager
   local i
   for ((i = ${#bg_pids[@]} - 1; i >= 0; i--)); do stop_pid "${bg_pids[i]}"; done
+  pgb_stop
   pg_stop immediate
   if [[ ${PGLOCK_E2E_KEEP:-0} == 1 ]]; then
     echo "e2e: kept $tmp" >&2
@@ -172,6 +179,13 @@ CREATE TABLE e2e_events (name text NOT NULL, at timestamptz NOT NULL DEFAULT clo
 GRANT INSERT ON e2e_events TO app_worker;
 SQL
 
+# g's PgBouncer: transaction pooling, two server connections per pool.
+pgb_start "$tmp/pgbouncer" "$logs/pgbouncer.log" "$pg_port" postgres 2 \
+  "$(printf '"jobs" "%s"\n"pglock_exporter" "%s"' "$password" "$password")" pglock_exporter ||
+  fail "PgBouncer did not start"
+printf '127.0.0.1:%s:*:*:%s\n' "$PGB_PORT" "$password" >>"$tmp/pgpass"
+say "PgBouncer (transaction pooling) on 127.0.0.1:$PGB_PORT"
+
 # --- 2. the exporter -----------------------------------------------------------------------------------
 exporter_port=$(free_port)
 config=$tmp/pglock_exporter.toml
@@ -200,10 +214,19 @@ dsn = "host=127.0.0.1 port=$pg_port dbname=postgres user=pglock_exporter passfil
   name = "job-loop"
   key_text = "job-loop"
 
+  # scenario g's transaction locks through PgBouncer
+  [[targets.locks]]
+  name = "pooled-xact"
+  key_text = "pooled-xact"
+
   [[targets.leases]]
   table = "public.leases"
   holder_pattern = '^([^:]+):([0-9]+):'
   holder_labels = ["holder_host", "holder_pid"]
+
+  [[targets.poolers]]
+  name = "pgbouncer"
+  admin_dsn = "host=127.0.0.1 port=$PGB_PORT dbname=pgbouncer user=pglock_exporter passfile=$tmp/pgpass"
 EOF
 "$exporter" --config.file="$config" --check-config >"$logs/check-config.log" 2>&1 ||
   fail "the exporter rejects the test config" "$(cat "$logs/check-config.log")"
@@ -379,7 +402,7 @@ expect_alert() {
 # A time field (startsAt, endsAt) of the alert saved by the last expect_alert, as Unix time.
 last_time() { "$py" "$here/alertlog.py" field --epoch "$1" <"$tmp/last_alert.json"; }
 
-say "starting scenarios a (long wait), b (idle-in-transaction timeout), c (pool of four), d (lease), e (lease cycle), f (job loop) in parallel"
+say "starting scenarios a (long wait), b (idle-in-transaction timeout), c (pool of four), d (lease), e (lease cycle), f (job loop), g (transaction locks through PgBouncer) in parallel"
 
 # e. seed 000's cycle on lease "sweep", one psql session paced by tests/e2e/lease_cycle.py.
 e_seconds=${PGLOCK_E2E_LEASE_CYCLE:-120}
@@ -395,6 +418,16 @@ started[f]=$(now)
 start_bg f-jobs "$logs/job-loop.log" env PGAPPNAME=job-loop PGUSER=jobs \
   "$py" "$here/job_loop.py" --psql "$PSQL" --lock-text job-loop --seconds "$e_seconds"
 f_pid=${bg_pids[-1]}
+
+# g. two job loops of transaction locks on lock pooled-xact through PgBouncer, as long as f.
+started[g]=$(now)
+g_pids=()
+for g_loop in 1 2; do
+  start_bg "g-jobs-$g_loop" "$logs/pooled-jobs-$g_loop.log" env PGAPPNAME="pooled-jobs-$g_loop" \
+    PGUSER=jobs PGPORT="$PGB_PORT" \
+    "$py" "$here/job_loop.py" --psql "$PSQL" --lock-text pooled-xact --seconds "$e_seconds" --kinds xact
+  g_pids+=("${bg_pids[-1]}")
+done
 
 # a. seed 002: a holder of report-daily, and a waiter that blocks behind it.
 started[a]=$(now)
@@ -591,6 +624,34 @@ f_alerts=$(prom_query "$f_query" | promapi count)
 f_hooks=$("$py" "$here/alertlog.py" summary "$hooks" | grep -E 'lock="job-loop"|application_name="job-loop"' || true)
 [[ -z $f_hooks ]] || fail "f: the webhook received an alert about the job loop:" "$f_hooks"
 
+# --- g: transaction locks through the pooler were never taken for session locks ----------------------
+for g_pid in "${g_pids[@]}"; do
+  for ((i = 0; i < 60; i++)); do
+    kill -0 "$g_pid" 2>/dev/null || break
+    sleep 1
+  done
+  ! kill -0 "$g_pid" 2>/dev/null || fail "g: a pooled job loop did not end"
+done
+g_jobs=0
+for g_loop in 1 2; do
+  g_summary=$(grep '^job-loop: .* jobs' "$logs/pooled-jobs-$g_loop.log" || true)
+  [[ $g_summary == *" 0 failed" ]] || fail "g: pooled job loop $g_loop failed" "$(tail -n 20 "$logs/pooled-jobs-$g_loop.log")"
+  read -r _ n _ <<<"$g_summary"
+  g_jobs=$((g_jobs + n))
+done
+g_gauge_series=$(prom_query 'pglock_pooled_session_advisory_locks{target="e2e",pooler="pgbouncer"}' | promapi count)
+((g_gauge_series > 0)) || fail "g: no pglock_pooled_session_advisory_locks series for the pool: nothing was tested"
+g_counted=$(prom_value 'max_over_time(sum(pglock_pooled_session_advisory_locks{target="e2e",pooler="pgbouncer"})[15m:1s])')
+g_inherited=$(prom_value 'sum(pglock_pooled_session_lock_inherited_total{target="e2e",pooler="pgbouncer"})')
+g_seen=$(prom_value 'max_over_time(sum(pglock_advisory_locks_held{target="e2e"})[15m:1s])')
+say "  g: $g_jobs transaction-lock jobs through PgBouncer; pooled session locks at most $g_counted, inherited_total $g_inherited"
+[[ $g_counted == 0 && $g_inherited == 0 ]] ||
+  fail "g: transaction locks through the pooler were taken for session locks (gauge max $g_counted, inherited $g_inherited)"
+awk -v n="$g_seen" 'BEGIN { exit !(n + 0 > 0) }' || fail "g: the exporter never saw an advisory lock held"
+g_query='count_over_time(ALERTS{alertname=~"PglockPooledLockInherited|PglockSessionLockThroughTransactionPooler"}[15m])'
+g_alerts=$(prom_query "$g_query" | promapi count)
+((g_alerts == 0)) || fail "g: pooled alerts (firing or pending) for transaction locks:" "$(prom_query "$g_query")"
+
 # --- nothing unexpected fired --------------------------------------------------------------------------
 mapfile -t names < <("$py" "$here/alertlog.py" names "$hooks")
 unexpected=()
@@ -622,6 +683,7 @@ echo "  (a: from the start of the wait; a-end: from pg_cancel_backend of the wai
 echo "   BEGIN; b-drop: from run 2 taking the lock after the server ended run 1; c: from the pool's"
 echo "   start; d: from the 3 s lease upsert; d-takeover: from host-b's takeover)"
 echo "Job loop (f): ${f_summary#job-loop: }; $f_counts; no alert."
+echo "Pooled transaction locks (g): $g_jobs jobs through PgBouncer; no pooled session lock, no inheritance, no pooled alert."
 echo "Lease cycle (e): $e_rounds rounds in ${e_seconds}s, handover=$e_handover overlap=$e_overlap expired_takeover=$e_expired, no lease alert."
 echo "  PglockLockAboutToBeDropped started firing ${b_lead}s before the server dropped the lock."
 echo "Dashboards: $dash_data/$dash_total expressions returned data (${dash_pct}%), all $dash_total succeeded."

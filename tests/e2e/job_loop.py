@@ -8,7 +8,11 @@ of SPEC 4.7, each job a psql process of its own (its own session), for SECONDS s
   migration  BEGIN, lock the key, change the schema, COMMIT, unlock, close
   xact       BEGIN, pg_advisory_xact_lock, work, COMMIT, close
 
-  job_loop.py --psql PATH --lock-text TEXT --seconds S
+  job_loop.py --psql PATH --lock-text TEXT --seconds S [--kinds xact,unlock,...]
+
+--kinds runs only those jobs, in turn (default: all five). Through a transaction pooler only
+"xact" is correct: the pooler hands the server connection to another client after each
+transaction, so a session lock taken through it would leak.
 
 The key is hashtextextended(TEXT, 0). psql connects with the libpq environment (PGHOST, PGUSER,
 PGAPPNAME, ...) of the caller; the migration job needs to own table job_loop_schema. Prints one
@@ -75,9 +79,14 @@ def main():
     ap.add_argument("--psql", required=True)
     ap.add_argument("--lock-text", required=True)
     ap.add_argument("--seconds", type=float, required=True)
+    all_kinds = ["unlock", "close", "contend", "migration", "xact"]
+    ap.add_argument("--kinds", default=",".join(all_kinds))
     args = ap.parse_args()
     key = "hashtextextended('{}', 0)".format(args.lock_text.replace("'", "''"))
-    kinds = ["unlock", "close", "contend", "migration", "xact"]
+    kinds = args.kinds.split(",")
+    unknown = [k for k in kinds if k not in all_kinds]
+    if unknown or not kinds:
+        ap.error("--kinds: unknown job kind(s) %s; known: %s" % (unknown, ", ".join(all_kinds)))
     running = []
     counts = {k: 0 for k in kinds}
     failed = 0

@@ -345,21 +345,33 @@ TEST(AnalyzeTest, PollWithoutInventoryKeepsHistory) {
   EXPECT_DOUBLE_EQ(AnalyzeData(d, &history).view.held[0].seconds, 10);
 }
 
-TEST(AnalyzeTest, ScopeIsSessionOnlyOutsideATransaction) {
+AdvisoryLock HeldOutsideTransaction(int pid, AdvisoryKey key) {
+  AdvisoryLock l = Held(pid, key);
+  l.outside_transaction = true;
+  return l;
+}
+
+// Scope comes from the lock read's proof (the holder idle across it), not from the holder's state
+// at the activity read: 14 was idle there, then began a transaction and took its lock.
+TEST(AnalyzeTest, ScopeIsSessionOnlyWhenHeldOutsideATransactionAcrossTheRead) {
   PollData d = BaseData();
   Session idle = MakeSession(10, "idle");
   idle.xact_start.reset();
   Session in_tx = MakeSession(11, "idle in transaction");
   Session hidden = MakeSession(12, "");
   hidden.xact_start.reset();
-  d.sessions = {idle, in_tx, hidden};
-  d.locks = {Held(10, BigintKey(1)), Held(11, BigintKey(2)), Held(12, BigintKey(3)),
-             Held(13, BigintKey(4))};  // 13: not in pg_stat_activity
+  Session entered = MakeSession(14, "idle");
+  entered.xact_start.reset();
+  d.sessions = {idle, in_tx, hidden, entered};
+  d.locks = {HeldOutsideTransaction(10, BigintKey(1)), Held(11, BigintKey(2)),
+             Held(12, BigintKey(3)), Held(13, BigintKey(4)),  // 13: not in pg_stat_activity
+             Held(14, BigintKey(5))};
   const Result r = AnalyzeData(d);
   EXPECT_EQ(FindHeld(r.view, 10)->scope, "session");
   EXPECT_EQ(FindHeld(r.view, 11)->scope, "unknown");
   EXPECT_EQ(FindHeld(r.view, 12)->scope, "unknown");
   EXPECT_EQ(FindHeld(r.view, 13)->scope, "unknown");
+  EXPECT_EQ(FindHeld(r.view, 14)->scope, "unknown");
   EXPECT_EQ(r.view.hidden_sessions, 1);
 }
 
@@ -723,22 +735,30 @@ TEST(HolderMatcherTest, InputIsCappedAndCutAtNul) {
 
 // ---- Poolers --------------------------------------------------------------------------------
 
-TEST(AnalyzeTest, PoolerSessionLocksCountOnlyHoldersOutsideATransaction) {
+TEST(AnalyzeTest, PoolerSessionLocksCountOnlyLocksHeldOutsideATransactionAcrossTheRead) {
   PollData d = BaseData();
   Session outside = MakeSession(100, "idle");
   outside.xact_start.reset();
   Session inside = MakeSession(101, "idle in transaction");
   Session other = MakeSession(102, "idle");
   other.xact_start.reset();
+  Session entered =
+      MakeSession(103, "idle");  // idle at the activity read, not across the lock read
+  entered.xact_start.reset();
   Session direct = MakeSession(200, "idle");
   direct.xact_start.reset();
-  d.sessions = {outside, inside, other, direct};
-  d.locks = {Held(100, BigintKey(1)), Held(100, BigintKey(2)), Held(101, BigintKey(3)),
-             Waiting(102, BigintKey(1), kNow - 1), Held(200, BigintKey(4))};
+  d.sessions = {outside, inside, other, entered, direct};
+  d.locks = {HeldOutsideTransaction(100, BigintKey(1)),
+             HeldOutsideTransaction(100, BigintKey(2)),
+             Held(101, BigintKey(3)),
+             Waiting(102, BigintKey(1), kNow - 1),
+             Held(103, BigintKey(5)),
+             HeldOutsideTransaction(200, BigintKey(4))};
   PoolerData p;
   p.name = "bouncer";
   p.ok = true;
-  p.servers = {{"app", "alice", 100}, {"app", "alice", 101}, {"reports", "bob", 102}};
+  p.servers = {
+      {"app", "alice", 100}, {"app", "alice", 101}, {"reports", "bob", 102}, {"app", "alice", 103}};
   d.poolers = {p};
 
   const Result r = AnalyzeData(d);
