@@ -273,8 +273,9 @@ void Poller::CountCollectorErrors(const PollData& data) {
   for (const PoolerData& p : data.poolers) note("pooler:" + p.name, p.ok, p.error);
 }
 
-std::optional<std::vector<DatabaseStats>> Poller::ReadSessionEndCounters() {
-  if (!conn_) return std::nullopt;
+std::optional<std::vector<DatabaseStats>> Poller::ReadSessionEndCounters(
+    SteadyClock::time_point deadline) {
+  if (!conn_ || SteadyClock::now() >= deadline) return std::nullopt;
   const auto& collectors = Collectors();
   const auto it = std::find_if(collectors.begin(), collectors.end(), [](const Collector* c) {
     return std::string_view(c->name()) == "database_stats";
@@ -285,8 +286,7 @@ std::optional<std::vector<DatabaseStats>> Poller::ReadSessionEndCounters() {
   (*it)->Plan(plan, &batch);
   if (batch.empty()) return std::nullopt;
   BatchResults results;
-  const Status s = batch.Run(*conn_, QueryTimeouts::ForPoll(poll_.timeout),
-                             SteadyClock::now() + poll_.timeout, &results);
+  const Status s = batch.Run(*conn_, QueryTimeouts::ForPoll(poll_.timeout), deadline, &results);
   PollData data;
   if (!s.ok() || !(*it)->Parse(plan, results, &data).ok()) {
     // The next poll reconnects when the connection broke, and reports why.
@@ -342,7 +342,7 @@ bool Poller::PollOnce() {
   std::vector<Event> events;
   events_.Observe(data, previous_inventory, &names_, &counters_, &events);
   if (events_.settling()) {
-    const auto later = ReadSessionEndCounters();
+    const auto later = ReadSessionEndCounters(deadline);
     events_.Settle(later, SecondsSince(started), &names_, &counters_, &events);
   }
   RecordEvents(std::move(events));

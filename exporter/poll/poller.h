@@ -74,8 +74,10 @@ class Poller {
   Status Collect(SteadyClock::time_point deadline, PollData* data,
                  std::vector<CollectorStatus>* statuses);
   // The session end counters again, right after a poll that judged lock holders' sessions closed
-  // with no end counted (EventTracker::Settle); nullopt on failure or before PostgreSQL 14.
-  std::optional<std::vector<DatabaseStats>> ReadSessionEndCounters();
+  // with no end counted (EventTracker::Settle), within what is left of the poll's `deadline`;
+  // nullopt on failure, when no time is left, or before PostgreSQL 14.
+  std::optional<std::vector<DatabaseStats>> ReadSessionEndCounters(
+      SteadyClock::time_point deadline);
   void CountCollectorErrors(const PollData& data);
   void Publish(std::shared_ptr<const TargetSnapshot> snapshot) EXCLUDES(mu_);
   void LogStateChange(bool up, const std::string& error);

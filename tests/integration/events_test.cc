@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "exporter/poll/poller.h"
+#include "tests/support/delay_proxy.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/pgbouncer.h"
@@ -166,6 +167,41 @@ TEST(Events, ClientThatClosesItsSessionIsAReleaseNotALoss) {
                 {{"lock", "unnamed"}, {"reason", "session_closed"}}),
             1);
   EXPECT_EQ(Sum(samples, "pglock_advisory_lock_losses_total"), 0);
+}
+
+// One budget per poll: the follow-up read of the session end counters (a holder gone with no end
+// counted) spends what is left of the poll's deadline, not a deadline of its own. Through a proxy
+// that makes every round trip take 60% of poll.timeout, the batch and the follow-up read together
+// would take 120% of it.
+TEST(Events, FollowUpReadSpendsThePollsOneDeadline) {
+  if (Pg().VersionNum() < 140000) {
+    GTEST_SKIP() << "the follow-up read needs pg_stat_database.sessions_* (PostgreSQL 14+)";
+  }
+  testing::DelayProxy proxy(Pg().port());
+  ASSERT_TRUE(proxy.started());
+  TargetConfig t = Target();
+  t.dsn = "host=127.0.0.1 port=" + std::to_string(proxy.port()) + " dbname=postgres user=postgres";
+  PollConfig p = Poll();
+  p.timeout = Duration(2000);
+  Poller poller(t, p);
+  auto holder = std::make_unique<TestSession>(Pg().Dsn());
+  holder->Query("SELECT pg_advisory_lock(8181)");
+  const int pid = holder->Pid();
+  PollAndScrape(poller);
+  holder.reset();  // a clean close: gone with no end counted, so the poll reads the counters again
+  ASSERT_TRUE(WaitFor(5, [&] {
+    return Pg().Scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = " +
+                       std::to_string(pid)) == "0";
+  }));
+  proxy.Delay(std::chrono::milliseconds(1200));
+  const auto started = std::chrono::steady_clock::now();
+  poller.PollOnceForTest();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_TRUE(poller.Latest()->up) << poller.Latest()->last_error;
+  // Margin: 250 ms for the judgement and the client side noticing its deadline.
+  EXPECT_LE(seconds, 2.0 + 0.25) << "one poll took " << seconds << " s with poll.timeout = 2 s";
+  proxy.Delay(std::chrono::milliseconds(0));
 }
 
 TEST(Events, HandoverBetweenTwoPollsWithoutSeeingTheRelease) {
