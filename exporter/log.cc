@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <ctime>
 
-#include "exporter/metrics/labels.h"
+#include "exporter/util/utf8.h"
 
 namespace pglock {
 namespace {

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "exporter/collectors/lock_names.h"
 #include "exporter/config/config.h"
 #include "exporter/metrics/families.h"
 #include "exporter/pg/batch.h"
 #include "exporter/snapshot/analyze.h"
+#include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/snapshot.h"
 #include "exporter/util/status.h"

@@ -1,5 +1,7 @@
 #include "exporter/collectors/registry.h"
 
+#include <chrono>
+
 #include "exporter/collectors/activity.h"
 #include "exporter/collectors/advisory_locks.h"
 #include "exporter/collectors/database_stats.h"
@@ -36,6 +38,25 @@ const std::vector<const Collector*>& Collectors() {
       &settings, &setting_overrides, &leases,   &poolers,
   };
   return all;
+}
+
+TargetView Analyze(const PollData& data, const AnalyzeOptions& options, HoldHistory* history,
+                   std::map<std::string, int64_t>* dropped, std::vector<double>* build_seconds) {
+  TargetView view;
+  view.inventory = data.inventory;
+  const PollIndex index(data);
+  const ViewContext ctx{&options, &index, static_cast<size_t>(std::max(options.top_n, 1)), history,
+                        dropped};
+  if (build_seconds != nullptr) build_seconds->clear();
+  for (const Collector* c : Collectors()) {
+    const auto started = std::chrono::steady_clock::now();
+    c->BuildView(data, ctx, &view);
+    if (build_seconds != nullptr) {
+      build_seconds->push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    }
+  }
+  return view;
 }
 
 }  // namespace pglock

@@ -2,6 +2,8 @@
 // collector is one line in registry.cc. Thread-safe (immutable after first use).
 #pragma once
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include "exporter/collectors/collector.h"
@@ -9,5 +11,12 @@
 namespace pglock {
 
 const std::vector<const Collector*>& Collectors();
+
+// Builds the view of one poll: every collector's part, in registry order. Fills *dropped with the
+// detail series each metric left out because of top_n, and *build_seconds (when given) with the
+// time each collector took, in registry order.
+TargetView Analyze(const PollData& data, const AnalyzeOptions& options, HoldHistory* history,
+                   std::map<std::string, int64_t>* dropped,
+                   std::vector<double>* build_seconds = nullptr);
 
 }  // namespace pglock

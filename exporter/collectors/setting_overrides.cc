@@ -1,8 +1,8 @@
 #include "exporter/collectors/setting_overrides.h"
 
-#include "exporter/config/duration.h"
 #include "exporter/pg/columns.h"
 #include "exporter/queries.h"
+#include "exporter/util/duration.h"
 
 namespace pglock {
 namespace {

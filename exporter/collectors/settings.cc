@@ -1,8 +1,8 @@
 #include "exporter/collectors/settings.h"
 
-#include "exporter/config/duration.h"
 #include "exporter/pg/columns.h"
 #include "exporter/queries.h"
+#include "exporter/util/duration.h"
 
 namespace pglock {
 namespace {

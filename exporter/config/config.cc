@@ -10,8 +10,8 @@
 #include <sstream>
 #include <toml.hpp>
 
+#include "exporter/config/holder_matcher.h"
 #include "exporter/pg/conninfo.h"
-#include "exporter/snapshot/holder_matcher.h"
 #include "exporter/util/utf8.h"
 
 namespace pglock {

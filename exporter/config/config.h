@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "exporter/config/duration.h"
+#include "exporter/util/duration.h"
 
 namespace pglock {
 

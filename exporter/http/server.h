@@ -12,9 +12,9 @@
 
 #include "exporter/config/config.h"
 #include "exporter/http/auth.h"
+#include "exporter/http/exposition.h"
 #include "exporter/http/metrics_cache.h"
 #include "exporter/http/page_cache.h"
-#include "exporter/metrics/exposition.h"
 #include "exporter/util/thread_annotations.h"
 
 namespace prometheus {

@@ -20,23 +20,6 @@ bool IsControl(std::string_view s, size_t i, size_t len) {
 
 }  // namespace
 
-std::string ToValidUtf8(std::string_view raw) {
-  std::string out;
-  out.reserve(raw.size());
-  size_t i = 0;
-  while (i < raw.size()) {
-    const size_t len = Utf8SequenceLength(raw, i);
-    if (len == 0) {
-      out += kReplacement;
-      ++i;
-    } else {
-      out.append(raw.substr(i, len));
-      i += len;
-    }
-  }
-  return out;
-}
-
 std::string SanitizeLabelValue(std::string_view raw) {
   std::string out;
   out.reserve(std::min(raw.size(), kMaxLabelValueBytes) + kTruncatedMarker.size() + 16);

@@ -17,7 +17,4 @@ inline constexpr std::string_view kTruncatedMarker = "...[truncated]";
 // share a prefix stay distinct. Quotes and backslashes are left to the text serializer.
 std::string SanitizeLabelValue(std::string_view raw);
 
-// Replaces only invalid UTF-8 sequences with U+FFFD (no length cap, controls kept).
-std::string ToValidUtf8(std::string_view raw);
-
 }  // namespace pglock

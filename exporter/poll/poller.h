@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "exporter/collectors/collector.h"
-#include "exporter/collectors/lock_names.h"
 #include "exporter/config/config.h"
 #include "exporter/pg/connection.h"
+#include "exporter/poll/lock_names.h"
 #include "exporter/poll/server_identity.h"
 #include "exporter/snapshot/analyze.h"
 #include "exporter/snapshot/event_log.h"

@@ -1,6 +1,6 @@
-// Turns one poll's observations (PollData) into the point-in-time view the metrics show: each
-// collector builds its own part (exporter/collectors); Analyze() runs them all. Pure apart from
-// HoldHistory, which carries first-seen times from poll to poll. Thread-compatible.
+// What turning one poll's observations (PollData) into the point-in-time view needs: the options,
+// the hold history carried from poll to poll, and the context each collector's BuildView gets
+// (Analyze() in exporter/collectors/registry.h runs them all). Thread-compatible.
 #pragma once
 
 #include <algorithm>
@@ -10,9 +10,9 @@
 #include <tuple>
 #include <vector>
 
-#include "exporter/collectors/lock_names.h"
 #include "exporter/config/config.h"
-#include "exporter/snapshot/holder_matcher.h"
+#include "exporter/config/holder_matcher.h"
+#include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_index.h"
 #include "exporter/snapshot/snapshot.h"
 
@@ -50,9 +50,6 @@ struct AnalyzeOptions {
   std::vector<LeaseTableRules> lease_rules;
 };
 
-// The `lock` label: the configured name, else the rendered key.
-std::string LockLabel(const AdvisoryKey& key, const LockNames* names);
-
 // What each collector's BuildView gets besides the poll.
 struct ViewContext {
   const AnalyzeOptions* options = nullptr;
@@ -61,13 +58,6 @@ struct ViewContext {
   HoldHistory* history = nullptr;
   std::map<std::string, int64_t>* dropped = nullptr;  // metric -> series left out by top_n
 };
-
-// Builds the view: every collector's part, in registry order. Fills *dropped with the detail
-// series each metric left out because of top_n, and *build_seconds (when given) with the time
-// each collector took, in registry order.
-TargetView Analyze(const PollData& data, const AnalyzeOptions& options, HoldHistory* history,
-                   std::map<std::string, int64_t>* dropped,
-                   std::vector<double>* build_seconds = nullptr);
 
 // Keeps the `n` most severe rows (`more_severe(a, b)` true when a comes first); returns how many
 // were dropped.

@@ -16,8 +16,8 @@
 #include <tuple>
 #include <vector>
 
-#include "exporter/collectors/lock_names.h"
 #include "exporter/snapshot/event_log.h"
+#include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/pooled_locks.h"
 #include "exporter/snapshot/snapshot.h"

@@ -33,8 +33,8 @@
 #include <tuple>
 #include <vector>
 
-#include "exporter/collectors/lock_names.h"
 #include "exporter/snapshot/event_log.h"
+#include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/snapshot.h"
 

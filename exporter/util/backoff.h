@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "exporter/config/duration.h"
+#include "exporter/util/duration.h"
 
 namespace pglock {
 

@@ -43,4 +43,22 @@ size_t FirstInvalidUtf8(std::string_view s) {
   return std::string_view::npos;
 }
 
+std::string ToValidUtf8(std::string_view raw) {
+  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+  std::string out;
+  out.reserve(raw.size());
+  size_t i = 0;
+  while (i < raw.size()) {
+    const size_t len = Utf8SequenceLength(raw, i);
+    if (len == 0) {
+      out += kReplacement;
+      ++i;
+    } else {
+      out.append(raw.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
+}
+
 }  // namespace pglock

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace pglock {
@@ -13,5 +14,8 @@ size_t Utf8SequenceLength(std::string_view s, size_t i);
 
 // Offset of the first invalid byte, or std::string_view::npos when `s` is valid UTF-8.
 size_t FirstInvalidUtf8(std::string_view s);
+
+// Replaces only invalid UTF-8 sequences with U+FFFD (no length cap, controls kept).
+std::string ToValidUtf8(std::string_view raw);
 
 }  // namespace pglock

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "exporter/snapshot/holder_matcher.h"
+#include "exporter/config/holder_matcher.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <string>
 
-#include "exporter/collectors/lock_names.h"
 #include "exporter/snapshot/analyze.h"
+#include "exporter/snapshot/lock_names.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 8) return 0;

@@ -6,6 +6,7 @@
 
 #include "exporter/log.h"
 #include "exporter/metrics/labels.h"
+#include "exporter/util/utf8.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string raw(reinterpret_cast<const char*>(data), size);

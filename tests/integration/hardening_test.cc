@@ -8,6 +8,7 @@
 
 #include "exporter/metrics/labels.h"
 #include "exporter/poll/poller.h"
+#include "exporter/util/utf8.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 

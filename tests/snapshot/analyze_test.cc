@@ -9,8 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "exporter/collectors/lock_names.h"
-#include "exporter/snapshot/holder_matcher.h"
+#include "exporter/collectors/registry.h"
+#include "exporter/config/holder_matcher.h"
+#include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/timeouts.h"
 

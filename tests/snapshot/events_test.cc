@@ -10,8 +10,8 @@
 #include <tuple>
 #include <vector>
 
-#include "exporter/collectors/lock_names.h"
 #include "exporter/snapshot/inventory.h"
+#include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/snapshot.h"
 

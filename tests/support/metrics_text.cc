@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "exporter/metrics/exposition.h"
+#include "exporter/http/exposition.h"
 
 namespace pglock::testing {
 

@@ -1,4 +1,4 @@
-#include "exporter/collectors/lock_names.h"
+#include "exporter/poll/lock_names.h"
 
 #include "exporter/queries.h"
 
@@ -33,15 +33,6 @@ Status EvalKey(PgConnection& conn, const LockNameConfig& lock, const std::string
 }
 
 }  // namespace
-
-void AddBigintName(int64_t key, const std::string& name, LockNames* names) {
-  const auto u = static_cast<uint64_t>(key);
-  (*names)[{static_cast<uint32_t>(u >> 32), static_cast<uint32_t>(u & 0xffffffffu), 1}] = name;
-}
-
-void AddPairName(int32_t key1, int32_t key2, const std::string& name, LockNames* names) {
-  (*names)[{static_cast<uint32_t>(key1), static_cast<uint32_t>(key2), 2}] = name;
-}
 
 Status ResolveLockNames(PgConnection& conn, const std::vector<LockNameConfig>& locks,
                         const QueryTimeouts& timeouts, SteadyClock::time_point deadline,

@@ -1,4 +1,4 @@
-#include "exporter/config/duration.h"
+#include "exporter/util/duration.h"
 
 #include <gtest/gtest.h>
 

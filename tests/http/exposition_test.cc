@@ -1,4 +1,4 @@
-#include "exporter/metrics/exposition.h"
+#include "exporter/http/exposition.h"
 
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>

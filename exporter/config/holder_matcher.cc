@@ -1,4 +1,4 @@
-#include "exporter/snapshot/holder_matcher.h"
+#include "exporter/config/holder_matcher.h"
 
 namespace pglock {
 

@@ -1,4 +1,4 @@
-#include "exporter/metrics/exposition.h"
+#include "exporter/http/exposition.h"
 
 #include "exporter/collectors/registry.h"
 #include "exporter/metrics/families.h"
