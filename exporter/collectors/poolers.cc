@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "exporter/queries.h"
-#include "exporter/snapshot/pooled_locks.h"
+#include "exporter/events/pooled_locks.h"
 
 namespace pglock {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "exporter/http/server.h"
 #include "exporter/log.h"
-#include "exporter/snapshot/event_log.h"
+#include "exporter/events/event_log.h"
 
 namespace pglock {
 namespace {

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "exporter/collectors/registry.h"
+#include "exporter/events/judge.h"
 #include "exporter/log.h"
 #include "exporter/pg/conninfo.h"
 #include "exporter/pg/session.h"
@@ -336,15 +337,14 @@ bool Poller::PollOnce() {
   role_ = role;
   CountCollectorErrors(*data);
 
-  const std::shared_ptr<const PollData> previous_inventory = inventory_.last();
-  inventory_.Complete(started, &data);
   // Events first: the view shows the pooled-lock state this poll leads to.
   std::vector<Event> events;
-  events_.Observe(data, previous_inventory, &names_, &counters_, &events);
-  if (events_.settling()) {
-    const auto later = ReadSessionEndCounters(deadline);
-    events_.Settle(later, SecondsSince(started), &names_, &counters_, &events);
-  }
+  JudgePoll(
+      started, &data, &inventory_, &events_, &names_,
+      [&] {
+        return CountersReadAgain{ReadSessionEndCounters(deadline), SecondsSince(started)};
+      },
+      &counters_, &events);
   RecordEvents(std::move(events));
   std::map<std::string, int64_t> dropped;
   std::vector<double> build_seconds;

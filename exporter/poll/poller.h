@@ -21,9 +21,9 @@
 #include "exporter/poll/lock_names.h"
 #include "exporter/poll/server_identity.h"
 #include "exporter/snapshot/analyze.h"
-#include "exporter/snapshot/event_log.h"
-#include "exporter/snapshot/events.h"
-#include "exporter/snapshot/inventory.h"
+#include "exporter/events/event_log.h"
+#include "exporter/events/events.h"
+#include "exporter/events/inventory.h"
 #include "exporter/snapshot/snapshot.h"
 #include "exporter/util/thread_annotations.h"
 

@@ -134,7 +134,7 @@ struct LeaseRow {
 };
 
 // A lease table's cumulative write counters (pg_stat_all_tables.n_tup_upd, n_tup_del). They are
-// the evidence that a lease was given back before it changed holder (exporter/snapshot/events.h).
+// the evidence that a lease was given back before it changed holder (exporter/events/events.h).
 struct TableWrites {
   int64_t updated = 0;
   int64_t deleted = 0;

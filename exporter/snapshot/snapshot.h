@@ -16,7 +16,7 @@
 
 namespace pglock {
 
-struct Event;  // exporter/snapshot/event_log.h
+struct Event;  // exporter/events/event_log.h
 using EventList = std::vector<std::shared_ptr<const Event>>;
 
 // Identity of a session as labels show it.

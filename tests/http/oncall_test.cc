@@ -7,7 +7,7 @@
 #include "exporter/http/markdown.h"
 #include "exporter/http/page_cache.h"
 #include "exporter/http/runbooks.h"
-#include "exporter/snapshot/event_log.h"
+#include "exporter/events/event_log.h"
 
 namespace pglock {
 namespace {

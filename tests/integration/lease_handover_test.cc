@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "exporter/poll/poller.h"
-#include "exporter/snapshot/events.h"
+#include "exporter/events/events.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 

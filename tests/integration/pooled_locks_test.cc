@@ -1,5 +1,5 @@
 // Which advisory locks are judged session locks, against a real PostgreSQL behind a real PgBouncer
-// in transaction mode (exporter/snapshot/pooled_locks.h, the scope label of held locks): ordinary
+// in transaction mode (exporter/events/pooled_locks.h, the scope label of held locks): ordinary
 // transaction-lock traffic on hot keys is never a session lock nor an inheritance, even when a
 // connection idle at the activity read takes a transaction lock before pg_locks is read; a session
 // lock leaked through the pool still is (with the fidelity test, which keeps it counted under

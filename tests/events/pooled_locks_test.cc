@@ -1,6 +1,6 @@
-// The pooled-lock state machine (exporter/snapshot/pooled_locks.h) on hand-made polls: which
+// The pooled-lock state machine (exporter/events/pooled_locks.h) on hand-made polls: which
 // evidence proves a session lock, and which transitions count an inheritance.
-#include "exporter/snapshot/pooled_locks.h"
+#include "exporter/events/pooled_locks.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "exporter/snapshot/inventory.h"
+#include "exporter/events/inventory.h"
 
 #include <map>
 #include <set>

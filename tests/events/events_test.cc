@@ -1,4 +1,4 @@
-#include "exporter/snapshot/events.h"
+#include "exporter/events/events.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,8 @@
 #include <tuple>
 #include <vector>
 
-#include "exporter/snapshot/inventory.h"
+#include "exporter/events/inventory.h"
+#include "exporter/events/judge.h"
 #include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/snapshot.h"
@@ -85,21 +86,23 @@ class Events {
   // read again right after: `later` (by default, those of the poll: nothing new).
   void Observe(const PollData& d, std::optional<DatabaseStats> later = std::nullopt) {
     auto data = std::make_shared<PollData>(d);
-    const std::shared_ptr<const PollData> previous = inventory_.last();
-    inventory_.Complete(SteadyClock::now(), &data);
-    tracker_.Observe(data, previous, &names_, &counters_);
-    if (tracker_.settling()) {
-      std::optional<std::vector<DatabaseStats>> stats = d.database_stats;
-      if (later) stats = std::vector<DatabaseStats>{*later};
-      tracker_.Settle(stats, settle_after_, &names_, &counters_);
-    }
+    JudgePoll(SteadyClock::now(), &data, &inventory_, &tracker_, &names_, ReadAgain(d, later),
+              &counters_, nullptr);
   }
 
   // A poll that is not an inventory: only its sessions count for the lock events.
   void ObserveCheap(const PollData& d) {
     auto data = std::make_shared<PollData>(d);
     data->inventory = false;
-    tracker_.Observe(data, inventory_.last(), &names_, &counters_);
+    JudgePoll(SteadyClock::now(), &data, &inventory_, &tracker_, &names_, ReadAgain(d, {}),
+              &counters_, nullptr);
+  }
+
+  // The counters read again after poll `d`: `later`, else the poll's own (nothing new).
+  ReadCountersAgain ReadAgain(const PollData& d, std::optional<DatabaseStats> later) const {
+    std::optional<std::vector<DatabaseStats>> stats = d.database_stats;
+    if (later) stats = std::vector<DatabaseStats>{*later};
+    return [stats, after = settle_after_] { return CountersReadAgain{stats, after}; };
   }
 
   double Released(const std::string& reason, const std::string& lock = "unnamed") const {

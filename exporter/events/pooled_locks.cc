@@ -1,4 +1,4 @@
-#include "exporter/snapshot/pooled_locks.h"
+#include "exporter/events/pooled_locks.h"
 
 #include <set>
 #include <unordered_map>

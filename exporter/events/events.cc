@@ -1,4 +1,4 @@
-#include "exporter/snapshot/events.h"
+#include "exporter/events/events.h"
 
 #include <algorithm>
 #include <set>

@@ -1,4 +1,4 @@
-#include "exporter/snapshot/event_log.h"
+#include "exporter/events/event_log.h"
 
 #include <cstdio>
 

@@ -33,7 +33,7 @@
 #include <tuple>
 #include <vector>
 
-#include "exporter/snapshot/event_log.h"
+#include "exporter/events/event_log.h"
 #include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/snapshot.h"

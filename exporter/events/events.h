@@ -16,10 +16,10 @@
 #include <tuple>
 #include <vector>
 
-#include "exporter/snapshot/event_log.h"
+#include "exporter/events/event_log.h"
+#include "exporter/events/pooled_locks.h"
 #include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
-#include "exporter/snapshot/pooled_locks.h"
 #include "exporter/snapshot/snapshot.h"
 
 namespace pglock {

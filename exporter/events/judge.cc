@@ -1,0 +1,17 @@
+#include "exporter/events/judge.h"
+
+namespace pglock {
+
+void JudgePoll(SteadyClock::time_point started, std::shared_ptr<PollData>* data,
+               InventoryTier* tier, EventTracker* tracker, const LockNames* names,
+               const ReadCountersAgain& read_again, Counters* counters,
+               std::vector<Event>* events) {
+  const std::shared_ptr<const PollData> previous_inventory = tier->last();
+  tier->Complete(started, data);
+  tracker->Observe(*data, previous_inventory, names, counters, events);
+  if (!tracker->settling()) return;
+  const CountersReadAgain later = read_again ? read_again() : CountersReadAgain{};
+  tracker->Settle(later.stats, later.seconds_after_poll, names, counters, events);
+}
+
+}  // namespace pglock

@@ -1,0 +1,38 @@
+// The one entry point that judges a poll, used by the poller and by the tests alike: completes
+// the poll with the inventory tier, judges it against the inventory before it (EventTracker), and
+// settles the holders whose sessions closed with no end counted against the session end counters
+// read again right after the poll. Thread-compatible: called by the poller thread that owns
+// `tier` and `tracker`.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "exporter/events/events.h"
+#include "exporter/events/inventory.h"
+#include "exporter/snapshot/lock_names.h"
+#include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/snapshot.h"
+
+namespace pglock {
+
+// The session end counters read again after a poll (nullopt: they could not be read), and how
+// long after the poll's now() that read was.
+struct CountersReadAgain {
+  std::optional<std::vector<DatabaseStats>> stats;
+  double seconds_after_poll = 0;
+};
+
+// Called at most once per poll, only when some holder's session closed with no end counted.
+using ReadCountersAgain = std::function<CountersReadAgain()>;
+
+// Judges the successful poll `*data`, started at `started` (the tier's clock): a cheap poll gets
+// the last inventory's holders; counts into *counters and appends the events to *events (may be
+// null), naming configured keys from `names`.
+void JudgePoll(SteadyClock::time_point started, std::shared_ptr<PollData>* data,
+               InventoryTier* tier, EventTracker* tracker, const LockNames* names,
+               const ReadCountersAgain& read_again, Counters* counters, std::vector<Event>* events);
+
+}  // namespace pglock
