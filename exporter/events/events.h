@@ -1,10 +1,37 @@
 // Events between polls: compares a poll with the previous good one and counts lock releases and
-// losses (with an inferred cause), takeovers, sessions ended (pg_stat_database) and lease
-// transitions into the target's cumulative Counters. A lease that changed holder while valid is a
-// hand-over or an overlap according to its table's write counters, which may be judged a few
-// polls later (README, "How a hand-over is told from an overlap"). The state carried from poll to
-// poll survives failed polls (a reconnect is not a release) but not a server restart (everything is
-// lost then). Thread-compatible: owned by one poller.
+// losses (with an inferred cause), hand-overs and takeovers, and sessions ended
+// (pg_stat_database) into the target's cumulative Counters; lease transitions and pooled locks
+// are judged by their own state machines (lease_transitions.h, pooled_locks.h), owned here. The
+// state carried from poll to poll survives failed polls (a reconnect is not a release) but not a
+// server restart (everything is lost then). Thread-compatible: owned by one poller; JudgePoll()
+// (judge.h) is the one way in.
+//
+// An advisory hold (session, key) seen at one inventory is judged at the next one:
+//
+//   held --still held---------------------------------------------------> held
+//     |--gone; its session still there and ran a statement since-------> released (unlocked)
+//     |--gone; its session still listed, no statement since------------> deferred (DeferredHold)
+//     |--session gone; an abnormal end of its database explains it-----> lost (cause)
+//     |--session gone as a timeout would end it, end not counted yet---> deferred (awaiting count)
+//     |--session gone, no end counted (14+)----------------------------> settling
+//     +--session counters may predate the end (14)---------------------> the judgement waits
+//                                                                         (kMaxCounterWaits)
+//   deferred --at the next judgement, by how its session ended--> released | lost
+//   settling --the counters read again right after the poll (Settle): an end counted since--> lost
+//            --no end counted, or no second read------------------------------------------>
+//            released
+//                                                                              (session_closed)
+//   released, and another session holds the key ---> hand-over
+//   lost, and another session takes the key within events.takeover_window ---> takeover (one per
+//   loss)
+//
+// Proof of a loss, the transition that pages: the holder's session is gone AND its database's
+// pg_stat_database counters show an abnormal end (fatal, killed, abandoned) that this session is
+// the one to explain: sessions ending as a timeout would claim fatal ends first, those holding
+// nothing before lock holders, and each counted end explains one session only. A clean close
+// counts no end; an unlock leaves the session connected; a transaction lock ends with its
+// transaction: none of them can produce that evidence. Before PostgreSQL 14 (no counters) only a
+// timeout match or a server restart is a loss.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +44,7 @@
 #include <vector>
 
 #include "exporter/events/event_log.h"
+#include "exporter/events/lease_transitions.h"
 #include "exporter/events/pooled_locks.h"
 #include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
@@ -35,17 +63,6 @@ inline constexpr int kMaxCounterWaits = 3;
 // not show yet, waits to claim its late count (a poll may fall between the two reads an exit spans;
 // on PostgreSQL 14 the counters may also be up to 500 ms old).
 inline constexpr double kLateSessionEndSeconds = 10.0;
-// Distinct lease names per table that get their own transition counters; the rest count as
-// lease="other", so tables with per-job lease names cannot grow the counters without bound.
-inline constexpr size_t kMaxLeaseCounterNames = 1'000;
-// Lease tables with at most this many rows get their transition counters created at 0.
-inline constexpr size_t kMaxSeededLeases = 100;
-// How long a lease that changed holder while valid waits for its table's write counters to show
-// that it was given back before it counts as an overlap. PostgreSQL 15+ backends flush their
-// counters at transaction end at most once a second (PGSTAT_MIN_INTERVAL) and, when that defers
-// them, at the latest 10 s after going idle (PGSTAT_IDLE_INTERVAL); 2 s of margin.
-inline constexpr double kLeaseWritesDelaySeconds = 12.0;
-
 using SessionId = std::pair<int, double>;  // pid, backend_start: pids are reused
 
 // The last sight of a session, from any poll (an inventory or not) since lock events were last
@@ -149,45 +166,6 @@ class EventTracker {
   void ForgetEndedSessions(const PollData& cur);
 
  private:
-  // What the last good read of a lease table showed, and the evidence kept for the holder changes
-  // still waiting for it.
-  struct LeaseSeen {
-    LeaseRow row;
-    bool given_back = false;  // its holder moved its expiry to the past, seen by a poll
-  };
-  // The table's write counters at one good read, and the writes that what that read showed
-  // accounts for (releases, renewals, and the give-backs claimed by hand-overs).
-  struct LeaseWriteMark {
-    uint64_t seq = 0;
-    double now = 0;
-    std::optional<TableWrites> writes;
-    TableWrites explained;
-  };
-  // A lease whose holder changed while valid, with a new taken_at (it was taken, not edited in
-  // place): a hand-over when the counters show a give-back, an overlap when they still do not
-  // after kLeaseWritesDelaySeconds.
-  struct PendingHolderChange {
-    std::string lease;
-    uint64_t base_seq = 0;  // the read before the change
-    uint64_t seen_seq = 0;  // the read that showed it
-    std::string previous_holder;
-    std::string current_holder;
-  };
-  struct LeaseTableState {
-    std::map<std::string, LeaseSeen> leases;  // by name
-    bool complete = false;                    // not capped by max_leases
-    uint64_t next_seq = 0;
-    std::deque<LeaseWriteMark> marks;          // oldest first; back() is the last good read
-    std::vector<PendingHolderChange> pending;  // oldest first
-  };
-
-  void CountLeaseTransitions(const PollData& cur, Counters* counters, std::vector<Event>* events);
-  // Compares one table's rows with its last good read; adds what they explain to *mark.
-  void CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st, LeaseWriteMark* mark,
-                        Counters* counters, std::vector<Event>* events);
-  // Judges the pending holder changes against the counters of the read just added to st->marks.
-  void ResolveHolderChanges(const std::string& table, LeaseTableState* st, Counters* counters,
-                            std::vector<Event>* events);
   void SeedZeroCounters(const PollData& cur, const LockNames* names, Counters* counters);
 
   // Counts a deferred or settling hold whose session ended with `cause` ("-": still connected,
@@ -213,8 +191,8 @@ class EventTracker {
   int counter_waits_ = 0;
   std::map<AdvisoryKey, LostKey> lost_keys_;
   PooledLockTracker pooled_;
-  std::map<uint32_t, DatabaseStats> last_stats_;         // by datid, last good poll
-  std::map<std::string, LeaseTableState> lease_tables_;  // by table
+  std::map<uint32_t, DatabaseStats> last_stats_;  // by datid, last good poll
+  LeaseTransitions leases_;
 };
 
 // How a session that held a lock ended, from what was last seen of it and the counter deltas of its

@@ -1,0 +1,192 @@
+#include "exporter/events/lease_transitions.h"
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+
+namespace pglock {
+namespace {
+
+// Counts lease transitions of one table; names beyond kMaxLeaseCounterNames count as "other".
+// Every transition but a renewal (routine, once per poll per lease) is also an event.
+class LeaseCounter {
+ public:
+  LeaseCounter(std::string table, Counters* counters, std::vector<Event>* events, double now)
+      : table_(std::move(table)), counters_(counters), events_(events), now_(now) {}
+
+  void operator()(const std::string& lease, const char* kind,
+                  const std::string& previous_holder = "", const std::string& current_holder = "") {
+    if (events_ != nullptr && std::string_view(kind) != "renewed") {
+      Event e;
+      e.time = now_;
+      e.kind = std::string("lease_") + kind;
+      e.table = table_;
+      e.lease = lease;
+      e.previous_holder = previous_holder;
+      e.current_holder = current_holder;
+      events_->push_back(std::move(e));
+    }
+    if (!scanned_) {  // only when something is counted: most polls count nothing
+      for (const auto& [k, v] : counters_->lease_transitions) {
+        if (std::get<0>(k) == table_) known_.insert(std::get<1>(k));
+      }
+      scanned_ = true;
+    }
+    std::string label = lease;
+    if (known_.count(lease) == 0) {
+      if (known_.size() >= kMaxLeaseCounterNames) {
+        label = "other";
+      } else {
+        known_.insert(lease);
+      }
+    }
+    counters_->lease_transitions[{table_, label, kind}] += 1;
+  }
+
+ private:
+  const std::string table_;
+  Counters* const counters_;
+  std::vector<Event>* const events_;  // may be null
+  const double now_;
+  bool scanned_ = false;
+  std::set<std::string> known_;  // distinct names already counted for this table
+};
+
+}  // namespace
+
+void LeaseTransitions::SeedZeroCounters(const PollData& cur, Counters* counters) const {
+  for (const LeaseTableData& t : cur.leases) {
+    if (!t.ok || t.rows.size() > kMaxSeededLeases) continue;
+    for (const LeaseRow& r : t.rows) {
+      for (const char* kind :
+           {"acquired", "released", "renewed", "handover", "expired_takeover", "overlap"}) {
+        counters->lease_transitions[{t.table, r.name, kind}] += 0;
+      }
+    }
+  }
+}
+
+void LeaseTransitions::Observe(const PollData& cur, Counters* counters,
+                               std::vector<Event>* events) {
+  for (const LeaseTableData& t : cur.leases) {
+    if (!t.ok) continue;  // keep the last good read; compare against it next time
+    LeaseTableState& st = tables_[t.table];
+    LeaseWriteMark mark{st.next_seq++, t.now, t.writes, {}};
+    CompareLeaseRows(t, &st, &mark, counters, events);
+    st.marks.push_back(mark);
+    ResolveHolderChanges(t.table, &st, counters, events);
+    // Keep the marks that pending changes are judged against, and the last one as the next base.
+    uint64_t keep_from = st.marks.back().seq;
+    for (const PendingHolderChange& p : st.pending) keep_from = std::min(keep_from, p.base_seq);
+    while (st.marks.front().seq < keep_from) st.marks.pop_front();
+  }
+}
+
+void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st,
+                                        LeaseWriteMark* mark, Counters* counters,
+                                        std::vector<Event>* events) {
+  const bool complete = static_cast<int64_t>(t.rows.size()) >= t.total;
+  std::map<std::string, LeaseSeen> seen;
+  for (const LeaseRow& row : t.rows) seen[row.name].row = row;
+  if (st->marks.empty()) {  // the first good read: nothing to compare with
+    st->leases = std::move(seen);
+    st->complete = complete;
+    return;
+  }
+  const double prev_now = st->marks.back().now;
+  const uint64_t base_seq = st->marks.back().seq;
+  const bool both_complete = complete && st->complete;
+  LeaseCounter count(t.table, counters, events, t.now);
+  for (const LeaseRow& row : t.rows) {
+    LeaseSeen& now_seen = seen[row.name];
+    const auto p = st->leases.find(row.name);
+    if (p == st->leases.end()) {
+      if (both_complete) count(row.name, "acquired", "", row.holder);
+      continue;
+    }
+    const LeaseRow& old = p->second.row;
+    // Judged by the database's own timestamps, never the exporter's clock.
+    if (row.holder == old.holder) {
+      const bool moved_back =
+          row.expires_at < old.expires_at && row.expires_at <= t.now && old.expires_at > prev_now;
+      if (moved_back) {
+        count(row.name, "released", old.holder);  // given back by moving its expiry to the past
+        now_seen.given_back = true;
+        mark->explained.updated += 1;
+      } else if (row.expires_at != old.expires_at ||
+                 (t.has_taken_at && row.taken_at != old.taken_at)) {
+        count(row.name, "renewed");
+        now_seen.given_back = p->second.given_back && row.expires_at <= t.now;
+        mark->explained.updated += 1;
+      } else {
+        now_seen.given_back = p->second.given_back;
+      }
+    } else if (p->second.given_back) {
+      count(row.name, "handover", old.holder, row.holder);
+    } else if (t.has_expiry &&
+               (t.has_taken_at ? row.taken_at >= old.expires_at : old.expires_at <= t.now)) {
+      // Without taken_at, an old lease expired by now may have expired before the take.
+      count(row.name, "expired_takeover", old.holder, row.holder);
+    } else if (t.has_taken_at && row.taken_at == old.taken_at) {
+      // Edited in place, not taken (a take writes taken_at): no give-back can explain it.
+      count(row.name, !t.has_expiry || old.expires_at > t.now ? "overlap" : "expired_takeover",
+            old.holder, row.holder);
+    } else {
+      st->pending.push_back({row.name, base_seq, mark->seq, old.holder, row.holder});
+    }
+  }
+  if (both_complete) {
+    for (const auto& [name, old] : st->leases) {
+      if (seen.count(name) != 0) continue;
+      count(name, "released", old.row.holder);
+      // A row leaves a filtered table's read by an UPDATE as well as by a DELETE: claim neither,
+      // which can only turn a later overlap into a hand-over, never the reverse.
+      if (!t.filtered) mark->explained.deleted += 1;
+    }
+  }
+  st->leases = std::move(seen);
+  st->complete = complete;
+}
+
+void LeaseTransitions::ResolveHolderChanges(const std::string& table, LeaseTableState* st,
+                                            Counters* counters, std::vector<Event>* events) {
+  if (st->pending.empty()) return;
+  const LeaseWriteMark& cur = st->marks.back();
+  LeaseCounter count(table, counters, events, cur.now);
+  auto find = [&](uint64_t seq) {
+    return std::find_if(st->marks.begin(), st->marks.end(),
+                        [&](const LeaseWriteMark& m) { return m.seq == seq; });
+  };
+  std::vector<PendingHolderChange> still;
+  for (const PendingHolderChange& p : st->pending) {
+    const auto base = find(p.base_seq);
+    const auto seen = find(p.seen_seq);
+    // Without counters on both sides, or across a counter reset, nothing shows an overlap.
+    if (!base->writes || !cur.writes || cur.writes->updated < base->writes->updated ||
+        cur.writes->deleted < base->writes->deleted) {
+      count(p.lease, "handover", p.previous_holder, p.current_holder);
+      continue;
+    }
+    // Writes since the read before the change that nothing seen since accounts for.
+    int64_t deleted = cur.writes->deleted - base->writes->deleted;
+    int64_t updated = cur.writes->updated - base->writes->updated;
+    for (auto m = std::next(base); m != st->marks.end(); ++m) {
+      deleted -= m->explained.deleted;
+      updated -= m->explained.updated;
+    }
+    if (deleted >= 1) {  // deleted, then inserted by the next holder
+      seen->explained.deleted += 1;
+      count(p.lease, "handover", p.previous_holder, p.current_holder);
+    } else if (updated >= 2) {  // expiry moved to the past, then taken by an upsert
+      seen->explained.updated += 2;
+      count(p.lease, "handover", p.previous_holder, p.current_holder);
+    } else if (cur.now - seen->now >= kLeaseWritesDelaySeconds) {
+      count(p.lease, "overlap", p.previous_holder, p.current_holder);
+    } else {
+      still.push_back(p);
+    }
+  }
+  st->pending = std::move(still);
+}
+
+}  // namespace pglock

@@ -1,0 +1,102 @@
+// Lease transitions: a state machine per (lease table, lease name), judged at every good read of
+// the table against the last good one, by the database's own timestamps.
+//
+//   (no row) --new row--> held --expires_at moved, same holder--> held (renewed)
+//      ^                   |  \--expiry moved to the past----> given back --+
+//      |                   |                                               |
+//      +----row gone-------+ (released)        another holder -------------+--> held (handover)
+//                          |
+//                          +--another holder, taken after the old expiry----> held
+//                          (expired_takeover)
+//                          +--another holder, edited in place, still valid--> held (overlap)
+//                          +--another holder, new taken_at, still valid-----> pending change
+//   pending change --the table's write counters show a give-back----------> held (handover)
+//                  --no give-back after kLeaseWritesDelaySeconds----------> held (overlap)
+//
+// Proof of an overlap (mutual exclusion broken), the only transition that must never come from
+// normal operation: a new holder while the old lease was valid and not given back. "Not given
+// back" needs evidence: either the row was edited in place (taken_at unchanged, which a take
+// writes), or the table's write counters (pg_stat_all_tables n_tup_del / n_tup_upd) show no
+// delete and no expiry update since the last read that nothing seen since accounts for, once
+// their flush delay has passed. Without counters on both sides, or across a counter reset, a
+// change is a hand-over: the judgement errs toward not paging. Thread-compatible: owned by one
+// poller's EventTracker.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exporter/events/event_log.h"
+#include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/snapshot.h"
+
+namespace pglock {
+
+// Distinct lease names per table that get their own transition counters; the rest count as
+// lease="other", so tables with per-job lease names cannot grow the counters without bound.
+inline constexpr size_t kMaxLeaseCounterNames = 1'000;
+// Lease tables with at most this many rows get their transition counters created at 0.
+inline constexpr size_t kMaxSeededLeases = 100;
+// How long a lease that changed holder while valid waits for its table's write counters to show
+// that it was given back before it counts as an overlap. PostgreSQL 15+ backends flush their
+// counters at transaction end at most once a second (PGSTAT_MIN_INTERVAL) and, when that defers
+// them, at the latest 10 s after going idle (PGSTAT_IDLE_INTERVAL); 2 s of margin.
+inline constexpr double kLeaseWritesDelaySeconds = 12.0;
+
+class LeaseTransitions {
+ public:
+  // Counts the transitions between the last good read of each lease table and its read in `cur`
+  // into *counters; each but a renewal is also appended to *events (may be null). A table whose
+  // read failed keeps its last good read.
+  void Observe(const PollData& cur, Counters* counters, std::vector<Event>* events);
+  // Creates the transition counters of the leases of small tables at 0.
+  void SeedZeroCounters(const PollData& cur, Counters* counters) const;
+
+ private:
+  // What the last good read of a lease table showed, and the evidence kept for the holder changes
+  // still waiting for it.
+  struct LeaseSeen {
+    LeaseRow row;
+    bool given_back = false;  // its holder moved its expiry to the past, seen by a poll
+  };
+  // The table's write counters at one good read, and the writes that what that read showed
+  // accounts for (releases, renewals, and the give-backs claimed by hand-overs).
+  struct LeaseWriteMark {
+    uint64_t seq = 0;
+    double now = 0;
+    std::optional<TableWrites> writes;
+    TableWrites explained;
+  };
+  // A lease whose holder changed while valid, with a new taken_at (it was taken, not edited in
+  // place): a hand-over when the counters show a give-back, an overlap when they still do not
+  // after kLeaseWritesDelaySeconds.
+  struct PendingHolderChange {
+    std::string lease;
+    uint64_t base_seq = 0;  // the read before the change
+    uint64_t seen_seq = 0;  // the read that showed it
+    std::string previous_holder;
+    std::string current_holder;
+  };
+  struct LeaseTableState {
+    std::map<std::string, LeaseSeen> leases;  // by name
+    bool complete = false;                    // not capped by max_leases
+    uint64_t next_seq = 0;
+    std::deque<LeaseWriteMark> marks;          // oldest first; back() is the last good read
+    std::vector<PendingHolderChange> pending;  // oldest first
+  };
+
+  // Compares one table's rows with its last good read; adds what they explain to *mark.
+  void CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st, LeaseWriteMark* mark,
+                        Counters* counters, std::vector<Event>* events);
+  // Judges the pending holder changes against the counters of the read just added to st->marks.
+  void ResolveHolderChanges(const std::string& table, LeaseTableState* st, Counters* counters,
+                            std::vector<Event>* events);
+
+  std::map<std::string, LeaseTableState> tables_;  // by table
+};
+
+}  // namespace pglock
