@@ -12,13 +12,6 @@
 namespace pglock {
 namespace {
 
-const char* const kCauses[] = {"idle_in_transaction_timeout",
-                               "idle_session_timeout",
-                               "terminated",
-                               "connection_lost",
-                               "server_restart",
-                               "unknown"};
-
 struct Hold {
   SessionId session;
   bool exclusive;
@@ -78,9 +71,9 @@ std::string CounterLock(const AdvisoryKey& key, const LockNames* names) {
 
 int64_t CounterDelta(int64_t prev, int64_t cur) { return cur >= prev ? cur - prev : cur; }
 
-// The cause of a session end that no timeout explains, consuming the delta that explains it ("":
-// none left, a clean close).
-std::string ClaimEnd(SessionEndDeltas* deltas, bool deltas_known = true) {
+// The cause of a session end that no timeout explains, consuming the delta that explains it
+// (kCleanClose: none left).
+HoldEnd ClaimEnd(SessionEndDeltas* deltas, bool deltas_known = true) {
   return InferLossCause(Session{}, 0, 0, 0, 0, deltas, deltas_known);
 }
 
@@ -111,46 +104,70 @@ bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_
 
 }  // namespace
 
-std::string InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
-                           double idle_in_transaction_timeout, double idle_session_timeout,
-                           SessionEndDeltas* deltas, bool deltas_known) {
-  const std::string timeout = TimeoutMatch(last_seen, last_poll_now, cur_poll_now,
-                                           idle_in_transaction_timeout, idle_session_timeout);
-  if (!deltas_known) return timeout;  // 12/13: without session counters only a timeout is a loss
-  if (!timeout.empty() && deltas->fatal > 0) {
+const char* HoldEndLabel(HoldEnd e) {
+  switch (e) {
+    case HoldEnd::kStillConnected:
+      return "unlocked";
+    case HoldEnd::kCleanClose:
+      return "session_closed";
+    case HoldEnd::kIdleInTransactionTimeout:
+      return "idle_in_transaction_timeout";
+    case HoldEnd::kIdleSessionTimeout:
+      return "idle_session_timeout";
+    case HoldEnd::kTerminated:
+      return "terminated";
+    case HoldEnd::kConnectionLost:
+      return "connection_lost";
+    case HoldEnd::kServerRestart:
+      return "server_restart";
+    case HoldEnd::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+HoldEnd InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
+                       double idle_in_transaction_timeout, double idle_session_timeout,
+                       SessionEndDeltas* deltas, bool deltas_known) {
+  const std::optional<HoldEnd> timeout = TimeoutMatch(
+      last_seen, last_poll_now, cur_poll_now, idle_in_transaction_timeout, idle_session_timeout);
+  // 12/13: without session counters only a timeout is a loss.
+  if (!deltas_known) return timeout.value_or(HoldEnd::kCleanClose);
+  if (timeout && deltas->fatal > 0) {
     --deltas->fatal;
-    return timeout;
+    return *timeout;
   }
   if (deltas->killed > 0) {
     --deltas->killed;
-    return "terminated";
+    return HoldEnd::kTerminated;
   }
   if (deltas->abandoned > 0) {
     --deltas->abandoned;
-    return "connection_lost";
+    return HoldEnd::kConnectionLost;
   }
   if (deltas->fatal > 0) {
     --deltas->fatal;
-    return "unknown";
+    return HoldEnd::kUnknown;
   }
-  return "";  // no abnormal end was counted: the client closed its session
+  return HoldEnd::kCleanClose;  // no abnormal end was counted: the client closed its session
 }
 
-std::string TimeoutMatch(const Session& last_seen, double last_poll_now, double cur_poll_now,
-                         double idle_in_transaction_timeout, double idle_session_timeout) {
+std::optional<HoldEnd> TimeoutMatch(const Session& last_seen, double last_poll_now,
+                                    double cur_poll_now, double idle_in_transaction_timeout,
+                                    double idle_session_timeout) {
   // Idle time the session would have reached by the current poll had it stayed idle.
-  if (!last_seen.state_change) return "";
+  if (!last_seen.state_change) return std::nullopt;
   const double idle_by_now = (last_poll_now - *last_seen.state_change) +
                              (cur_poll_now - last_poll_now) + kTimeoutSlackSeconds;
   if (last_seen.IdleInTransaction() && idle_in_transaction_timeout > 0 &&
       idle_by_now >= idle_in_transaction_timeout) {
-    return "idle_in_transaction_timeout";
+    return HoldEnd::kIdleInTransactionTimeout;
   }
   if (last_seen.state == "idle" && idle_session_timeout > 0 &&
       idle_by_now >= idle_session_timeout) {
-    return "idle_session_timeout";
+    return HoldEnd::kIdleSessionTimeout;
   }
-  return "";
+  return std::nullopt;
 }
 
 void EventTracker::Observe(std::shared_ptr<const PollData> cur,
@@ -231,7 +248,7 @@ void EventTracker::SeedZeroCounters(const PollData& cur, const LockNames* names,
   for (const auto& [datid, lock] : held) {
     const std::string db = index.Datname(datid);
     if (counters->takeovers.count({db, lock}) != 0) continue;  // seeded before
-    for (const char* cause : kCauses) counters->losses[{db, lock, cause}] += 0;
+    for (HoldEnd cause : kLossCauses) counters->losses[{db, lock, HoldEndLabel(cause)}] += 0;
     for (const char* reason : {"unlocked", "session_closed"}) {
       counters->releases[{db, lock, reason}] += 0;
     }
@@ -269,14 +286,14 @@ namespace {
 using LostKeys = std::map<AdvisoryKey, LostKey>;
 
 struct EndJudgement {
-  std::map<SessionId, std::string> causes;  // of the holders at `prev` gone at `cur`
+  std::map<SessionId, HoldEnd> causes;  // of the holders at `prev` gone at `cur`
   // Holders at `prev` that ended as a timeout would, their end not counted yet (not those deferred
   // already: a backend counts its end before it leaves, so one interval is enough).
   std::set<SessionId> pending;
 };
 
-// How each session that held a lock at `prev` and is gone at `cur` ended: "" for a clean close,
-// else the cause of the loss. `sightings` holds the last sight of every session seen since `prev`
+// How each session that held a lock at `prev` and is gone at `cur` ended: kCleanClose, else the
+// cause of the loss. `sightings` holds the last sight of every session seen since `prev`
 // (and of those ended earlier that still wait for their end count); those that ended as a timeout
 // would, but whose database shows no fatal end for them yet, are marked as waiting for it.
 EndJudgement EndCauses(const PollData& prev, const PollData& cur,
@@ -356,17 +373,18 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
     Session last;
     last.state = seen.state;
     last.state_change = seen.state_change;
-    const std::string timeout = TimeoutMatch(last, seen.seen_at, cur.now, iit, idle);
+    const std::optional<HoldEnd> timeout = TimeoutMatch(last, seen.seen_at, cur.now, iit, idle);
     const bool holder = holders.count(sid) != 0;
     SessionEndDeltas& d = deltas[seen.datid];
-    if (!timeout.empty() && (!deltas_known || d.fatal > 0)) {
+    if (timeout && (!deltas_known || d.fatal > 0)) {
       if (deltas_known) --d.fatal;
       seen.awaiting_end.reset();
-      if (holder) out.causes[sid] = timeout;
-    } else if (!timeout.empty()) {
+      if (holder) out.causes[sid] = *timeout;
+    } else if (timeout) {
       if (!seen.awaiting_end) seen.awaiting_end = cur.now;
       if (awaited.count(sid) != 0) {
-        out.causes[sid] = "";  // its count, awaited for an interval, never came: a clean close
+        // Its count, awaited for an interval, never came: a clean close.
+        out.causes[sid] = HoldEnd::kCleanClose;
       } else if (holder) {
         if (deferred_sessions.count(sid) == 0) candidates.push_back(sid);
         undecided.emplace_back(sid, seen.datid);
@@ -379,11 +397,12 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
     out.causes[sid] = ClaimEnd(&deltas[datid], deltas_known);
   }
   for (const SessionId& sid : candidates) {
-    if (out.causes[sid].empty()) out.pending.insert(sid);  // no other count explains its end
+    // No other count explains its end.
+    if (out.causes[sid] == HoldEnd::kCleanClose) out.pending.insert(sid);
   }
   // A holder never seen as a session has no evidence of an abnormal end: a clean close.
   for (const SessionId& sid : holders) {
-    if (alive.count(sid) == 0) out.causes.emplace(sid, "");
+    if (alive.count(sid) == 0) out.causes.emplace(sid, HoldEnd::kCleanClose);
   }
   return out;
 }
@@ -483,7 +502,7 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
   const EndJudgement ended =
       restarted ? EndJudgement{} : EndCauses(prev, cur, deferred_, settled_ends_, &sightings_);
   settled_ends_.clear();
-  const std::map<SessionId, std::string>& causes = ended.causes;
+  const std::map<SessionId, HoldEnd>& causes = ended.causes;
   // A holder whose session closed with no end counted waits for Settle(): its count may be on its
   // way. Not before 14 (no session counters), and not at a restart (everything is lost then).
   const bool settle =
@@ -507,16 +526,18 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
     DeferredHold d = deferred;
     const Session* s = cur_index.Find(d.session.first);
     const bool alive = s != nullptr && s->backend_start == d.session.second;
-    std::string cause = "-";
+    HoldEnd cause = HoldEnd::kStillConnected;
     if (restarted) {
-      cause = "server_restart";
+      cause = HoldEnd::kServerRestart;
     } else if (!alive) {
       const auto it = causes.find(d.session);
-      cause = it == causes.end() ? "" : it->second;
+      cause = it == causes.end() ? HoldEnd::kCleanClose : it->second;
     }
     // The key's next holder: who had it when the hold was deferred, else who has it now.
     if (!restarted) note_taker(&d);
-    if (settle && cause.empty()) {  // its key was not held by it at `prev`: not in deferred_keys
+    if (settle &&
+        cause ==
+            HoldEnd::kCleanClose) {  // its key was not held by it at `prev`: not in deferred_keys
       settling_.push_back(std::move(d));
       continue;
     }
@@ -560,10 +581,10 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
         continue;
       }
       const auto ended = causes.find(h.session);
-      const std::string cause = restarted               ? "server_restart"
-                                : ended == causes.end() ? "-"
-                                                        : ended->second;
-      if (settle && cause.empty()) {  // closed with no end counted, yet
+      const HoldEnd cause = restarted               ? HoldEnd::kServerRestart
+                            : ended == causes.end() ? HoldEnd::kStillConnected
+                                                    : ended->second;
+      if (settle && cause == HoldEnd::kCleanClose) {  // closed with no end counted, yet
         DeferredHold d;
         d.key = key;
         d.session = h.session;
@@ -576,23 +597,22 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
         settling_.push_back(std::move(d));
         continue;
       }
-      if (cause == "-") {
-        counters->releases[{db, lock, "unlocked"}] += 1;  // the holder is still connected
-        continue;                                         // routine: no event
+      if (cause == HoldEnd::kStillConnected) {
+        counters->releases[{db, lock, HoldEndLabel(cause)}] += 1;
+        continue;  // routine: no event
       }
       Event e;
       e.time = cur.now;
       e.datname = db;
       e.lock = LockLabel(key, names);
       e.previous = IdentityOf(prev_index.Find(h.session.first), h.session.first);
-      if (cause.empty()) {
-        counters->releases[{db, lock, "session_closed"}] += 1;
+      e.cause = HoldEndLabel(cause);
+      if (cause == HoldEnd::kCleanClose) {
+        counters->releases[{db, lock, e.cause}] += 1;
         e.kind = "lock_released";
-        e.cause = "session_closed";
       } else {
-        counters->losses[{db, lock, cause}] += 1;
+        counters->losses[{db, lock, e.cause}] += 1;
         e.kind = "lock_lost";
-        e.cause = cause;
         if (h.exclusive) {
           lost_keys_[key] = {h.session.first, h.session.second, prev.now, e.previous};
         }
@@ -615,7 +635,7 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
   }
 }
 
-void EventTracker::ResolveHold(const DeferredHold& d, const std::string& cause, double now,
+void EventTracker::ResolveHold(const DeferredHold& d, HoldEnd end, double now,
                                const std::optional<Identity>& next, const LockNames* names,
                                Counters* counters, std::vector<Event>* events) {
   const std::string lock = CounterLock(d.key, names);
@@ -624,21 +644,16 @@ void EventTracker::ResolveHold(const DeferredHold& d, const std::string& cause, 
   e.datname = d.db;
   e.lock = LockLabel(d.key, names);
   e.previous = d.holder;
-  if (cause == "-") {
-    counters->releases[{d.db, lock, "unlocked"}] += 1;
-  } else if (cause.empty()) {
-    counters->releases[{d.db, lock, "session_closed"}] += 1;
-    e.kind = "lock_released";
-    e.cause = "session_closed";
-    if (events != nullptr) events->push_back(e);
+  const bool lost = IsLoss(end);
+  if (end == HoldEnd::kStillConnected) {
+    counters->releases[{d.db, lock, HoldEndLabel(end)}] += 1;
   } else {
-    counters->losses[{d.db, lock, cause}] += 1;
-    e.kind = "lock_lost";
-    e.cause = cause;
+    e.cause = HoldEndLabel(end);
+    e.kind = lost ? "lock_lost" : "lock_released";
+    (lost ? counters->losses : counters->releases)[{d.db, lock, e.cause}] += 1;
     if (events != nullptr) events->push_back(e);
   }
   if (!d.exclusive) return;
-  const bool lost = cause != "-" && !cause.empty();
   if (!next) {
     if (lost) lost_keys_[d.key] = {d.session.first, d.session.second, d.held_at, d.holder};
     return;
@@ -668,7 +683,7 @@ void EventTracker::Settle(const std::optional<std::vector<DatabaseStats>>& later
     }
   }
   // One cause per session, for all its locks; each end explains one session.
-  std::map<SessionId, std::string> causes;
+  std::map<SessionId, HoldEnd> causes;
   const std::vector<DeferredHold> holds = std::move(settling_);
   settling_.clear();
   std::shared_ptr<const PollData> poll = std::move(settle_poll_);
@@ -697,7 +712,7 @@ void EventTracker::Settle(const std::optional<std::vector<DatabaseStats>>& later
                                           seen.usesysid, poll->settings, poll->overrides);
       const double idle = EffectiveTimeout("idle_session_timeout", seen.datid, seen.usesysid,
                                            poll->settings, poll->overrides);
-      if (TimeoutMatch(last, seen.seen_at, by, iit, idle).empty()) continue;
+      if (!TimeoutMatch(last, seen.seen_at, by, iit, idle)) continue;
       SessionEndDeltas& left = late[seen.datid];
       if (left.fatal > 0) --left.fatal;
     }

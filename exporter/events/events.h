@@ -65,6 +65,26 @@ inline constexpr int kMaxCounterWaits = 3;
 inline constexpr double kLateSessionEndSeconds = 10.0;
 using SessionId = std::pair<int, double>;  // pid, backend_start: pids are reused
 
+// How a hold that is gone from pg_locks ended: its session still connected (an unlock or the end
+// of its transaction), a clean close of its session, or a loss and its cause.
+enum class HoldEnd {
+  kStillConnected,
+  kCleanClose,
+  kIdleInTransactionTimeout,
+  kIdleSessionTimeout,
+  kTerminated,
+  kConnectionLost,
+  kServerRestart,
+  kUnknown,  // an abnormal end that matches no rule
+};
+inline constexpr HoldEnd kLossCauses[] = {
+    HoldEnd::kIdleInTransactionTimeout, HoldEnd::kIdleSessionTimeout, HoldEnd::kTerminated,
+    HoldEnd::kConnectionLost,           HoldEnd::kServerRestart,      HoldEnd::kUnknown};
+inline bool IsLoss(HoldEnd e) { return e != HoldEnd::kStillConnected && e != HoldEnd::kCleanClose; }
+// The label value where metrics and JSON are written: the `cause` of a loss, the `reason` of a
+// release ("unlocked", "session_closed").
+const char* HoldEndLabel(HoldEnd e);
+
 // The last sight of a session, from any poll (an inventory or not) since lock events were last
 // judged: a session that came and went between two inventories still takes part in explaining its
 // database's session end counters.
@@ -168,9 +188,9 @@ class EventTracker {
  private:
   void SeedZeroCounters(const PollData& cur, const LockNames* names, Counters* counters);
 
-  // Counts a deferred or settling hold whose session ended with `cause` ("-": still connected,
-  // "": a clean close), with the hand-over or takeover of its key by `next` (its next holder).
-  void ResolveHold(const DeferredHold& d, const std::string& cause, double now,
+  // Counts a deferred or settling hold that ended as `end`, with the hand-over or takeover of its
+  // key by `next` (its next holder).
+  void ResolveHold(const DeferredHold& d, HoldEnd end, double now,
                    const std::optional<Identity>& next, const LockNames* names, Counters* counters,
                    std::vector<Event>* events);
 
@@ -196,17 +216,18 @@ class EventTracker {
 };
 
 // How a session that held a lock ended, from what was last seen of it and the counter deltas of its
-// database: "" for a clean close (a release), else the cause of the loss. Each abnormal end
-// explains one session (the delta is consumed). deltas_known is false before PostgreSQL 14 (no
-// session counters). Exposed for unit tests.
-std::string InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
-                           double idle_in_transaction_timeout, double idle_session_timeout,
-                           SessionEndDeltas* deltas, bool deltas_known);
+// database: kCleanClose (a release), else the cause of the loss. Each abnormal end explains one
+// session (the delta is consumed). deltas_known is false before PostgreSQL 14 (no session
+// counters). Exposed for unit tests.
+HoldEnd InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
+                       double idle_in_transaction_timeout, double idle_session_timeout,
+                       SessionEndDeltas* deltas, bool deltas_known);
 
-// "idle_in_transaction_timeout" / "idle_session_timeout" when the session, last seen idle (in
+// kIdleInTransactionTimeout / kIdleSessionTimeout when the session, last seen idle (in
 // transaction) at last_poll_now, would have reached that timeout by cur_poll_now (with
-// kTimeoutSlackSeconds of slack); else "".
-std::string TimeoutMatch(const Session& last_seen, double last_poll_now, double cur_poll_now,
-                         double idle_in_transaction_timeout, double idle_session_timeout);
+// kTimeoutSlackSeconds of slack); else nullopt.
+std::optional<HoldEnd> TimeoutMatch(const Session& last_seen, double last_poll_now,
+                                    double cur_poll_now, double idle_in_transaction_timeout,
+                                    double idle_session_timeout);
 
 }  // namespace pglock
