@@ -80,8 +80,15 @@ std::optional<double> Value(const std::vector<Sample>& samples, const std::strin
 
 double Sum(const std::vector<Sample>& samples, const std::string& name,
            const std::map<std::string, std::string>& match) {
+  return SumPresent(samples, name, match).value_or(0);
+}
+
+std::optional<double> SumPresent(const std::vector<Sample>& samples, const std::string& name,
+                                 const std::map<std::string, std::string>& match) {
+  const auto found = Select(samples, name, match);
+  if (found.empty()) return std::nullopt;
   double sum = 0;
-  for (const Sample& s : Select(samples, name, match)) sum += s.value;
+  for (const Sample& s : found) sum += s.value;
   return sum;
 }
 
