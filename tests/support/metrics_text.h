@@ -45,8 +45,10 @@ std::vector<Sample> CheckedSamples(std::shared_ptr<const TargetSnapshot> snapsho
 // promtool.
 std::vector<Sample> PollAndScrape(Poller& poller);
 
-// Runs promtool check metrics on the text; true when it passes (or promtool is missing and
-// PGLOCK_REQUIRE_PROMTOOL is unset). *output gets promtool's messages.
+// Runs promtool check metrics on the text; true when it passes. *output gets promtool's messages.
+// Without promtool: false when it is required (PGLOCK_REQUIRE_PROMTOOL or CI set to anything but
+// "", "0" or "false", as in CI); otherwise true, after a warning on stderr (once per process)
+// that the text goes unchecked.
 bool PromtoolCheck(const std::string& text, std::string* output);
 
 }  // namespace pglock::testing
