@@ -18,6 +18,7 @@ using testing::Pg;
 using testing::Sample;
 using testing::Select;
 using testing::Sum;
+using testing::SumPresent;
 using testing::TestPostgres;
 using testing::TestSession;
 using testing::Value;
@@ -169,15 +170,17 @@ TEST_F(Standby, PromotionSwitchesTheRoleWithoutLosses) {
   PrintSeries("the same node after promotion", after);
   const auto samples = testing::ParseSamples(after);
   EXPECT_EQ(Role(samples), "primary");
-  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_losses_total"), 0);
-  EXPECT_EQ(Sum(samples, "pglock_advisory_lock_releases_total"), 0);
+  EXPECT_EQ(SumPresent(samples, "pglock_advisory_lock_losses_total"), 0);
+  EXPECT_EQ(SumPresent(samples, "pglock_advisory_lock_releases_total"), 0);
   EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds",
                    {{"pid", std::to_string(holder.Pid())}, {"lock", "4242"}})
                 .size(),
             1u);
-  // Now the primary: the default table is read, and its first read is no transition.
+  // Now the primary: the default table is read, and its first read is no transition (its
+  // counters start at 0).
   EXPECT_EQ(Value(samples, "pglock_lease_held", {{"table", "public.leases"}}), 1);
-  EXPECT_EQ(Sum(samples, "pglock_lease_transitions_total"), 0);
+  EXPECT_EQ(SumPresent(samples, "pglock_lease_transitions_total", {{"table", "public.leases"}}), 0);
+  EXPECT_EQ(SumPresent(samples, "pglock_lease_transitions_total"), 0);
 }
 
 }  // namespace

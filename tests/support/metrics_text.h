@@ -27,9 +27,15 @@ std::vector<Sample> Select(const std::vector<Sample>& samples, const std::string
                            const std::map<std::string, std::string>& match = {});
 std::optional<double> Value(const std::vector<Sample>& samples, const std::string& name,
                             const std::map<std::string, std::string>& match = {});
-// Sum over the matching samples (0 if none).
+// Sum over the matching samples, 0 if none: only for counts that may not exist yet (a baseline
+// taken before the first event, a condition polled until it holds). A missing series is not a
+// zero: assert a count with SumPresent.
 double Sum(const std::vector<Sample>& samples, const std::string& name,
            const std::map<std::string, std::string>& match = {});
+// Sum over the matching samples, nullopt when none matches, so that
+// EXPECT_EQ(SumPresent(...), 0) fails when the series is gone rather than passing.
+std::optional<double> SumPresent(const std::vector<Sample>& samples, const std::string& name,
+                                 const std::map<std::string, std::string>& match = {});
 
 // Serialises one snapshot, checks the text with promtool (a test failure if it does not pass) and
 // parses it.
@@ -39,8 +45,10 @@ std::vector<Sample> CheckedSamples(std::shared_ptr<const TargetSnapshot> snapsho
 // promtool.
 std::vector<Sample> PollAndScrape(Poller& poller);
 
-// Runs promtool check metrics on the text; true when it passes (or promtool is missing and
-// PGLOCK_REQUIRE_PROMTOOL is unset). *output gets promtool's messages.
+// Runs promtool check metrics on the text; true when it passes. *output gets promtool's messages.
+// Without promtool: false when it is required (PGLOCK_REQUIRE_PROMTOOL or CI set to anything but
+// "", "0" or "false", as in CI); otherwise true, after a warning on stderr (once per process)
+// that the text goes unchecked.
 bool PromtoolCheck(const std::string& text, std::string* output);
 
 }  // namespace pglock::testing
