@@ -35,6 +35,8 @@ Pgbouncer::~Pgbouncer() {
   std::ifstream pidfile(dir_ + "/pgbouncer.pid");
   int pid = 0;
   if (pidfile >> pid && pid > 0) kill(pid, SIGTERM);
+  // It writes its log until it exits: removing the directory before then can leave it behind.
+  if (pid > 0) WaitFor(5, [&] { return kill(pid, 0) != 0; });
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }
