@@ -10,12 +10,20 @@
 #include "exporter/snapshot/timeouts.h"
 
 namespace pglock {
-namespace {
 
 struct Hold {
   SessionId session;
   bool exclusive;
 };
+
+struct EndJudgement {
+  std::map<SessionId, HoldEnd> causes;  // of the holders at `prev` gone at `cur`
+  // Holders at `prev` that ended as a timeout would, their end not counted yet (not those deferred
+  // already: a backend counts its end before it leaves, so one interval is enough).
+  std::set<SessionId> pending;
+};
+
+namespace {
 
 // The granted advisory locks of a poll grouped by key, in flat sorted arrays: at 100k locks a
 // std::map of vectors costs more than the rest of the poll.
@@ -285,13 +293,6 @@ namespace {
 
 using LostKeys = std::map<AdvisoryKey, LostKey>;
 
-struct EndJudgement {
-  std::map<SessionId, HoldEnd> causes;  // of the holders at `prev` gone at `cur`
-  // Holders at `prev` that ended as a timeout would, their end not counted yet (not those deferred
-  // already: a backend counts its end before it leaves, so one interval is enough).
-  std::set<SessionId> pending;
-};
-
 // How each session that held a lock at `prev` and is gone at `cur` ended: kCleanClose, else the
 // cause of the loss. `sightings` holds the last sight of every session seen since `prev`
 // (and of those ended earlier that still wait for their end count); those that ended as a timeout
@@ -485,34 +486,21 @@ void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
 
 }  // namespace
 
-void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
-                                   const LockNames* names, Counters* counters,
-                                   std::vector<Event>* events) {
-  const HoldIndex prev_holds(prev);
-  const HoldIndex cur_holds(cur);
-  const PollIndex prev_index(prev);
-  const PollIndex cur_index(cur);
-  const bool restarted = prev.postmaster_start != cur.postmaster_start;
-  // A restart ends every session: every lock held before is lost, and the next run that takes
-  // one of them may overlap a run that still believes it holds it.
-  if (restarted) {
-    sightings_.clear();
-    SeeSessions(cur);
-  }
-  const EndJudgement ended =
-      restarted ? EndJudgement{} : EndCauses(prev, cur, deferred_, settled_ends_, &sightings_);
-  settled_ends_.clear();
-  const std::map<SessionId, HoldEnd>& causes = ended.causes;
-  // A holder whose session closed with no end counted waits for Settle(): its count may be on its
-  // way. Not before 14 (no session counters), and not at a restart (everything is lost then).
-  const bool settle =
-      !restarted && cur.database_stats.has_value() && prev.database_stats.has_value();
-  settle_base_ = cur.database_stats.value_or(std::vector<DatabaseStats>{});
-  settle_now_ = cur.now;
-  // Keys whose change of holder is judged later, with how their holder's session ended.
-  std::set<AdvisoryKey> deferred_keys;
+// One interval of lock events: the two inventories it lies between, indexed.
+struct JudgedInterval {
+  JudgedInterval(const PollData& p, const PollData& c)
+      : prev(p),
+        cur(c),
+        prev_holds(p),
+        cur_holds(c),
+        prev_index(p),
+        cur_index(c),
+        restarted(p.postmaster_start != c.postmaster_start),
+        // Not before 14 (no session counters), and not at a restart (everything is lost then).
+        settle(!restarted && c.database_stats.has_value() && p.database_stats.has_value()) {}
+
   // The key's exclusive holder at `cur` other than `d`'s session, into d->taken_by/taker.
-  const auto note_taker = [&](DeferredHold* d) {
+  void NoteTaker(DeferredHold* d) const {
     if (!d->exclusive || d->taken_by) return;
     for (const Hold& c : cur_holds.Find(d->key)) {
       if (!c.exclusive || c.session == d->session) continue;
@@ -520,119 +508,158 @@ void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
       d->taker = IdentityOf(cur_index.Find(c.session.first), c.session.first);
       break;
     }
-  };
-  // The holds deferred by the last judgement, now that their sessions are gone or still there.
-  for (const DeferredHold& deferred : deferred_) {
-    DeferredHold d = deferred;
-    const Session* s = cur_index.Find(d.session.first);
-    const bool alive = s != nullptr && s->backend_start == d.session.second;
-    HoldEnd cause = HoldEnd::kStillConnected;
-    if (restarted) {
-      cause = HoldEnd::kServerRestart;
-    } else if (!alive) {
-      const auto it = causes.find(d.session);
-      cause = it == causes.end() ? HoldEnd::kCleanClose : it->second;
-    }
-    // The key's next holder: who had it when the hold was deferred, else who has it now.
-    if (!restarted) note_taker(&d);
-    if (settle &&
-        cause ==
-            HoldEnd::kCleanClose) {  // its key was not held by it at `prev`: not in deferred_keys
-      settling_.push_back(std::move(d));
-      continue;
-    }
-    // Everything is lost at a restart; the key's next holder is judged as after any restart.
-    ResolveHold(d, cause, cur.now, d.taken_by ? std::optional<Identity>(d.taker) : std::nullopt,
-                names, counters, events);
   }
-  deferred_.clear();
-  // A lock gone from a session still listed that ran nothing since: judged at the next judgement.
-  const std::set<SessionId> ending =
-      restarted ? std::set<SessionId>{}
-                : HoldersEnding(prev_holds, cur_holds, prev_index, cur_index);
-  for (size_t i = 0; i < prev_holds.size(); ++i) {
-    const AdvisoryKey& key = prev_holds.key(i);
-    const auto now_held = restarted ? std::span<const Hold>{} : cur_holds.Find(key);
-    for (const Hold& h : prev_holds.holds(i)) {
-      const bool still_held = std::any_of(now_held.begin(), now_held.end(),
-                                          [&](const Hold& c) { return c.session == h.session; });
-      if (still_held) continue;
-      // Labels only for the few locks that changed.
-      const std::string db = prev_index.Datname(key.datid), lock = CounterLock(key, names);
-      if (ending.count(h.session) != 0 || ended.pending.count(h.session) != 0) {
-        DeferredHold d;
-        d.key = key;
-        d.session = h.session;
-        d.exclusive = h.exclusive;
-        d.held_at = prev.now;
-        d.awaiting_count = ended.pending.count(h.session) != 0;
-        d.db = db;
-        d.holder = IdentityOf(prev_index.Find(h.session.first), h.session.first);
-        if (h.exclusive) {
-          deferred_keys.insert(key);
-          for (const Hold& c : now_held) {
-            if (!c.exclusive || c.session == h.session) continue;
-            d.taken_by = c.session;
-            d.taker = IdentityOf(cur_index.Find(c.session.first), c.session.first);
-            break;
-          }
-        }
-        deferred_.push_back(std::move(d));
-        continue;
-      }
-      const auto ended = causes.find(h.session);
-      const HoldEnd cause = restarted               ? HoldEnd::kServerRestart
-                            : ended == causes.end() ? HoldEnd::kStillConnected
-                                                    : ended->second;
-      if (settle && cause == HoldEnd::kCleanClose) {  // closed with no end counted, yet
-        DeferredHold d;
-        d.key = key;
-        d.session = h.session;
-        d.exclusive = h.exclusive;
-        d.held_at = prev.now;
-        d.db = db;
-        d.holder = IdentityOf(prev_index.Find(h.session.first), h.session.first);
-        note_taker(&d);
-        if (h.exclusive) deferred_keys.insert(key);
-        settling_.push_back(std::move(d));
-        continue;
-      }
-      if (cause == HoldEnd::kStillConnected) {
-        counters->releases[{db, lock, HoldEndLabel(cause)}] += 1;
-        continue;  // routine: no event
-      }
-      Event e;
-      e.time = cur.now;
-      e.datname = db;
-      e.lock = LockLabel(key, names);
-      e.previous = IdentityOf(prev_index.Find(h.session.first), h.session.first);
-      e.cause = HoldEndLabel(cause);
-      if (cause == HoldEnd::kCleanClose) {
-        counters->releases[{db, lock, e.cause}] += 1;
-        e.kind = "lock_released";
-      } else {
-        counters->losses[{db, lock, e.cause}] += 1;
-        e.kind = "lock_lost";
-        if (h.exclusive) {
-          lost_keys_[key] = {h.session.first, h.session.second, prev.now, e.previous};
-        }
-      }
-      if (events != nullptr) events->push_back(std::move(e));
-    }
+
+  // A hold of `prev` whose judgement waits (deferred or settling).
+  DeferredHold Waiting(const AdvisoryKey& key, const Hold& h) const {
+    DeferredHold d;
+    d.key = key;
+    d.session = h.session;
+    d.exclusive = h.exclusive;
+    d.held_at = prev.now;
+    d.db = prev_index.Datname(key.datid);
+    d.holder = IdentityOf(prev_index.Find(h.session.first), h.session.first);
+    return d;
   }
+
+  const PollData& prev;
+  const PollData& cur;
+  const HoldIndex prev_holds;
+  const HoldIndex cur_holds;
+  const PollIndex prev_index;
+  const PollIndex cur_index;
+  const bool restarted;
+  // A holder whose session closed with no end counted waits for Settle(): its count may be on
+  // its way.
+  const bool settle;
+};
+
+void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
+                                   const LockNames* names, Counters* counters,
+                                   std::vector<Event>* events) {
+  const JudgedInterval in(prev, cur);
+  // A restart ends every session: every lock held before is lost, and the next run that takes
+  // one of them may overlap a run that still believes it holds it.
+  if (in.restarted) {
+    sightings_.clear();
+    SeeSessions(cur);
+  }
+  const EndJudgement ended =
+      in.restarted ? EndJudgement{} : EndCauses(prev, cur, deferred_, settled_ends_, &sightings_);
+  settled_ends_.clear();
+  settle_base_ = cur.database_stats.value_or(std::vector<DatabaseStats>{});
+  settle_now_ = cur.now;
+  ResolveDeferredHolds(in, ended, names, counters, events);
+  // Keys whose change of holder is judged later, with how their holder's session ended.
+  std::set<AdvisoryKey> deferred_keys;
+  JudgeGoneHolds(in, ended, names, counters, events, &deferred_keys);
   // Forget losses older than the takeover window: a key taken that much later is a new run.
   for (auto it = lost_keys_.begin(); it != lost_keys_.end();) {
     it = cur.now - it->second.lost_at > takeover_window_seconds_ ? lost_keys_.erase(it) : ++it;
   }
   const HoldIndex nothing_held{PollData{}};
-  CountHolderChanges(restarted ? nothing_held : prev_holds, cur_holds, prev_index, cur_index,
-                     cur.now, names, deferred_keys, &lost_keys_, counters, events);
+  CountHolderChanges(in.restarted ? nothing_held : in.prev_holds, in.cur_holds, in.prev_index,
+                     in.cur_index, cur.now, names, deferred_keys, &lost_keys_, counters, events);
   while (lost_keys_.size() > kMaxLostKeys) {
     auto oldest = std::min_element(
         lost_keys_.begin(), lost_keys_.end(),
         [](const auto& a, const auto& b) { return a.second.lost_at < b.second.lost_at; });
     lost_keys_.erase(oldest);
   }
+}
+
+void EventTracker::ResolveDeferredHolds(const JudgedInterval& in, const EndJudgement& ended,
+                                        const LockNames* names, Counters* counters,
+                                        std::vector<Event>* events) {
+  for (const DeferredHold& deferred : deferred_) {
+    DeferredHold d = deferred;
+    const Session* s = in.cur_index.Find(d.session.first);
+    const bool alive = s != nullptr && s->backend_start == d.session.second;
+    HoldEnd end = HoldEnd::kStillConnected;
+    if (in.restarted) {
+      end = HoldEnd::kServerRestart;
+    } else if (!alive) {
+      const auto it = ended.causes.find(d.session);
+      end = it == ended.causes.end() ? HoldEnd::kCleanClose : it->second;
+    }
+    // The key's next holder: who had it when the hold was deferred, else who has it now.
+    if (!in.restarted) in.NoteTaker(&d);
+    if (in.settle && end == HoldEnd::kCleanClose) {
+      settling_.push_back(std::move(d));  // its key was not held by it at `prev`
+      continue;
+    }
+    // Everything is lost at a restart; the key's next holder is judged as after any restart.
+    ResolveHold(d, end, in.cur.now, d.taken_by ? std::optional<Identity>(d.taker) : std::nullopt,
+                names, counters, events);
+  }
+  deferred_.clear();
+}
+
+void EventTracker::JudgeGoneHolds(const JudgedInterval& in, const EndJudgement& ended,
+                                  const LockNames* names, Counters* counters,
+                                  std::vector<Event>* events,
+                                  std::set<AdvisoryKey>* deferred_keys) {
+  // A lock gone from a session still listed that ran nothing since: judged at the next judgement.
+  const std::set<SessionId> ending =
+      in.restarted ? std::set<SessionId>{}
+                   : HoldersEnding(in.prev_holds, in.cur_holds, in.prev_index, in.cur_index);
+  for (size_t i = 0; i < in.prev_holds.size(); ++i) {
+    const AdvisoryKey& key = in.prev_holds.key(i);
+    const auto now_held = in.restarted ? std::span<const Hold>{} : in.cur_holds.Find(key);
+    for (const Hold& h : in.prev_holds.holds(i)) {
+      if (std::any_of(now_held.begin(), now_held.end(),
+                      [&](const Hold& c) { return c.session == h.session; })) {
+        continue;  // still held
+      }
+      const bool awaiting_count = ended.pending.count(h.session) != 0;
+      if (ending.count(h.session) != 0 || awaiting_count) {
+        DeferredHold d = in.Waiting(key, h);
+        d.awaiting_count = awaiting_count;
+        in.NoteTaker(&d);
+        if (h.exclusive) deferred_keys->insert(key);
+        deferred_.push_back(std::move(d));
+        continue;
+      }
+      const auto it = ended.causes.find(h.session);
+      const HoldEnd end = in.restarted               ? HoldEnd::kServerRestart
+                          : it == ended.causes.end() ? HoldEnd::kStillConnected
+                                                     : it->second;
+      if (in.settle && end == HoldEnd::kCleanClose) {  // closed with no end counted, yet
+        DeferredHold d = in.Waiting(key, h);
+        in.NoteTaker(&d);
+        if (h.exclusive) deferred_keys->insert(key);
+        settling_.push_back(std::move(d));
+        continue;
+      }
+      CountGoneHold(in, key, h, end, names, counters, events);
+    }
+  }
+}
+
+void EventTracker::CountGoneHold(const JudgedInterval& in, const AdvisoryKey& key, const Hold& h,
+                                 HoldEnd end, const LockNames* names, Counters* counters,
+                                 std::vector<Event>* events) {
+  // Labels only for the few locks that changed.
+  const std::string db = in.prev_index.Datname(key.datid), lock = CounterLock(key, names);
+  if (end == HoldEnd::kStillConnected) {
+    counters->releases[{db, lock, HoldEndLabel(end)}] += 1;
+    return;  // routine: no event
+  }
+  Event e;
+  e.time = in.cur.now;
+  e.datname = db;
+  e.lock = LockLabel(key, names);
+  e.previous = IdentityOf(in.prev_index.Find(h.session.first), h.session.first);
+  e.cause = HoldEndLabel(end);
+  if (end == HoldEnd::kCleanClose) {
+    counters->releases[{db, lock, e.cause}] += 1;
+    e.kind = "lock_released";
+  } else {
+    counters->losses[{db, lock, e.cause}] += 1;
+    e.kind = "lock_lost";
+    if (h.exclusive) lost_keys_[key] = {h.session.first, h.session.second, in.prev.now, e.previous};
+  }
+  if (events != nullptr) events->push_back(std::move(e));
 }
 
 void EventTracker::ResolveHold(const DeferredHold& d, HoldEnd end, double now,

@@ -39,6 +39,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -129,6 +130,10 @@ struct LostKey {
   Identity holder;  // who lost it, for the takeover event
 };
 
+struct Hold;            // events.cc
+struct EndJudgement;    // events.cc
+struct JudgedInterval;  // events.cc
+
 class EventTracker {
  public:
   // A key taken by another session within `takeover_window_seconds` of its loss is a takeover.
@@ -179,6 +184,17 @@ class EventTracker {
   // may still be on its way (see DeferredHold), and those deferred by the last judgement.
   void CountLockEvents(const PollData& prev, const PollData& cur, const LockNames* names,
                        Counters* counters, std::vector<Event>* events);
+  // The holds deferred by the last judgement, now that their sessions are gone or still there.
+  void ResolveDeferredHolds(const JudgedInterval& in, const EndJudgement& ended,
+                            const LockNames* names, Counters* counters, std::vector<Event>* events);
+  // The holds of `prev` gone at `cur`: deferred, settling, or counted at once; the keys whose
+  // change of holder waits with them go into *deferred_keys.
+  void JudgeGoneHolds(const JudgedInterval& in, const EndJudgement& ended, const LockNames* names,
+                      Counters* counters, std::vector<Event>* events,
+                      std::set<AdvisoryKey>* deferred_keys);
+  // Counts one hold of `prev` gone at `cur` that ended as `end` (a loss remembers its key).
+  void CountGoneHold(const JudgedInterval& in, const AdvisoryKey& key, const Hold& h, HoldEnd end,
+                     const LockNames* names, Counters* counters, std::vector<Event>* events);
   // Remembers what every poll shows of each session, for EndCauses.
   void SeeSessions(const PollData& cur);
   // After a judgement: forgets the sessions gone by `cur`, but those still waiting for their late
