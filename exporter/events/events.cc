@@ -293,6 +293,60 @@ namespace {
 
 using LostKeys = std::map<AdvisoryKey, LostKey>;
 
+// Deltas of the session end counters per database from the inventory `prev` to `cur`, less the
+// ends that Settle() already gave to a holder judged at `prev`; empty before PostgreSQL 14.
+std::map<uint32_t, SessionEndDeltas> EndDeltasSince(
+    const PollData& prev, const PollData& cur,
+    const std::map<uint32_t, SessionEndDeltas>& settled) {
+  std::map<uint32_t, SessionEndDeltas> deltas;
+  if (!cur.database_stats || !prev.database_stats) return deltas;
+  std::map<uint32_t, const DatabaseStats*> before;
+  for (const DatabaseStats& d : *prev.database_stats) before[d.datid] = &d;
+  for (const DatabaseStats& d : *cur.database_stats) {
+    const auto it = before.find(d.datid);
+    const DatabaseStats p = it == before.end() ? d : *it->second;
+    SessionEndDeltas delta{CounterDelta(p.sessions_fatal, d.sessions_fatal),
+                           CounterDelta(p.sessions_killed, d.sessions_killed),
+                           CounterDelta(p.sessions_abandoned, d.sessions_abandoned)};
+    // Ends that Settle() already gave to a holder judged at `prev` (unless the counters were
+    // reset since: those ends are not in the delta then).
+    if (const auto s = settled.find(d.datid); s != settled.end()) {
+      const auto less = [](int64_t delta, int64_t given, bool reset) {
+        return reset ? delta : std::max<int64_t>(0, delta - given);
+      };
+      delta.fatal = less(delta.fatal, s->second.fatal, d.sessions_fatal < p.sessions_fatal);
+      delta.killed = less(delta.killed, s->second.killed, d.sessions_killed < p.sessions_killed);
+      delta.abandoned =
+          less(delta.abandoned, s->second.abandoned, d.sessions_abandoned < p.sessions_abandoned);
+    }
+    deltas[d.datid] = delta;
+  }
+  return deltas;
+}
+
+// The sessions that take part in explaining an interval's session ends.
+struct EndParties {
+  EndParties(const PollData& prev, const PollData& cur, const std::vector<DeferredHold>& holds) {
+    for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
+    const PollIndex prev_index(prev);
+    for (const AdvisoryLock& l : prev.locks) {
+      if (!l.granted) continue;
+      const Session* s = prev_index.Find(l.pid);
+      holders.insert({l.pid, s != nullptr ? s->backend_start : 0});
+    }
+    for (const DeferredHold& d : holds) {
+      deferred.insert(d.session);
+      if (d.awaiting_count) awaited.insert(d.session);
+    }
+    holders.insert(deferred.begin(), deferred.end());
+  }
+
+  std::set<SessionId> alive;     // listed at `cur`
+  std::set<SessionId> holders;   // held a lock at `prev`, or a hold deferred since
+  std::set<SessionId> deferred;  // of the holds deferred by the last judgement
+  std::set<SessionId> awaited;   // of those, waiting for their late end count
+};
+
 // How each session that held a lock at `prev` and is gone at `cur` ended: kCleanClose, else the
 // cause of the loss. `sightings` holds the last sight of every session seen since `prev`
 // (and of those ended earlier that still wait for their end count); those that ended as a timeout
@@ -302,48 +356,14 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur,
                        const std::map<uint32_t, SessionEndDeltas>& settled,
                        std::map<SessionId, SessionSighting>* sightings) {
   EndJudgement out;
-  std::set<SessionId> alive;
-  for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
-  const PollIndex prev_index(prev);
-  std::set<SessionId> holders;
-  for (const AdvisoryLock& l : prev.locks) {
-    if (!l.granted) continue;
-    const Session* s = prev_index.Find(l.pid);
-    holders.insert({l.pid, s != nullptr ? s->backend_start : 0});
-  }
-  std::set<SessionId> deferred_sessions, awaited;
-  for (const DeferredHold& d : deferred) {
-    deferred_sessions.insert(d.session);
-    if (d.awaiting_count) awaited.insert(d.session);
-  }
-  holders.insert(deferred_sessions.begin(), deferred_sessions.end());
+  const EndParties parties(prev, cur, deferred);
+  const std::set<SessionId>& alive = parties.alive;
+  const std::set<SessionId>& holders = parties.holders;
+  const std::set<SessionId>& deferred_sessions = parties.deferred;
+  const std::set<SessionId>& awaited = parties.awaited;
 
-  // Deltas of the session end counters per database since the inventory poll (prev).
-  std::map<uint32_t, SessionEndDeltas> deltas;
   const bool deltas_known = cur.database_stats.has_value() && prev.database_stats.has_value();
-  if (deltas_known) {
-    std::map<uint32_t, const DatabaseStats*> before;
-    for (const DatabaseStats& d : *prev.database_stats) before[d.datid] = &d;
-    for (const DatabaseStats& d : *cur.database_stats) {
-      const auto it = before.find(d.datid);
-      const DatabaseStats p = it == before.end() ? d : *it->second;
-      SessionEndDeltas delta{CounterDelta(p.sessions_fatal, d.sessions_fatal),
-                             CounterDelta(p.sessions_killed, d.sessions_killed),
-                             CounterDelta(p.sessions_abandoned, d.sessions_abandoned)};
-      // Ends that Settle() already gave to a holder judged at `prev` (unless the counters were
-      // reset since: those ends are not in the delta then).
-      if (const auto s = settled.find(d.datid); s != settled.end()) {
-        const auto less = [](int64_t delta, int64_t given, bool reset) {
-          return reset ? delta : std::max<int64_t>(0, delta - given);
-        };
-        delta.fatal = less(delta.fatal, s->second.fatal, d.sessions_fatal < p.sessions_fatal);
-        delta.killed = less(delta.killed, s->second.killed, d.sessions_killed < p.sessions_killed);
-        delta.abandoned =
-            less(delta.abandoned, s->second.abandoned, d.sessions_abandoned < p.sessions_abandoned);
-      }
-      deltas[d.datid] = delta;
-    }
-  }
+  std::map<uint32_t, SessionEndDeltas> deltas = EndDeltasSince(prev, cur, settled);
 
   // Every session seen and gone now. Those whose idle time matches a timeout claim the 'fatal'
   // deltas first, lock holders or not, those that waited for a late count before the others: a

@@ -298,6 +298,35 @@ std::optional<std::vector<DatabaseStats>> Poller::ReadSessionEndCounters(
   return data.database_stats;
 }
 
+void Poller::PublishFailure(const Status& status, std::shared_ptr<TargetSnapshot> snap) {
+  // A statement that failed on a live connection (permissions, a bad catalog read) leaves the
+  // session usable; anything else reconnects next time, and so does a session that lost its
+  // prepared statements (a new connection prepares them again).
+  if (conn_ && (conn_->Broken() || status.sqlstate() == kUnknownPreparedStatement)) conn_.reset();
+  ++poll_errors_;
+  LogStateChange(false, status.message());
+  snap->up = false;
+  snap->state = "down";
+  snap->last_error = status.message();
+  snap->poll_errors = poll_errors_;
+  snap->last_success = last_success_;
+  for (const Collector* c : Collectors()) snap->collectors.push_back({c->name(), false, 0});
+  snap->counters = counters_;
+  snap->events = event_log_.Contents();
+  Publish(std::move(snap));
+}
+
+std::string Poller::NoteRole(const PollData& data) {
+  const std::string role = data.in_recovery ? "standby" : "primary";
+  if (!role_.empty() && role != role_) {
+    // Not a restart: pg_postmaster_start_time() stays, and so do the sessions and their locks.
+    spdlog::warn("target {}: {}: {} -> {}", target_.name,
+                 role == "primary" ? "promoted" : "role changed", role_, role);
+  }
+  role_ = role;
+  return role;
+}
+
 bool Poller::PollOnce() {
   ApplyPendingConfig();
   const auto started = SteadyClock::now();
@@ -310,31 +339,11 @@ bool Poller::PollOnce() {
   snap->target = target_.name;
   snap->poll_duration = SecondsSince(started);
   if (!status.ok()) {
-    // A statement that failed on a live connection (permissions, a bad catalog read) leaves the
-    // session usable; anything else reconnects next time, and so does a session that lost its
-    // prepared statements (a new connection prepares them again).
-    if (conn_ && (conn_->Broken() || status.sqlstate() == kUnknownPreparedStatement)) conn_.reset();
-    ++poll_errors_;
-    LogStateChange(false, status.message());
-    snap->up = false;
-    snap->state = "down";
-    snap->last_error = status.message();
-    snap->poll_errors = poll_errors_;
-    snap->last_success = last_success_;
-    for (const Collector* c : Collectors()) snap->collectors.push_back({c->name(), false, 0});
-    snap->counters = counters_;
-    snap->events = event_log_.Contents();
-    Publish(std::move(snap));
+    PublishFailure(status, std::move(snap));
     return false;
   }
   LogStateChange(true, "");
-  const std::string role = data->in_recovery ? "standby" : "primary";
-  if (!role_.empty() && role != role_) {
-    // Not a restart: pg_postmaster_start_time() stays, and so do the sessions and their locks.
-    spdlog::warn("target {}: {}: {} -> {}", target_.name,
-                 role == "primary" ? "promoted" : "role changed", role_, role);
-  }
-  role_ = role;
+  const std::string role = NoteRole(*data);
   CountCollectorErrors(*data);
 
   // Events first: the view shows the pooled-lock state this poll leads to.

@@ -17,13 +17,13 @@
 
 #include "exporter/collectors/collector.h"
 #include "exporter/config/config.h"
+#include "exporter/events/event_log.h"
+#include "exporter/events/events.h"
+#include "exporter/events/inventory.h"
 #include "exporter/pg/connection.h"
 #include "exporter/poll/lock_names.h"
 #include "exporter/poll/server_identity.h"
 #include "exporter/snapshot/analyze.h"
-#include "exporter/events/event_log.h"
-#include "exporter/events/events.h"
-#include "exporter/events/inventory.h"
 #include "exporter/snapshot/snapshot.h"
 #include "exporter/util/thread_annotations.h"
 
@@ -79,6 +79,10 @@ class Poller {
   std::optional<std::vector<DatabaseStats>> ReadSessionEndCounters(
       SteadyClock::time_point deadline);
   void CountCollectorErrors(const PollData& data);
+  // Publishes the snapshot of a failed poll (pglock_up 0, counters and events kept).
+  void PublishFailure(const Status& status, std::shared_ptr<TargetSnapshot> snap);
+  // "primary" or "standby" at this poll; warns when it changed since the last good poll.
+  std::string NoteRole(const PollData& data);
   void Publish(std::shared_ptr<const TargetSnapshot> snapshot) EXCLUDES(mu_);
   void LogStateChange(bool up, const std::string& error);
   // Stamps the target on each event, logs it once and keeps it in event_log_.
