@@ -712,6 +712,34 @@ void EventTracker::ResolveHold(const DeferredHold& d, HoldEnd end, double now,
   if (events != nullptr) events->push_back(std::move(e));
 }
 
+void EventTracker::ReserveOthersEnds(const PollData& poll,
+                                     const std::vector<DeferredHold>& settling,
+                                     double reservation_horizon,
+                                     std::map<uint32_t, SessionEndDeltas>* late) const {
+  std::set<SessionId> settling_sessions;
+  for (const DeferredHold& d : settling) settling_sessions.insert(d.session);
+  std::set<SessionId> ending;
+  for (const DeferredHold& d : deferred_) {
+    if (!d.awaiting_count && settling_sessions.count(d.session) == 0 &&
+        ending.insert(d.session).second) {
+      ClaimEnd(&(*late)[d.key.datid]);  // one end, any kind
+    }
+  }
+  for (const auto& [sid, seen] : sightings_) {
+    if (settling_sessions.count(sid) != 0) continue;
+    Session last;
+    last.state = seen.state;
+    last.state_change = seen.state_change;
+    const double iit = EffectiveTimeout("idle_in_transaction_session_timeout", seen.datid,
+                                        seen.usesysid, poll.settings, poll.overrides);
+    const double idle = EffectiveTimeout("idle_session_timeout", seen.datid, seen.usesysid,
+                                         poll.settings, poll.overrides);
+    if (!TimeoutMatch(last, seen.seen_at, reservation_horizon, iit, idle)) continue;
+    SessionEndDeltas& left = (*late)[seen.datid];
+    if (left.fatal > 0) --left.fatal;
+  }
+}
+
 void EventTracker::Settle(const std::optional<std::vector<DatabaseStats>>& later,
                           double seconds_after_poll, const LockNames* names, Counters* counters,
                           std::vector<Event>* events) {
@@ -735,34 +763,8 @@ void EventTracker::Settle(const std::optional<std::vector<DatabaseStats>>& later
   settling_.clear();
   std::shared_ptr<const PollData> poll = std::move(settle_poll_);
   settle_poll_.reset();
-  // A session that ends as a timeout would by now (gone and waiting for its count, or still
-  // listed at that poll and idle close to its timeout) counts a fatal end of its own, which it
-  // claims at the next judgement: those are not the settling holders'. Nor is the end of a holder
-  // whose lock was gone at that poll while it was still listed (deferred: it may be ending).
   if (later && poll != nullptr) {
-    std::set<SessionId> settling_sessions;
-    for (const DeferredHold& d : holds) settling_sessions.insert(d.session);
-    std::set<SessionId> ending;
-    for (const DeferredHold& d : deferred_) {
-      if (!d.awaiting_count && settling_sessions.count(d.session) == 0 &&
-          ending.insert(d.session).second) {
-        ClaimEnd(&late[d.key.datid]);  // one end, any kind
-      }
-    }
-    const double by = settle_now_ + seconds_after_poll;
-    for (const auto& [sid, seen] : sightings_) {
-      if (settling_sessions.count(sid) != 0) continue;
-      Session last;
-      last.state = seen.state;
-      last.state_change = seen.state_change;
-      const double iit = EffectiveTimeout("idle_in_transaction_session_timeout", seen.datid,
-                                          seen.usesysid, poll->settings, poll->overrides);
-      const double idle = EffectiveTimeout("idle_session_timeout", seen.datid, seen.usesysid,
-                                           poll->settings, poll->overrides);
-      if (!TimeoutMatch(last, seen.seen_at, by, iit, idle)) continue;
-      SessionEndDeltas& left = late[seen.datid];
-      if (left.fatal > 0) --left.fatal;
-    }
+    ReserveOthersEnds(*poll, holds, settle_now_ + seconds_after_poll, &late);
   }
   for (const DeferredHold& d : holds) {
     if (causes.count(d.session) != 0) continue;

@@ -195,6 +195,14 @@ class EventTracker {
   // Counts one hold of `prev` gone at `cur` that ended as `end` (a loss remembers its key).
   void CountGoneHold(const JudgedInterval& in, const AdvisoryKey& key, const Hold& h, HoldEnd end,
                      const LockNames* names, Counters* counters, std::vector<Event>* events);
+  // Takes out of *late, the ends counted since the poll that judged the `settling` holds, those
+  // that belong to other sessions: one end for each hold deferred because its backend may be
+  // ending, and a fatal end for each session that ends as a timeout would by the reservation
+  // horizon (when the second read ran: the poll's now() plus the time since). Those sessions
+  // claim their ends at the next judgement.
+  void ReserveOthersEnds(const PollData& poll, const std::vector<DeferredHold>& settling,
+                         double reservation_horizon,
+                         std::map<uint32_t, SessionEndDeltas>* late) const;
   // Remembers what every poll shows of each session, for EndCauses.
   void SeeSessions(const PollData& cur);
   // After a judgement: forgets the sessions gone by `cur`, but those still waiting for their late
