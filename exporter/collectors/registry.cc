@@ -13,6 +13,29 @@
 #include "exporter/collectors/settings.h"
 
 namespace pglock {
+namespace {
+
+// Made on first use, whatever the order of static initialisation.
+struct Instances {
+  ServerCollector server;
+  ActivityCollector activity;
+  AdvisoryLocksCollector advisory_locks;
+  LockWaitsCollector lock_waits;
+  SettingsCollector settings;
+  SettingOverridesCollector setting_overrides;
+  DatabaseStatsCollector database_stats;
+  LeasesCollector leases;
+  PoolersCollector poolers;
+};
+
+const Instances& Get() {
+  static const Instances instances;
+  return instances;
+}
+
+}  // namespace
+
+const Collector& SessionEndCountersCollector() { return Get().database_stats; }
 
 const std::vector<const Collector*>& Collectors() {
   // Order: the batch collectors first, then those with round trips of their own. The batch is one
@@ -24,18 +47,10 @@ const std::vector<const Collector*>& Collectors() {
   // its lock and counted its end but was still listed was common, and its end was explained by no
   // one (or pinned on someone else). A session that counted its end and left between the first two
   // reads is gone with no end counted: EventTracker::Settle reads the counters again for it.
-  static const ServerCollector server;
-  static const ActivityCollector activity;
-  static const AdvisoryLocksCollector advisory_locks;
-  static const LockWaitsCollector lock_waits;
-  static const SettingsCollector settings;
-  static const SettingOverridesCollector setting_overrides;
-  static const DatabaseStatsCollector database_stats;
-  static const LeasesCollector leases;
-  static const PoolersCollector poolers;
+  const Instances& c = Get();
   static const std::vector<const Collector*> all = {
-      &server,   &database_stats,    &activity, &advisory_locks, &lock_waits,
-      &settings, &setting_overrides, &leases,   &poolers,
+      &c.server,   &c.database_stats,    &c.activity, &c.advisory_locks, &c.lock_waits,
+      &c.settings, &c.setting_overrides, &c.leases,   &c.poolers,
   };
   return all;
 }

@@ -12,6 +12,10 @@ namespace pglock {
 
 const std::vector<const Collector*>& Collectors();
 
+// The collector of the session end counters (pg_stat_database), which the poller reads again
+// right after a poll whose lock holders' sessions closed with no end counted.
+const Collector& SessionEndCountersCollector();
+
 // Builds the view of one poll: every collector's part, in registry order. Fills *dropped with the
 // detail series each metric left out because of top_n, and *build_seconds (when given) with the
 // time each collector took, in registry order.

@@ -277,19 +277,15 @@ void Poller::CountCollectorErrors(const PollData& data) {
 std::optional<std::vector<DatabaseStats>> Poller::ReadSessionEndCounters(
     SteadyClock::time_point deadline) {
   if (!conn_ || SteadyClock::now() >= deadline) return std::nullopt;
-  const auto& collectors = Collectors();
-  const auto it = std::find_if(collectors.begin(), collectors.end(), [](const Collector* c) {
-    return std::string_view(c->name()) == "database_stats";
-  });
-  if (it == collectors.end()) return std::nullopt;
+  const Collector& counters = SessionEndCountersCollector();
   const PollPlan plan{conn_->ServerVersionNum(), false, false};
   StatementBatch batch;
-  (*it)->Plan(plan, &batch);
+  counters.Plan(plan, &batch);
   if (batch.empty()) return std::nullopt;
   BatchResults results;
   const Status s = batch.Run(*conn_, QueryTimeouts::ForPoll(poll_.timeout), deadline, &results);
   PollData data;
-  if (!s.ok() || !(*it)->Parse(plan, results, &data).ok()) {
+  if (!s.ok() || !counters.Parse(plan, results, &data).ok()) {
     // The next poll reconnects when the connection broke, and reports why.
     spdlog::debug("target {}: reading the session end counters again: {}", target_.name,
                   s.message());
