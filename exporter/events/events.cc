@@ -23,8 +23,6 @@ struct EndJudgement {
   std::set<SessionId> pending;
 };
 
-namespace {
-
 // The granted advisory locks of a poll grouped by key, in flat sorted arrays: at 100k locks a
 // std::map of vectors costs more than the rest of the poll.
 class HoldIndex {
@@ -69,6 +67,8 @@ class HoldIndex {
   std::vector<size_t> starts_;     // holds of keys_[i] are holds_[starts_[i] .. starts_[i+1])
   std::vector<Hold> holds_;
 };
+
+namespace {
 
 std::string CounterLock(const AdvisoryKey& key, const LockNames* names) {
   if (names != nullptr && names->count({key.classid, key.objid, key.objsubid}) != 0) {
@@ -190,7 +190,7 @@ void EventTracker::Observe(std::shared_ptr<const PollData> cur,
     std::shared_ptr<const PollData> baseline = waiting ? waiting_baseline_ : last_inventory;
     if (counter_waits_ >= kMaxCounterWaits ||
         !SessionCountersLag(*baseline, *cur, waiting ? waiting_since_ : cur->now, deferred_)) {
-      CountLockEvents(*baseline, *cur, names, counters, events);
+      CountLockEvents(baseline, cur, names, counters, events);
       if (!settling_.empty()) settle_poll_ = cur;
       waiting_baseline_.reset();
       counter_waits_ = 0;
@@ -508,11 +508,14 @@ void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
 
 // One interval of lock events: the two inventories it lies between, indexed.
 struct JudgedInterval {
-  JudgedInterval(const PollData& p, const PollData& c)
+  JudgedInterval(const PollData& p, const PollData& c, std::shared_ptr<const HoldIndex> ph,
+                 std::shared_ptr<const HoldIndex> ch)
       : prev(p),
         cur(c),
-        prev_holds(p),
-        cur_holds(c),
+        prev_holds_owner(std::move(ph)),
+        cur_holds_owner(std::move(ch)),
+        prev_holds(*prev_holds_owner),
+        cur_holds(*cur_holds_owner),
         prev_index(p),
         cur_index(c),
         restarted(p.postmaster_start != c.postmaster_start),
@@ -544,8 +547,10 @@ struct JudgedInterval {
 
   const PollData& prev;
   const PollData& cur;
-  const HoldIndex prev_holds;
-  const HoldIndex cur_holds;
+  const std::shared_ptr<const HoldIndex> prev_holds_owner;
+  const std::shared_ptr<const HoldIndex> cur_holds_owner;
+  const HoldIndex& prev_holds;
+  const HoldIndex& cur_holds;
   const PollIndex prev_index;
   const PollIndex cur_index;
   const bool restarted;
@@ -554,10 +559,22 @@ struct JudgedInterval {
   const bool settle;
 };
 
-void EventTracker::CountLockEvents(const PollData& prev, const PollData& cur,
+std::shared_ptr<const HoldIndex> EventTracker::HoldsOf(
+    const std::shared_ptr<const PollData>& poll) {
+  if (poll == indexed_poll_ && indexed_holds_ != nullptr) return indexed_holds_;
+  return std::make_shared<const HoldIndex>(*poll);
+}
+
+void EventTracker::CountLockEvents(const std::shared_ptr<const PollData>& prev_poll,
+                                   const std::shared_ptr<const PollData>& cur_poll,
                                    const LockNames* names, Counters* counters,
                                    std::vector<Event>* events) {
-  const JudgedInterval in(prev, cur);
+  const PollData& prev = *prev_poll;
+  const PollData& cur = *cur_poll;
+  const JudgedInterval in(prev, cur, HoldsOf(prev_poll), HoldsOf(cur_poll));
+  // The next judgement's baseline is this one's `cur`: its holds are indexed once.
+  indexed_poll_ = cur_poll;
+  indexed_holds_ = in.cur_holds_owner;
   // A restart ends every session: every lock held before is lost, and the next run that takes
   // one of them may overlap a run that still believes it holds it.
   if (in.restarted) {

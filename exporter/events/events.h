@@ -131,6 +131,7 @@ struct LostKey {
 };
 
 struct Hold;            // events.cc
+class HoldIndex;        // events.cc
 struct EndJudgement;    // events.cc
 struct JudgedInterval;  // events.cc
 
@@ -182,8 +183,11 @@ class EventTracker {
   void CountSessionsEnded(const PollData& cur, Counters* counters);
   // Judges the lock events between the inventories `prev` and `cur`, but the holds whose evidence
   // may still be on its way (see DeferredHold), and those deferred by the last judgement.
-  void CountLockEvents(const PollData& prev, const PollData& cur, const LockNames* names,
+  void CountLockEvents(const std::shared_ptr<const PollData>& prev,
+                       const std::shared_ptr<const PollData>& cur, const LockNames* names,
                        Counters* counters, std::vector<Event>* events);
+  // The holds of `poll` indexed by key: those of the last judgement's `cur` are kept, not rebuilt.
+  std::shared_ptr<const HoldIndex> HoldsOf(const std::shared_ptr<const PollData>& poll);
   // The holds deferred by the last judgement, now that their sessions are gone or still there.
   void ResolveDeferredHolds(const JudgedInterval& in, const EndJudgement& ended,
                             const LockNames* names, Counters* counters, std::vector<Event>* events);
@@ -234,6 +238,9 @@ class EventTracker {
   double waiting_since_ = 0;
   int counter_waits_ = 0;
   std::map<AdvisoryKey, LostKey> lost_keys_;
+  // The last judgement's `cur` and its holds indexed by key.
+  std::shared_ptr<const PollData> indexed_poll_;
+  std::shared_ptr<const HoldIndex> indexed_holds_;
   PooledLockTracker pooled_;
   std::map<uint32_t, DatabaseStats> last_stats_;  // by datid, last good poll
   LeaseTransitions leases_;
