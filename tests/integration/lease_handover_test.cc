@@ -12,8 +12,8 @@
 #include <random>
 #include <thread>
 
-#include "exporter/poll/poller.h"
 #include "exporter/events/events.h"
+#include "exporter/poll/poller.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 
