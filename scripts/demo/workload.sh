@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The demo workload: psql clients that reproduce the three field reports behind pglock_exporter and
-# keep them going until killed. Started by scripts/demo.sh in a process group of its own; killing
+# The demo workload: psql clients that reproduce the lock incidents that pglock_exporter watches for
+# and keep them going until killed. Started by scripts/demo.sh in a process group of its own; killing
 # that group (or sending this script SIGTERM) ends every client. See scripts/demo/README.md.
 #
 # Environment (set by demo.sh):
