@@ -2,8 +2,8 @@
 # Checks the alerting side of pglock_exporter; exits non-zero on the first failure. Works from any cwd.
 #   1. promtool check rules  alerts/pglock.rules.yml       (syntax, templates, lint)
 #   2. promtool test rules   alerts/tests/pglock.rules.test.yml
-#   3. the alert names are exactly those of SPEC section 5, each has a runbook that its runbook_url
-#      points to, a row in the runbook index, and at least one test in which it fires
+#   3. the alert names are exactly those of expected_alerts below, each has a runbook that its
+#      runbook_url points to, a row in the runbook index, and at least one test in which it fires
 #   4. the false-page audit: each runbook has a "Does not fire when" section and each alert a row in
 #      the runbook README's audit table naming a quiet-case test that exists
 #   5. alerts/shorten_for.sh produces a copy that passes promtool and has no `for:` above 2s
@@ -20,11 +20,10 @@ runbooks=alerts/runbooks
 runbook_base='http://{{ $labels.instance }}/runbooks'
 locks_url='http://{{ $labels.instance }}/locks?target={{ $labels.target }}'
 
-# SPEC section 5: the contract. Keep in sync with the spec, not with the rules file. The spec lets
-# PglockSessionsEndedByTimeout be retired in favour of PglockAdvisoryLockLost; it is (see
-# alerts/runbooks/README.md, "Retired alerts"). PglockPooledLockInherited and the four
-# lock-wait alerts (SPEC 4.8) are from the second version.
-spec_alerts=(
+# The alerts the exporter promises: the contract. Change it on purpose, not to follow the rules
+# file. PglockSessionsEndedByTimeout is retired in favour of PglockAdvisoryLockLost (see
+# alerts/runbooks/README.md, "Retired alerts").
+expected_alerts=(
   PglockTargetDown
   PglockAdvisoryLockWaitLong
   PglockAdvisoryLockWaitCritical
@@ -45,9 +44,9 @@ spec_alerts=(
   PglockLockQueue
 )
 
-# Lease alerts whose runbooks and tests belong to the lease hand-over change (SPEC 4.6): they are in
-# the audit table as "see lease hand-over change" and have no "Does not fire when" section yet. Empty
-# this list when that change lands.
+# Lease alerts whose runbooks and tests wait for the lease hand-over change: they are in the audit
+# table as "see lease hand-over change" and have no "Does not fire when" section yet. Empty: every
+# alert has both.
 audit_pending=()
 
 fail() {
@@ -65,10 +64,10 @@ promtool test rules "$tests"
 
 echo "== alert names, runbooks, tests"
 mapfile -t rule_alerts < <(sed -n 's/^[[:space:]]*-[[:space:]]*alert:[[:space:]]*\([A-Za-z0-9_]*\).*/\1/p' "$rules" | sort -u)
-mapfile -t want < <(printf '%s\n' "${spec_alerts[@]}" | sort -u)
+mapfile -t want < <(printf '%s\n' "${expected_alerts[@]}" | sort -u)
 if [[ "${rule_alerts[*]}" != "${want[*]}" ]]; then
   diff <(printf '%s\n' "${want[@]}") <(printf '%s\n' "${rule_alerts[@]}") >&2 || true
-  fail "alert names in $rules differ from SPEC section 5 (< spec, > rules)"
+  fail "alert names in $rules differ from expected_alerts in alerts/check.sh (< expected, > rules)"
 fi
 
 # Every runbook_url must name the alert it belongs to; every locks_url is the target's /locks.
@@ -83,7 +82,7 @@ bad_urls=$(awk -v base="$runbook_base" -v locks="$locks_url" '
 ' "$rules")
 [[ -z $bad_urls ]] || fail "runbook_url does not match its alert:"$'\n'"$bad_urls"
 
-for a in "${spec_alerts[@]}"; do
+for a in "${expected_alerts[@]}"; do
   [[ -f $runbooks/$a.md ]] || fail "missing runbook $runbooks/$a.md"
   grep -q "($a.md)" "$runbooks/README.md" || fail "$runbooks/README.md has no entry for $a"
   # A test that expects it to fire: "alertname: X" followed by a non-empty exp_alerts list.
@@ -101,12 +100,12 @@ for a in "${spec_alerts[@]}"; do
     ' "$rules" || fail "a rule of $a has no $field annotation"
   done
 done
-echo "  ${#spec_alerts[@]} alerts: names match SPEC, runbooks, index rows and firing tests present"
+echo "  ${#expected_alerts[@]} alerts: names match the list, runbooks, index rows and firing tests present"
 
 echo "== false-page audit"
 # Test names, as written after "- name:" in the tests file (quotes removed).
 mapfile -t test_names < <(sed -n 's/^[[:space:]]*-[[:space:]]*name:[[:space:]]*//p' "$tests" | sed 's/^"\(.*\)"$/\1/')
-for a in "${spec_alerts[@]}"; do
+for a in "${expected_alerts[@]}"; do
   pending=0
   for p in "${audit_pending[@]}"; do [[ $p == "$a" ]] && pending=1; done
   row=$(awk '/^## / { in_audit = ($0 == "## False-page audit") } in_audit' "$runbooks/README.md" |

@@ -185,7 +185,7 @@ read -r key_sweep key_alerts key_mail key_uptime < <(pg_psql -d app -At -F ' ' -
   "SELECT hashtext('sweep'), hashtext('alerts'), hashtext('mail-checks'), hashtext('uptime:node-a')") ||
   die "cannot compute the lock keys"
 
-# --- PgBouncer in transaction pooling mode (seed 002) ------------------------------------------------
+# --- PgBouncer in transaction pooling mode (session locks leak to the pool's next client) -----------
 pgbouncer_port=
 if [[ $want_pgbouncer == 1 ]]; then
   say "starting PgBouncer (pool_mode=transaction, one server connection per pool)"
@@ -217,7 +217,7 @@ dsn = "$dsn_common port=$pg_port dbname=app"
   name = "rebuild:run"
   key_text = "rebuild:run"
 
-  # Seed 000's four jobs, locked with pg_try_advisory_lock(hashtext(job)).
+  # billing-worker's four jobs (the pool of four), locked with pg_try_advisory_lock(hashtext(job)).
   [[targets.locks]]
   name = "sweep"
   key = $key_sweep
@@ -350,24 +350,24 @@ cat <<EOF
  What to watch (times from now; the workload below narrates each step as it happens):
   ~0:25  PglockLockAboutToBeDropped fires: rebuild run #1 (role app_worker) is idle in transaction
          holding lock rebuild:run, <60s before its 45s idle_in_transaction_session_timeout.
-         See pglock_idle_in_transaction_timeout_remaining_seconds count down.      [seed 004]
+         See pglock_idle_in_transaction_timeout_remaining_seconds count down.      [timeout drop]
   ~0:50  the timeout ends the session: PglockAdvisoryLockLost (cause idle_in_transaction_timeout),
          PglockAdvisoryLockTakeover (run #2 took rebuild:run). Both fire at once (no for:).
-         The cycle repeats every 2 minutes.                                        [seed 004]
+         The cycle repeats every 2 minutes.                                        [timeout drop]
   ~1:25  PglockLockHoldersExhaustClientPool: billing-worker's 4 connections served requests,
          then all sit idle holding session advisory locks (the last from ~0:20, firing
-         after 1m).                                                                [seed 000]
+         after 1m).                                                                [pool of four]
   ~1:05  PglockBlockingRootIdleInTransaction and PglockLockQueue: checkout sits idle in
          transaction on a row of orders; migrate's ALTER TABLE waits behind it and 4 storefront
          readers wait behind the ALTER (5 sessions blocked, queue depth 2).       [the pile-up]
   ~1:05  PglockSessionLockThroughTransactionPooler: a session lock left on a PgBouncer server
-         connection (pool_mode=transaction).                                       [seed 002]
-  ~1:20  PglockLeaseExpiredTakeover: lease mail-checks expired and host-b took it over. [seed 000]
+         connection (pool_mode=transaction).                                       [pooler leak]
+  ~1:20  PglockLeaseExpiredTakeover: lease mail-checks expired and host-b took it over. [leases]
   ~1:35  PglockLockWaitLong: one per pile-up edge (ALTER -> checkout, readers -> ALTER).
   ~1:35  PglockAdvisoryLockWaitLong: 2 sessions wait for report-daily, 1 for the shared
          nightly-export key (pending after 30s of waiting, firing 1m later; one alert per
-         waiter->blocker edge, a waiter queued ahead counts as a blocker).        [seed 002]
-  ~1:40  PglockLeaseOverlap: lease alerts hand-edited to another holder while valid.    [seed 000]
+         waiter->blocker edge, a waiter queued ahead counts as a blocker).        [lock waiters]
+  ~1:40  PglockLeaseOverlap: lease alerts hand-edited to another holder while valid.    [leases]
   ~3:05  PglockIdleInTransactionLockHolder: an export-reader left a transaction open while
          holding a shared advisory lock that blocks export-writer.
   ~5:05  PglockLeaseHeldTooLong: lease nightly-report was taken 70 minutes ago.

@@ -1,7 +1,7 @@
 // Client sessions (queries/activity.sql over pg_stat_activity): who is connected, in which state,
 // idle in transaction for how long, and which of those hold an advisory lock or block someone and
 // how long before idle_in_transaction_session_timeout ends them (and drops their session locks).
-// Also the clients whose every session sits on a lock (pool starvation, seed 000) and the sessions
+// Also the clients whose every session sits on a lock (pool starvation) and the sessions
 // the exporter's role cannot see. Stateless; thread-safe.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Waits on every kind of heavyweight lock (SPEC 4.8): who waits for which object in which mode,
+// Waits on every kind of heavyweight lock: who waits for which object in which mode,
 // behind whom, the root blockers (blockers that wait for nothing) with every session blocked
 // through them, and the longest chain of waits per database. Cost is paid only when someone
 // waits. The pending requests come from the poll's one read of pg_locks, which the advisory

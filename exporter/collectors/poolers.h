@@ -1,8 +1,9 @@
 // PgBouncer poolers ([[targets.poolers]]): reads each admin console (SHOW POOLS, SHOW SERVERS) over
 // a connection of its own, kept between polls and reopened after an error, to find the server
 // connections of pools in transaction or statement mode. A session advisory lock held by one of
-// them outlives the client that took it (seed 002). A pooler that fails is pglock_pooler_up 0 and
-// never fails the poll. Stateless; the admin connections are per-target CollectorState.
+// them outlives the client that took it and passes to the pool's next client. A pooler that fails
+// is pglock_pooler_up 0 and never fails the poll. Stateless; the admin connections are per-target
+// CollectorState.
 #pragma once
 
 #include "exporter/collectors/collector.h"

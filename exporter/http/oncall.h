@@ -1,4 +1,4 @@
-// The on-call view (SPEC 4.10): GET /locks (HTML readable without JavaScript, refreshing itself,
+// The on-call view: GET /locks (HTML readable without JavaScript, refreshing itself,
 // usable on a phone), GET /api/v1/locks and GET /api/v1/events (JSON), all rendered from the
 // latest target snapshots and their event logs, never from the database. Every string from the
 // database is HTML- or JSON-escaped, whatever its bytes. Pure functions; thread-safe.

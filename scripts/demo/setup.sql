@@ -8,13 +8,13 @@ CREATE DATABASE app;
 
 -- Application roles. Each incident (scripts/demo/README.md) gets its own role, so the exporter's
 -- usename labels tell them apart.
-CREATE ROLE billing LOGIN PASSWORD :'pw';      -- seed 000: the "pool of four" (and the pooler client)
-CREATE ROLE reporting LOGIN PASSWORD :'pw';    -- seed 002: report-daily / nightly-export locks
-CREATE ROLE app_worker LOGIN PASSWORD :'pw';   -- seed 004: the rebuild job
-CREATE ROLE scheduler LOGIN PASSWORD :'pw';    -- seed 000's fix: the lease runner
-CREATE ROLE shop LOGIN PASSWORD :'pw';         -- the pile-up: checkout, a migration, storefront readers
+CREATE ROLE billing LOGIN PASSWORD :'pw';      -- (a) the "pool of four" and (e) the pooler client
+CREATE ROLE reporting LOGIN PASSWORD :'pw';    -- (b) report-daily / nightly-export locks
+CREATE ROLE app_worker LOGIN PASSWORD :'pw';   -- (c) the rebuild job
+CREATE ROLE scheduler LOGIN PASSWORD :'pw';    -- (d) the lease runner
+CREATE ROLE shop LOGIN PASSWORD :'pw';         -- (f) the pile-up: checkout, a migration, storefront readers
 
--- Seed 004: a per-role, per-database timeout that no application config mentions. It applies to
+-- (c) A per-role, per-database timeout that no application config mentions. It applies to
 -- sessions started after this statement, i.e. to every app_worker session of the demo.
 ALTER ROLE app_worker IN DATABASE app SET idle_in_transaction_session_timeout = '45s';
 
@@ -25,7 +25,7 @@ GRANT pg_monitor TO pglock_exporter;
 
 \connect app
 
--- Seed 000, exactly as published.
+-- The leases table: a lease is a row (name, holder, taken_at, expires_at).
 CREATE TABLE leases (
   name       text PRIMARY KEY,
   holder     text NOT NULL,

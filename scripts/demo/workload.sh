@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The demo workload: psql clients that reproduce the three field reports behind pglock_exporter and
-# keep them going until killed. Started by scripts/demo.sh in a process group of its own; killing
+# The demo workload: psql clients that reproduce the lock incidents that pglock_exporter watches for
+# and keep them going until killed. Started by scripts/demo.sh in a process group of its own; killing
 # that group (or sending this script SIGTERM) ends every client. See scripts/demo/README.md.
 #
 # Environment (set by demo.sh):
@@ -67,7 +67,7 @@ random_hex() {
   od -An -N8 -tx1 /dev/urandom | tr -d ' \n'
 }
 
-# --- (a) seed 000: a pool of four, four session locks, four idle connections -----------------------
+# --- (a) a pool of four, four session locks, four idle connections ---------------------------------
 # The application's old TryExclusive: pg_try_advisory_lock(hashtext(job)) on a pooled connection that
 # it then keeps for the whole round. Each connection serves a request first (5 to 20 s), so the locks
 # take the pool over one connection at a time; an instance that won all four has no connection left.
@@ -82,7 +82,7 @@ billing_pool() {
       "advisory lock (sweep, alerts, mail-checks, uptime:node-a) and sits idle -> pool exhausted"
 }
 
-# --- (b) seed 002: a long-held exclusive lock with waiters, and a shared-lock case ------------------
+# --- (b) a long-held exclusive lock with waiters, and a shared-lock case ----------------------------
 report_locks() {
   # A session lock survives COMMIT: the holder's connection looks idle and harmless.
   hold_session report-daily reporting report-daily \
@@ -110,7 +110,7 @@ report_locks() {
       "hold it shared (one idle in transaction, one busy), export-writer waits for both"
 }
 
-# --- (c) seed 004: a session lock dropped by idle_in_transaction_session_timeout, then taken ---------
+# --- (c) a session lock dropped by idle_in_transaction_session_timeout, then taken -------------------
 # Role app_worker has idle_in_transaction_session_timeout = 45s in database app (ALTER ROLE ... IN
 # DATABASE). Run N takes the lock on a connection whose driver opened a transaction (autobegin) and
 # leaves it idle in transaction; the server ends the session after 45 s and the lock goes with it.
@@ -157,8 +157,9 @@ rebuild_cycle() {
   done
 }
 
-# --- (d) seed 000's fix: leases in a table ---------------------------------------------------------
-# Scaled down from the seed (2-minute leases renewed every 30 s): 60-second leases renewed every 15 s.
+# --- (d) the fix for the pool of four: leases in a table -------------------------------------------
+# Scaled down from the real leases (2-minute leases renewed every 30 s): 60-second leases renewed
+# every 15 s.
 # Each statement is a short connection of its own: a lease holds no connection.
 lease_sql() {  # SQL NAME HOLDER SECONDS -> prints "t" when a row was touched
   printf '%s\n' "$1" |
@@ -251,7 +252,7 @@ leases_loop() {
             "valid -> overlap (two holders)"
       fi
     fi
-    # Renewals every 15 s, as the seed's goroutine does; a renewal that touches no row means the
+    # Renewals every 15 s, as the holder's loop does; a renewal that touches no row means the
     # lease was lost: log it and take the lease again once it is free.
     if ((t % 15 == 0)); then
       for name in sweep alerts nightly-report; do
@@ -264,7 +265,7 @@ leases_loop() {
           lost[$name]=
         elif [[ -z ${lost[$name]:-} ]]; then
           say "(d) $name: renewal by ${holder[$name]} touched no row: lease lost, someone else" \
-              "holds it (the seed's app logs a warning and carries on)"
+              "holds it (the application logs a warning and carries on)"
           lost[$name]=1
         fi
       done
@@ -274,7 +275,7 @@ leases_loop() {
   done
 }
 
-# --- (e) seed 002: a session lock leaking through a transaction-mode pooler --------------------------
+# --- (e) a session lock leaking through a transaction-mode pooler ------------------------------------
 pooler_leak() {
   local out
   out=$(PGHOST=127.0.0.1 PGPORT=$pgbouncer_port pg invoice-sender billing \

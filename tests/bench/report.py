@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Renders the raw samples of tests/bench/run.sh (SECTION POINT METRIC VALUE, tab-separated) as the
-markdown tables of tests/bench/results/latest.md, with each goal of the benchmark issue checked."""
+markdown tables of tests/bench/results/latest.md, with each goal of the benchmark checked."""
 
 import argparse
 import collections
@@ -293,7 +293,7 @@ def main():
         w("")
 
     # --- goals -----------------------------------------------------------------------------------
-    w("## Goals of the benchmark issue")
+    w("## Goals of the benchmark")
     w("")
     w("| goal | measured | met |")
     w("|---|---|---|")

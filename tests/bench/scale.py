@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measurements of tests/bench/scale.sh (issue 16): what one running exporter costs and sends.
+"""Measurements of tests/bench/scale.sh: what one running exporter costs and sends.
 
   scale.py measure --url URL --pid PID --name NAME --targets N --interval S --window S
                    --scrapes N [--backends-cmd CMD] --out TSV

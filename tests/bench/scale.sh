@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Scale benchmark of pglock_exporter (issue 16): what idle databases and many targets on one
+# Scale benchmark of pglock_exporter: what idle databases and many targets on one
 # server cost. Not part of the default test run. On one throwaway PostgreSQL (scripts/lib/pg.sh):
 #
 #   1db        one target, the server's own databases only
@@ -132,7 +132,7 @@ run 200db-200t "$tmp/per-db.toml" 200 203
 run_one "200db-1t-leases${old_bin:+ (new)}" "$tmp/leases.toml" 1 203 "$bin"  # database =: new only
 
 version=$("$bin" --version 2>&1 | head -n 1)
-python3 "$here/scale.py" report --tsv "$out_tsv" --out "$out_md" --header "# Scale benchmark (issue 16)
+python3 "$here/scale.py" report --tsv "$out_tsv" --out "$out_md" --header "# Scale benchmark
 
 - date: $(date -u '+%Y-%m-%d %H:%M UTC'); $(nproc) CPUs, shared with other work
 - PostgreSQL: $PG_VERSION; exporter (new): $version${old_bin:+; old: $("$old_bin" --version 2>&1 | head -n 1)}

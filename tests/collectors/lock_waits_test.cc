@@ -1,4 +1,4 @@
-// Waits on every lock type (SPEC 4.8) against a real PostgreSQL: the pile-up (an idle
+// Waits on every lock type against a real PostgreSQL: the pile-up (an idle
 // transaction, an ALTER TABLE queued behind it, readers queued behind the ALTER), a chain of row
 // locks, a prepared transaction as the blocker, a wait in another database, and the gate that
 // keeps pg_locks unread while nobody waits. One poll of the real Poller each; the exposition text

@@ -4,19 +4,19 @@
 # and a webhook receiver (tests/e2e/webhook.py) that logs every notification. It checks that:
 #
 #   0. with no workload, nothing fires and the webhook receives nothing (about 20 s);
-#   1. the incidents of the field reports, driven with psql, reach the webhook as the right alert with
+#   1. the incidents the alerts are for, driven with psql, reach the webhook as the right alert with
 #      the right labels (scenarios run in parallel):
-#        a. seed 002: an advisory wait over 30 s           -> PglockAdvisoryLockWaitLong
-#        b. seed 004: a lock holder idle in transaction under a per-role 8 s
+#        a. an advisory wait over 30 s                     -> PglockAdvisoryLockWaitLong
+#        b. a lock holder idle in transaction under a per-role 8 s
 #           idle_in_transaction_session_timeout            -> PglockLockAboutToBeDropped (before the
 #           drop), then PglockAdvisoryLockLost (cause idle_in_transaction_timeout),
 #           PglockAdvisoryLockTakeover
-#        c. seed 000: a pool of four serves requests, then its four connections end up idle holding
+#        c. a pool of four serves requests, then its four connections end up idle holding
 #           session locks                                  -> PglockLockHoldersExhaustClientPool
-#        d. seed 000's leases: a lease left to expire, then taken over -> PglockLeaseExpired,
+#        d. the leases table: a lease left to expire, then taken over -> PglockLeaseExpired,
 #           PglockLeaseExpiredTakeover
-#        e. seed 000's own lease cycle for two minutes (take, 1.5 s of work, DELETE, the next round
-#           taking at once: hand-overs)         -> no lease alert, no overlap counted (issue 17)
+#        e. the leases table's own cycle for two minutes (take, 1.5 s of work, DELETE, the next
+#           round taking at once: hand-overs)   -> no lease alert, no overlap counted
 #        f. at the same time, a job loop (tests/e2e/job_loop.py) that takes, uses and releases lock
 #           job-loop every second in the ordinary ways (unlock then close, close holding, two
 #           workers contending, a migration inside BEGIN, a transaction lock)
@@ -156,16 +156,16 @@ psql_admin -v pw="$password" >"$logs/setup.log" 2>&1 <<'SQL' || fail "database s
 -- One role per scenario, so usename labels tell them apart.
 CREATE ROLE pglock_exporter LOGIN PASSWORD :'pw';
 GRANT pg_monitor TO pglock_exporter;
-CREATE ROLE reporting LOGIN PASSWORD :'pw';   -- a. advisory wait (seed 002)
-CREATE ROLE app_worker LOGIN PASSWORD :'pw';  -- b. lock dropped by idle_in_transaction_session_timeout (seed 004)
-CREATE ROLE billing LOGIN PASSWORD :'pw';     -- c. pool of four (seed 000)
-CREATE ROLE scheduler LOGIN PASSWORD :'pw';   -- d. leases (seed 000)
+CREATE ROLE reporting LOGIN PASSWORD :'pw';   -- a. advisory wait
+CREATE ROLE app_worker LOGIN PASSWORD :'pw';  -- b. lock dropped by idle_in_transaction_session_timeout
+CREATE ROLE billing LOGIN PASSWORD :'pw';     -- c. pool of four
+CREATE ROLE scheduler LOGIN PASSWORD :'pw';   -- d. leases
 CREATE ROLE jobs LOGIN PASSWORD :'pw';        -- f. the job loop, and the schema its migrations change
 CREATE TABLE job_loop_schema (version int);
 ALTER TABLE job_loop_schema OWNER TO jobs;
--- Seed 004: a per-role, per-database timeout that no application config mentions.
+-- b. a per-role, per-database timeout that no application config mentions.
 ALTER ROLE app_worker IN DATABASE postgres SET idle_in_transaction_session_timeout = '8s';
--- Seed 000, as published.
+-- The leases table: a lease is a row (name, holder, taken_at, expires_at).
 CREATE TABLE leases (
   name       text PRIMARY KEY,
   holder     text NOT NULL,
@@ -198,13 +198,13 @@ interval = "1s"
 name = "e2e"
 dsn = "host=127.0.0.1 port=$pg_port dbname=postgres user=pglock_exporter passfile=$tmp/pgpass"
 
-  # seed 002's lock
+  # a. the long-held lock
   [[targets.locks]]
   name = "report-daily"
   key1 = 7742
   key2_text = "report-daily"
 
-  # seed 004's lock: pg_try_advisory_lock(hashtextextended('rebuild:run', 0))
+  # b. the rebuild job's lock: pg_try_advisory_lock(hashtextextended('rebuild:run', 0))
   [[targets.locks]]
   name = "rebuild:run"
   key_text = "rebuild:run"
@@ -404,7 +404,7 @@ last_time() { "$py" "$here/alertlog.py" field --epoch "$1" <"$tmp/last_alert.jso
 
 say "starting scenarios a (long wait), b (idle-in-transaction timeout), c (pool of four), d (lease), e (lease cycle), f (job loop), g (transaction locks through PgBouncer) in parallel"
 
-# e. seed 000's cycle on lease "sweep", one psql session paced by tests/e2e/lease_cycle.py.
+# e. the leases table's cycle on lease "sweep", one psql session paced by tests/e2e/lease_cycle.py.
 e_seconds=${PGLOCK_E2E_LEASE_CYCLE:-120}
 started[e]=$(now)
 # shellcheck disable=SC2016 # expanded by the inner bash
@@ -429,7 +429,7 @@ for g_loop in 1 2; do
   g_pids+=("${bg_pids[-1]}")
 done
 
-# a. seed 002: a holder of report-daily, and a waiter that blocks behind it.
+# a. a holder of report-daily, and a waiter that blocks behind it.
 started[a]=$(now)
 hold_session a-holder report-daily reporting "SELECT pg_advisory_lock(7742, hashtext('report-daily'));"
 a_holder=$(wait_sql 10 "a: report-daily holder did not get its lock" \
@@ -437,15 +437,16 @@ a_holder=$(wait_sql 10 "a: report-daily holder did not get its lock" \
    WHERE l.locktype = 'advisory' AND l.granted AND s.application_name = 'report-daily'")
 hold_session a-waiter report-daily-retry reporting "SELECT pg_advisory_lock(7742, hashtext('report-daily'));"
 
-# b. seed 004: run 1 takes rebuild:run on a connection left idle in transaction (role app_worker:
+# b. run 1 takes rebuild:run on a connection left idle in transaction (role app_worker:
 # 8 s timeout); run 2 retries every 100 ms and takes the lock once the server ended run 1's session.
 started[b]=$(now)
 hold_session b-run1 rebuild app_worker "BEGIN;" \
   "SELECT 'run 1 took the lock:', pg_try_advisory_lock(hashtextextended('rebuild:run', 0));"
 
-# c. seed 000: billing-worker's pool of four. Each connection first serves a request (a query of 1 to
-# 4 s), then a round takes a session lock on it and keeps it, idle: the locks take the pool over one
-# connection at a time, as in the seed (the alert tells a pool from dedicated lock connections so).
+# c. billing-worker's pool of four. Each connection first serves a request (a query of 1 to 4 s),
+# then a round takes a session lock on it and keeps it, idle: the locks take the pool over one
+# connection at a time, as in the incident (the alert tells a pool from dedicated lock connections
+# so).
 started[c]=$(now)
 c_request=0
 for job in sweep alerts mail-checks uptime:node-a; do
@@ -454,7 +455,7 @@ for job in sweep alerts mail-checks uptime:node-a; do
     "SELECT '$job', pg_try_advisory_lock(hashtext('$job'));"
 done
 
-# d. seed 000's lease, taken with the seed's upsert for 3 s and never renewed (the holder crashed).
+# d. a lease, taken with the leases table's upsert for 3 s and never renewed (the holder crashed).
 lease_upsert() { # HOLDER SECONDS -> prints t when the lease was taken
   PGAPPNAME=lease-runner PGUSER=scheduler "$PSQL" -X -q -A -t -v ON_ERROR_STOP=1 \
     -v name=mail-checks -v holder="$1" -v secs="$2" <<'SQL'
@@ -590,12 +591,12 @@ sleep 16
 e_kind() { prom_value "sum(pglock_lease_transitions_total{target=\"e2e\",lease=\"sweep\",kind=\"$1\"})"; }
 e_handover=$(e_kind handover) e_overlap=$(e_kind overlap) e_expired=$(e_kind expired_takeover)
 say "  e: $e_rounds rounds of take, work, DELETE on lease sweep: handover=$e_handover overlap=$e_overlap expired_takeover=$e_expired"
-[[ $e_overlap == 0 && $e_expired == 0 ]] || fail "e: the seed's own lease cycle counted overlap=$e_overlap expired_takeover=$e_expired"
+[[ $e_overlap == 0 && $e_expired == 0 ]] || fail "e: the leases table's own cycle counted overlap=$e_overlap expired_takeover=$e_expired"
 awk -v h="$e_handover" 'BEGIN { exit !(h + 0 > 0) }' || fail "e: no hand-over counted on lease sweep ($e_handover)"
 e_alerts=$(prom_query 'ALERTS{lease="sweep"}[15m]' | promapi count)
-((e_alerts == 0)) || fail "e: lease alerts for the seed's own cycle:" "$(prom_query 'ALERTS{lease="sweep"}[15m]')"
+((e_alerts == 0)) || fail "e: lease alerts for the leases table's own cycle:" "$(prom_query 'ALERTS{lease="sweep"}[15m]')"
 e_hooks=$("$py" "$here/alertlog.py" summary "$hooks" | grep 'lease="sweep"' || true)
-[[ -z $e_hooks ]] || fail "e: the webhook received a lease alert for the seed's own cycle:" "$e_hooks"
+[[ -z $e_hooks ]] || fail "e: the webhook received a lease alert for the leases table's own cycle:" "$e_hooks"
 
 # --- f: the job loop ended; its lock was handed over and released, never lost or taken over ------
 for ((i = 0; i < 60; i++)); do

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A job loop that takes, uses and releases one advisory lock every second in the ordinary ways
-of SPEC 4.7, each job a psql process of its own (its own session), for SECONDS seconds:
+that must count no loss and no takeover, each job a psql process of its own (its own session), for
+SECONDS seconds:
 
   unlock     lock, work, unlock, close
   close      lock, work, close without unlocking (a clean close)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Prints seed 000's lease cycle as SQL for psql to run, paced in real time:
+"""Prints the leases table's cycle as SQL for psql to run, paced in real time:
 
-  take the lease with the seed's upsert (a new holder every round), work WORK seconds, give it
+  take the lease with the take upsert (a new holder every round), work WORK seconds, give it
   back with DELETE, and take it again at once (the DELETE and the next take are printed together,
   so one psql session runs them within milliseconds), for SECONDS seconds.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The on-call page in a real browser, then under load (issue 14):
+# The on-call page in a real browser, then under load:
 #   1. a throwaway PostgreSQL with a holder of lock "report-daily" (two waiters behind it), an
 #      idle-in-transaction holder under a role timeout, and an expired lease; headless Chromium
 #      opens /locks: the rendered DOM must show the pids and lock names; a phone-sized screenshot
@@ -71,7 +71,8 @@ psql_bg report-worker-1 postgres "SELECT pg_advisory_lock(7742, hashtext('report
 sleep 0.5
 psql_bg report-worker-2 postgres "SELECT pg_advisory_lock(7742, hashtext('report-daily'))"
 psql_bg report-worker-3 postgres "SELECT pg_advisory_lock(7742, hashtext('report-daily'))"
-# seed 004: a holder idle in an open transaction (psql reads the rest from a pipe that stays open)
+# a holder idle in an open transaction under a role timeout (psql reads the rest from a pipe that
+# stays open)
 mkfifo "$tmp/idle.fifo"
 PGAPPNAME=rebuild-1 "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U report_job -d postgres \
   <"$tmp/idle.fifo" >/dev/null 2>&1 &

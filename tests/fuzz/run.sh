@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (build-fuzz/) and runs each for FUZZ_SECONDS (default 20)
-# from the seed corpus in tests/fuzz/corpus plus the regression inputs. A crash, leak, timeout or
+# from the starting corpus in tests/fuzz/corpus plus the regression inputs. A crash, leak, timeout or
 # out-of-memory fails the run and leaves the input in build-fuzz/findings/. For a long run:
 #   FUZZ_SECONDS=3600 tests/fuzz/run.sh
 set -euo pipefail

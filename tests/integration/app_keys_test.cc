@@ -1,4 +1,4 @@
-// Applications' own keys and lock tables (SPEC 4.9, issue 13) on a real PostgreSQL: every README
+// Applications' own keys and lock tables on a real PostgreSQL: every README
 // recipe (a key from a SHA-256 of a name as one bigint and as two int4, a migration tool's constant
 // key, a flag-only lock table, a job table with a TTL) is configured from TOML text exactly as the
 // README shows it, polled by the real Poller, and its exposition checked value by value and by

@@ -1,6 +1,7 @@
-// Events between polls (SPEC 4.7, lease transitions of 4.6) against a real PostgreSQL with real
-// timeouts of a few seconds: the seed 004 sequence, terminations, clean unlocks, disconnects,
-// the seed 000 lease sequence, session end counters and a real PgBouncer in transaction mode.
+// Events between polls (lock events and lease transitions) against a real PostgreSQL with real
+// timeouts of a few seconds: a lock dropped by idle_in_transaction_session_timeout and taken by
+// another run, terminations, clean unlocks, disconnects, the leases table's sequence of
+// transitions, session end counters and a real PgBouncer in transaction mode.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -60,7 +61,7 @@ std::vector<Sample> PollUntil(Poller& poller,
   return samples;
 }
 
-TEST(Events, Seed004IdleInTransactionTimeoutDropsLockAndAnotherRunTakesIt) {
+TEST(Events, IdleInTransactionTimeoutDropsLockAndAnotherRunTakesIt) {
   Pg().Exec("DROP ROLE IF EXISTS rebuild_job");
   Pg().Exec("CREATE ROLE rebuild_job LOGIN");
   Pg().Exec(
@@ -223,7 +224,7 @@ TEST(Events, HandoverBetweenTwoPollsWithoutSeeingTheRelease) {
   EXPECT_EQ(SumPresent(samples, "pglock_advisory_lock_losses_total"), 0);
 }
 
-TEST(Events, Seed000LeaseSequenceCountsEachTransitionOnce) {
+TEST(Events, LeaseSequenceCountsEachTransitionOnce) {
   Pg().Exec("DROP TABLE IF EXISTS leases");
   Pg().Exec(
       "CREATE TABLE leases (name text PRIMARY KEY, holder text NOT NULL, "

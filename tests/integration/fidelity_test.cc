@@ -1,4 +1,4 @@
-// Fidelity of the lock events (SPEC 4.7, issue 11) under realistic timing: the poller runs on its
+// Fidelity of the lock events under realistic timing: the poller runs on its
 // own thread with a 1 s interval while ordinary lock patterns run in other sessions, each repeated
 // at least 20 times, and must count no loss and no takeover; real losses of each cause are counted
 // once, with one takeover when another session then takes the key; a session lock leaked through
@@ -56,8 +56,8 @@ TargetConfig Target(std::vector<LockNameConfig> names) {
   return t;
 }
 
-// The shipped default interval is 5 s; the tests poll every second, as the issue asks, with a
-// generous deadline for a loaded machine.
+// The shipped default interval is 5 s; the tests poll every second, a tighter timing than the
+// default, with a generous deadline for a loaded machine.
 PollConfig Poll() {
   PollConfig p;
   p.interval = Duration(1000);

@@ -1,4 +1,4 @@
-// Lease tables in other databases of the target's server ([[targets.leases]] database, issue 16),
+// Lease tables in other databases of the target's server ([[targets.leases]] database),
 // on a real PostgreSQL: read through a session of that database (labelled "database/table"),
 // counted like any lease table; a database dropped, refusing connections or unknown takes down
 // only its tables (logged once per state change), never the target; a reload adds and removes

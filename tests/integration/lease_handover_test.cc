@@ -1,7 +1,7 @@
-// Lease hand-overs against overlaps (SPEC 4.6, issue 17) on a real PostgreSQL, polled every second
-// as in production: seed 000's own protocol (take with the upsert, work, give back with DELETE, the
+// Lease hand-overs against overlaps on a real PostgreSQL, polled every second as in production:
+// the leases table's own protocol (take with the upsert, work, give back with DELETE, the
 // next round taking at once) must never count an overlap, alone or with two competing takers; a
-// holder changed under a valid lease must. Each test prints its counts (for the issue's report).
+// holder changed under a valid lease must. Each test prints its counts.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,8 +13,8 @@
 #include <random>
 #include <thread>
 
-#include "exporter/poll/poller.h"
 #include "exporter/events/events.h"
+#include "exporter/poll/poller.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 
@@ -27,7 +27,7 @@ using testing::SumPresent;
 using testing::TestSession;
 using Clock = std::chrono::steady_clock;
 
-// Seed 000's statements, verbatim; $1 name, $2 holder, $3 seconds.
+// The leases table's statements (take, renew, give back); $1 name, $2 holder, $3 seconds.
 constexpr char kTake[] =
     "INSERT INTO leases (name, holder, taken_at, expires_at) "
     "VALUES ($1, $2, now(), now() + make_interval(secs => $3)) "
@@ -57,7 +57,7 @@ std::string Bind(const char* sql, const std::string& holder, int secs = 120) {
   return out;
 }
 
-// "host:pid:64 random bits", new for every call, as the seed does.
+// "host:pid:64 random bits", new for every call, as the applications do.
 std::string NewHolder(const std::string& host) {
   static std::mt19937_64 rng{std::random_device{}()};
   static std::mutex mu;
@@ -132,7 +132,7 @@ class LeaseHandover : public ::testing::Test {
 
 constexpr int kRounds = 20;
 
-// Seed 000's cycle: take, 1.5 s of work, give back; the next round takes within 100 ms. One
+// The leases table's cycle: take, 1.5 s of work, give back; the next round takes within 100 ms. One
 // worker on a pool of two connections, or two workers competing for every round.
 class Cycle {
  public:
@@ -206,22 +206,22 @@ void LeaseHandover::ExpectOnlyHandovers(const std::string& scenario, const Cycle
   EXPECT_EQ(Kind("handover").value_or(0) + Kind("released").value_or(0), cycle.taken());
 }
 
-TEST_F(LeaseHandover, Seed000CycleIsHandedOverNeverOverlapped) {
+TEST_F(LeaseHandover, DeleteGiveBackCycleIsHandedOverNeverOverlapped) {
   Cycle cycle(kGiveBack);
   std::thread worker([&] { cycle.RunAlone(kRounds); });
   while (cycle.taken() < kRounds) Poll();
   worker.join();
-  ExpectOnlyHandovers("seed 000 cycle, one worker", cycle);
+  ExpectOnlyHandovers("DELETE give-back cycle, one worker", cycle);
 }
 
-TEST_F(LeaseHandover, Seed000CycleWithTwoCompetingTakers) {
+TEST_F(LeaseHandover, DeleteGiveBackCycleWithTwoCompetingTakers) {
   Cycle cycle(kGiveBack);
   std::thread a([&] { cycle.RunCompeting("host-a", kRounds); });
   std::thread b([&] { cycle.RunCompeting("host-b", kRounds); });
   while (cycle.taken() < kRounds) Poll();
   a.join();
   b.join();
-  ExpectOnlyHandovers("seed 000 cycle, two competing takers", cycle);
+  ExpectOnlyHandovers("DELETE give-back cycle, two competing takers", cycle);
 }
 
 TEST_F(LeaseHandover, GivenBackByMovingTheExpiryToThePast) {
@@ -256,7 +256,7 @@ TEST_F(LeaseHandover, TakeWithoutTheExpiryGuardIsAnOverlapOnceTheCountersAreIn) 
   TestSession worker(Pg().Dsn());
   EXPECT_EQ(worker.Query(Bind(kTake, NewHolder("host-a"))), "t");
   Poll();
-  // The seed's upsert without its `WHERE leases.expires_at < now()`: takes a valid lease.
+  // The take upsert without its `WHERE leases.expires_at < now()`: takes a valid lease.
   std::string unguarded = Bind(kTake, NewHolder("host-b"));
   const std::string guard = "WHERE leases.expires_at < now() ";
   unguarded.erase(unguarded.find(guard), guard.size());

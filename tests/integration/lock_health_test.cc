@@ -1,4 +1,4 @@
-// Point-in-time lock health (SPEC 4.2-4.6) against a real PostgreSQL: real sessions hold, wait
+// Point-in-time lock health against a real PostgreSQL: real sessions hold, wait
 // and sit idle in transaction; one poll of the real Poller; the exposition text is parsed back,
 // checked value by value and passed through `promtool check metrics`.
 #include <gtest/gtest.h>
@@ -339,7 +339,7 @@ TEST(LockHealth, ExporterOwnSessionNeverAppears) {
   }
 }
 
-TEST(LockHealth, LeasesFromSeedSchemaWithHolderPattern) {
+TEST(LockHealth, LeasesTableWithHolderPattern) {
   Pg().Exec("DROP TABLE IF EXISTS leases");
   Pg().Exec(
       "CREATE TABLE leases (name text PRIMARY KEY, holder text NOT NULL, "

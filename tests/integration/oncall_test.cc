@@ -1,6 +1,6 @@
-// The on-call view (SPEC 4.10) against a real PostgreSQL and the real HTTP server: /locks and the
-// JSON APIs during seed scenarios (a wait, the seed 004 loss and takeover), query texts only when
-// enabled, hostile names escaped, the event log, runbooks.
+// The on-call view against a real PostgreSQL and the real HTTP server: /locks and the JSON APIs
+// during real incidents (a wait, a lock lost to idle_in_transaction_session_timeout and taken by
+// another run), query texts only when enabled, hostile names escaped, the event log, runbooks.
 #include "exporter/http/oncall.h"
 
 #include <gtest/gtest.h>
@@ -252,7 +252,7 @@ TEST(OnCall, LockWaitForestOfEveryTypeIsATreeAndEscaped) {
   Pg().Exec("DROP TABLE \"<b>pile&up\", prep_rows");
 }
 
-TEST(OnCall, Seed004LossWithCauseTakeoverAndTimeLeftInPageAndEvents) {
+TEST(OnCall, IdleInTransactionTimeoutLossWithCauseTakeoverAndTimeLeftInPageAndEvents) {
   Pg().Exec("DROP ROLE IF EXISTS rebuild_job");
   Pg().Exec("CREATE ROLE rebuild_job LOGIN");
   Pg().Exec(

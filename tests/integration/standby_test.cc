@@ -1,7 +1,7 @@
-// Primaries and standbys (issue 18) against a real streaming standby of the test server: the role
+// Primaries and standbys against a real streaming standby of the test server: the role
 // on pglock_postgres_info, lease tables read on a standby only with read_on_standby, the
 // standby's own sessions still reported, and a promotion (pg_promote()) that switches the role
-// without counting a restart or any loss. Prints the series of each node (for the issue's report).
+// without counting a restart or any loss. Prints the series of each node.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -58,7 +58,7 @@ std::string PollAndScrapeText(Poller& poller) {
   return text;
 }
 
-// The lines of the text this issue is about, printed for the report.
+// The lines of the text about the node's role, its leases and its advisory locks, printed.
 void PrintSeries(const std::string& title, const std::string& text) {
   std::printf("--- %s\n", title.c_str());
   std::istringstream in(text);

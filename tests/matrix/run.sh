@@ -4,7 +4,7 @@
 # server binaries of scripts/lib/pg_binaries.sh selected through PGLOCK_PG_BINDIR.
 # Usage: tests/matrix/run.sh [build-dir]          (default: build, built with tests)
 #   PGLOCK_PG_VERSIONS="14 16 17 18 12 13"        majors to run (default), e.g. "17" for one
-# Every listed major must pass, 12 and 13 included: "best effort" (SPEC 1) means some signals
+# Every listed major must pass, 12 and 13 included: "best effort" means some signals
 # are absent there (waitstart, sessions_* counters) and their tests skip, not that failures pass.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
