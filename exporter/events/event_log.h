@@ -1,4 +1,4 @@
-// The on-call event log (SPEC 4.10): what happened to a lock or lease between two polls, with the
+// The on-call event log: what happened to a lock or lease between two polls, with the
 // identity of the session or holder before and after. EventTracker (events.h) produces events at
 // the same points where it counts them; the poller stamps the target, logs each event once and
 // appends it to the target's EventLog, whose contents are published with every snapshot.

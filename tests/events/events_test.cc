@@ -1066,7 +1066,8 @@ TEST(EventTrackerTest, LeaseTransitions) {
   EXPECT_EQ(e.TotalLeaseTransitions(), 5);
 }
 
-// ---- Hand-overs and overlaps (seed 000's protocol: take, work, DELETE; next round takes at once)
+// ---- Hand-overs and overlaps (a leases table given back with DELETE, the next round taking it at
+// once)
 
 TEST(EventTrackerTest, DeleteAndRetakeBetweenPollsIsAHandover) {
   Events e;
