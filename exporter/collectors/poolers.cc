@@ -4,8 +4,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "exporter/queries.h"
 #include "exporter/events/pooled_locks.h"
+#include "exporter/queries.h"
 
 namespace pglock {
 namespace {

@@ -6,9 +6,9 @@
 #include <map>
 #include <set>
 
+#include "exporter/events/event_log.h"
 #include "exporter/http/server.h"
 #include "exporter/log.h"
-#include "exporter/events/event_log.h"
 
 namespace pglock {
 namespace {

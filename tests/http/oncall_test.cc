@@ -4,10 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include "exporter/events/event_log.h"
 #include "exporter/http/markdown.h"
 #include "exporter/http/page_cache.h"
 #include "exporter/http/runbooks.h"
-#include "exporter/events/event_log.h"
 
 namespace pglock {
 namespace {
