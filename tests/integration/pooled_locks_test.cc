@@ -175,38 +175,51 @@ Tally SampleUntil(
   return t;
 }
 
-std::vector<std::thread> StartClients(const testing::Pgbouncer& bouncer, int n, int hold_min,
-                                      int hold_max, const std::atomic<bool>* stop,
-                                      std::atomic<int>* transactions) {
-  std::vector<std::thread> clients;
-  for (int i = 0; i < n; ++i) {
-    const std::string dsn =
-        bouncer.Dsn("postgres") + " application_name=hot-client-" + std::to_string(i);
-    clients.emplace_back(HotKeyClient, dsn, i + 1, hold_min, hold_max, stop, transactions);
+// `n` HotKeyClients through `bouncer`, each its own application, until Stop() or destruction.
+class HotKeyTraffic {
+ public:
+  HotKeyTraffic(const testing::Pgbouncer& bouncer, int n, int hold_min, int hold_max) {
+    for (int i = 0; i < n; ++i) {
+      const std::string dsn =
+          bouncer.Dsn("postgres") + " application_name=hot-client-" + std::to_string(i);
+      clients_.emplace_back(HotKeyClient, dsn, i + 1, hold_min, hold_max, &stop_, &transactions_);
+    }
   }
-  return clients;
-}
+  ~HotKeyTraffic() { Stop(); }
+  HotKeyTraffic(const HotKeyTraffic&) = delete;
+  HotKeyTraffic& operator=(const HotKeyTraffic&) = delete;
+
+  void Stop() {
+    stop_ = true;
+    for (auto& c : clients_) {
+      if (c.joinable()) c.join();
+    }
+  }
+  int transactions() const { return transactions_.load(); }
+
+ private:
+  std::atomic<bool> stop_ = false;
+  std::atomic<int> transactions_ = 0;
+  std::vector<std::thread> clients_;
+};
 
 TEST(PooledLocks, TransactionLocksOnHotKeysAreNeverSessionLocks) {
   testing::Pgbouncer bouncer({.pool_mode = "transaction", .default_pool_size = 2});
   ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
   Poller poller(Target(bouncer), Poll(1000));
   poller.Start();
-  std::atomic<bool> stop = false;
-  std::atomic<int> transactions = 0;
-  auto clients = StartClients(bouncer, 4, 20, 200, &stop, &transactions);
+  HotKeyTraffic traffic(bouncer, 4, 20, 200);
   const Tally t = SampleUntil(poller, Clock::now() + std::chrono::seconds(62));
-  stop = true;
-  for (auto& c : clients) c.join();
+  traffic.Stop();
   const int inherited_events = HotKeyInheritances(*poller.Latest());
   poller.Stop();
-  std::cout << "hot-key transaction locks through a pool of 2: " << transactions
+  std::cout << "hot-key transaction locks through a pool of 2: " << traffic.transactions()
             << " transactions, " << t.samples << " samples, " << t.hot_pooled
             << " with a pooled session lock, " << t.hot_session_scope << " scope=session, "
             << t.taken_between_reads << " taken between the reads, inherited_total "
             << t.inherited_max << "\n";
   EXPECT_GE(t.samples, 50);
-  EXPECT_GE(transactions, 400);
+  EXPECT_GE(traffic.transactions(), 400);
   ExpectNoHotKeySessionLock(t, inherited_events);
 }
 
@@ -218,20 +231,17 @@ TEST(PooledLocks, TransactionLockTakenBetweenTheReadsIsNotASessionLock) {
   ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
   Poller poller(Target(bouncer), Poll(100));
   poller.Start();
-  std::atomic<bool> stop = false;
-  std::atomic<int> transactions = 0;
-  auto clients = StartClients(bouncer, 4, 0, 0, &stop, &transactions);
+  HotKeyTraffic traffic(bouncer, 4, 0, 0);
   Tally t;
   const auto deadline = Clock::now() + std::chrono::seconds(90);
   while (Clock::now() < deadline && (t.taken_between_reads < 3 || t.samples < 100)) {
     t.Add(SampleUntil(poller, Clock::now() + std::chrono::seconds(5)));
   }
-  stop = true;
-  for (auto& c : clients) c.join();
+  traffic.Stop();
   const int inherited_events = HotKeyInheritances(*poller.Latest());
   poller.Stop();
-  std::cout << "one-statement transaction locks: " << transactions << " transactions, " << t.samples
-            << " samples, " << t.taken_between_reads
+  std::cout << "one-statement transaction locks: " << traffic.transactions() << " transactions, "
+            << t.samples << " samples, " << t.taken_between_reads
             << " locks taken by a connection idle at the activity read, " << t.hot_pooled
             << " samples with a pooled session lock, " << t.hot_session_scope << " scope=session\n";
   EXPECT_GE(t.taken_between_reads, 3) << "the race never happened: nothing was tested";
@@ -240,7 +250,7 @@ TEST(PooledLocks, TransactionLockTakenBetweenTheReadsIsNotASessionLock) {
 
 // A session lock leaked through the pool is still proven, counted and inherited while hot-key
 // transaction traffic flows through the same pool. With PGLOCK_POOLED_SOAK_SECONDS the run lasts
-// that long with a new leak every two minutes (the measurement in docs/); else one leak in 40 s.
+// that long with a new leak every two minutes; else one leak in 40 s.
 TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
   const char* soak = std::getenv("PGLOCK_POOLED_SOAK_SECONDS");
   const int seconds = soak != nullptr ? std::max(60, std::atoi(soak)) : 40;
@@ -249,9 +259,7 @@ TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
   ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
   Poller poller(Target(bouncer), Poll(1000));
   poller.Start();
-  std::atomic<bool> stop = false;
-  std::atomic<int> transactions = 0;
-  auto clients = StartClients(bouncer, 4, 20, 200, &stop, &transactions);
+  HotKeyTraffic traffic(bouncer, 4, 20, 200);
   const auto start = Clock::now();
   std::vector<std::string> leaked;
   std::vector<int> leaked_pids;
@@ -297,8 +305,7 @@ TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
       leak();
     }
   });
-  stop = true;
-  for (auto& c : clients) c.join();
+  traffic.Stop();
   for (auto& h : heirs) h.join();
   const auto last = poller.Latest();
   int leak_inheritances = 0;
@@ -308,7 +315,7 @@ TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
   const int hot_inheritances = HotKeyInheritances(*last);
   poller.Stop();
   for (int pid : leaked_pids) Pg().Exec("SELECT pg_terminate_backend(" + std::to_string(pid) + ")");
-  std::cout << seconds << " s of hot-key transaction traffic (" << transactions
+  std::cout << seconds << " s of hot-key transaction traffic (" << traffic.transactions()
             << " transactions) with " << leaked.size() << " leaks: " << t.samples << " samples, "
             << t.hot_pooled << " with a hot key counted as a pooled session lock, "
             << hot_inheritances << " hot-key inheritances, " << t.leaks_counted.size() << " of "
