@@ -49,6 +49,8 @@ fi
 step "metric names: code vs alert rules, dashboards and README"
 scripts/check_metric_names_test.py -q
 scripts/check_metric_names.py
+step "links between README.md and docs/"
+scripts/check_doc_links.py
 for t in tests/e2e/*.sh; do
   [[ -x $t ]] || continue
   step "end-to-end: $t"
