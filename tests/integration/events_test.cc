@@ -267,6 +267,13 @@ TEST(Events, LeaseSequenceCountsEachTransitionOnce) {
   Pg().Exec("DELETE FROM leases WHERE name = 'sweep'");
   s = PollAndScrape(poller);
   EXPECT_EQ(kinds(s, "released"), 1);
+  // The release left the table empty: the event still carries the poll's time, not the epoch.
+  const auto snap = poller.Latest();
+  ASSERT_NE(snap->events, nullptr);
+  ASSERT_FALSE(snap->events->empty());
+  const Event& released = *snap->events->back();
+  EXPECT_EQ(released.kind, "lease_released");
+  EXPECT_NEAR(released.time, snap->last_success, 60);
   // Each exactly once over the whole sequence.
   EXPECT_EQ(kinds(s, "acquired"), 1);
   EXPECT_EQ(kinds(s, "renewed"), 1);
