@@ -425,6 +425,16 @@ std::string LeaseTableWritesSql(const PgConnection& conn, const LeaseTableConfig
   return FillTemplate(queries::kLeaseTableWrites, {{"relation", literal}});
 }
 
+std::string LeaseTableRelation(const PgConnection& conn, const LeaseTableConfig& table) {
+  return QuotedRelation(conn, table);
+}
+
+Status ReadLeaseTableOnce(const PollContext& ctx, const LeaseTableConfig& table,
+                          LeaseTableData* out) {
+  TableState st;
+  return ReadTable(ctx, table, &st, out);
+}
+
 std::unique_ptr<CollectorState> LeasesCollector::NewState() const {
   return std::make_unique<LeasesState>();
 }

@@ -286,8 +286,8 @@ TEST(Events, SessionLockLeakedThroughTransactionPoolerIsCounted) {
   testing::Pgbouncer bouncer;
   ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
   TargetConfig t = Target();
-  t.poolers = {{"pgb", bouncer.Dsn("pgbouncer")},
-               {"gone", "host=127.0.0.1 port=1 dbname=pgbouncer"}};
+  t.poolers = {{.name = "pgb", .admin_dsn = bouncer.Dsn("pgbouncer")},
+               {.name = "gone", .admin_dsn = "host=127.0.0.1 port=1 dbname=pgbouncer"}};
   Poller poller(t, Poll());
   {
     TestSession client(bouncer.Dsn("postgres"));
