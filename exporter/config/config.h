@@ -99,8 +99,8 @@ struct PoolerConfig {
   std::string name;
   std::string admin_dsn;
   // Where the pooler was configured, for --check-targets' problems.
-  std::string file;
-  std::map<std::string, int> lines;  // key -> line in `file`
+  std::string file{};
+  std::map<std::string, int> lines{};  // key -> line in `file`
 
   // "file:line: targets.poolers.<key>: message".
   std::string Problem(const std::string& key, const std::string& message) const;
@@ -115,8 +115,8 @@ struct TargetConfig {
   std::vector<LeaseTableConfig> leases;
   std::vector<PoolerConfig> poolers;
   // Where the target was configured (empty without a config file), for --check-targets.
-  std::string file;
-  std::map<std::string, int> lines;  // key -> line in `file`
+  std::string file{};
+  std::map<std::string, int> lines{};  // key -> line in `file`
 
   // "file:line: targets.<key>: message" (without a file: "targets.<key>: message").
   std::string Problem(const std::string& key, const std::string& message) const;
