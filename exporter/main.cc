@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "exporter/app.h"
+#include "exporter/check_targets.h"
 #include "exporter/config/config.h"
 #include "exporter/log.h"
 
@@ -83,6 +84,7 @@ int main(int argc, char** argv) {
     std::cout << "pglock_exporter: configuration OK (" << config.targets.size() << " target(s))\n";
     return 0;
   }
+  if (flags.check_targets) return pglock::CheckTargets(config, std::cout);
 
   pglock::SetupLogging(config.log.level, config.log.format);
   if (config.world_readable_secret) {

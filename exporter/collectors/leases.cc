@@ -374,6 +374,7 @@ void ReadDatabase(const PollContext& ctx, const std::string& database,
   for (const LeaseTableConfig* t : tables) {
     data->leases.emplace_back();
     LeaseTableData& out = data->leases.back();
+    out.now = data->now;  // a read without rows keeps the poll's clock
     if (!error.empty()) {
       out.table = t->label();
       out.error = error;
@@ -424,6 +425,16 @@ std::string LeaseTableWritesSql(const PgConnection& conn, const LeaseTableConfig
   return FillTemplate(queries::kLeaseTableWrites, {{"relation", literal}});
 }
 
+std::string LeaseTableRelation(const PgConnection& conn, const LeaseTableConfig& table) {
+  return QuotedRelation(conn, table);
+}
+
+Status ReadLeaseTableOnce(const PollContext& ctx, const LeaseTableConfig& table,
+                          LeaseTableData* out) {
+  TableState st;
+  return ReadTable(ctx, table, &st, out);
+}
+
 std::unique_ptr<CollectorState> LeasesCollector::NewState() const {
   return std::make_unique<LeasesState>();
 }
@@ -440,6 +451,7 @@ Status LeasesCollector::Collect(const PollContext& ctx, CollectorState* state,
       continue;
     }
     data->leases.emplace_back();
+    data->leases.back().now = data->now;  // a read without rows keeps the poll's clock
     TableState& ts = st->tables[t.label()];
     if (Status s = ReadTable(ctx, t, &ts, &data->leases.back()); !s.ok()) {
       // The next connection checks the types again.
@@ -486,7 +498,7 @@ void LeasesCollector::BuildView(const PollData& data, const ViewContext& ctx,
       lv.holder = row.holder;
       lv.held = IsHeld(t, row);
       lv.age = t.now - row.taken_at;
-      lv.expires_in = row.expires_at - t.now;
+      if (t.has_expiry) lv.expires_in = row.expires_at - t.now;
       if (split) {
         auto parts = rules->matcher->Match(row.holder);
         lv.holder_parts =
@@ -510,7 +522,7 @@ void LeasesCollector::ExposeView(const TargetSnapshot& snap, const TargetView& v
     for (const LeaseView& l : lt.leases) {
       f->Add(kLeaseHeld, {tg, lt.table, l.lease}, l.held ? 1 : 0);
       f->Add(kLeaseAge, {tg, lt.table, l.lease}, l.age);
-      if (lt.has_expiry) f->Add(kLeaseExpiresIn, {tg, lt.table, l.lease}, l.expires_in);
+      if (l.expires_in) f->Add(kLeaseExpiresIn, {tg, lt.table, l.lease}, *l.expires_in);
       Families::Labels hl = {{"target", tg}, {"table", lt.table}, {"lease", l.lease}};
       if (lt.holder_labels.empty()) {
         hl.emplace_back("holder", l.holder);

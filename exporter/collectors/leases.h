@@ -24,6 +24,13 @@ namespace pglock {
 std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& table, int limit);
 // The SQL of the table's write counters (queries/lease_table_writes.sql); "" likewise.
 std::string LeaseTableWritesSql(const PgConnection& conn, const LeaseTableConfig& table);
+// The quoted relation, "schema"."table" or "table"; "" when it cannot be quoted.
+std::string LeaseTableRelation(const PgConnection& conn, const LeaseTableConfig& table);
+// Checks the table's types and reads it once, exactly as the first poll of a connection does
+// (--check-targets). Its problems go into out->error; the Status is not ok only when the
+// connection was lost.
+Status ReadLeaseTableOnce(const PollContext& ctx, const LeaseTableConfig& table,
+                          LeaseTableData* out);
 
 class LeasesCollector : public Collector {
  public:

@@ -471,6 +471,8 @@ void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigErro
   for (const toml::value* t : r.Tables("poolers")) {
     TableReader pr(*t, r.Dotted("poolers"), file, errors);
     PoolerConfig pooler;
+    pooler.file = file;
+    pooler.lines = KeyLinesOf(*t);
     ParsePooler(pr, &pooler, secret);
     if (!pooler.name.empty() && !poolers.insert(pooler.name).second) {
       pr.TableError("name", "duplicate pooler name \"" + pooler.name + "\"");
@@ -560,6 +562,8 @@ void ParseDocument(const toml::value& doc, const std::string& file, Config* conf
   for (const toml::value* t : root.Tables("targets")) {
     TableReader r(*t, "targets", file, errors);
     TargetConfig target;
+    target.file = file;
+    target.lines = KeyLinesOf(*t);
     ParseTarget(r, file, errors, &target, &config->world_readable_secret);
     if (!target.name.empty() && !names.insert(target.name).second) {
       r.TableError("name", "duplicate target name \"" + target.name + "\"");
@@ -730,6 +734,14 @@ std::string ProblemAt(const std::string& file, const std::map<std::string, int>&
 
 std::string LockNameConfig::Problem(const std::string& key, const std::string& message) const {
   return ProblemAt(file, lines, "targets.locks.", key, message);
+}
+
+std::string TargetConfig::Problem(const std::string& key, const std::string& message) const {
+  return ProblemAt(file, lines, "targets.", key, message);
+}
+
+std::string PoolerConfig::Problem(const std::string& key, const std::string& message) const {
+  return ProblemAt(file, lines, "targets.poolers.", key, message);
 }
 
 std::string LeaseTableConfig::Problem(const std::string& key, const std::string& message) const {

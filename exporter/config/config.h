@@ -98,6 +98,12 @@ struct LeaseTableConfig {
 struct PoolerConfig {
   std::string name;
   std::string admin_dsn;
+  // Where the pooler was configured, for --check-targets' problems.
+  std::string file{};
+  std::map<std::string, int> lines{};  // key -> line in `file`
+
+  // "file:line: targets.poolers.<key>: message".
+  std::string Problem(const std::string& key, const std::string& message) const;
 
   bool operator==(const PoolerConfig&) const = default;
 };
@@ -108,6 +114,12 @@ struct TargetConfig {
   std::vector<LockNameConfig> locks;
   std::vector<LeaseTableConfig> leases;
   std::vector<PoolerConfig> poolers;
+  // Where the target was configured (empty without a config file), for --check-targets.
+  std::string file{};
+  std::map<std::string, int> lines{};  // key -> line in `file`
+
+  // "file:line: targets.<key>: message" (without a file: "targets.<key>: message").
+  std::string Problem(const std::string& key, const std::string& message) const;
 
   bool operator==(const TargetConfig&) const = default;
 };
@@ -170,6 +182,7 @@ struct Flags {
   std::optional<std::string> log_level;
   std::optional<std::string> log_format;
   bool check_config = false;
+  bool check_targets = false;
   bool version = false;
   bool help = false;
 };

@@ -10,11 +10,17 @@ enum class FlagKind { kValue, kSwitch };
 
 const std::map<std::string, FlagKind, std::less<>>& KnownFlags() {
   static const std::map<std::string, FlagKind, std::less<>> kFlags = {
-      {"config.file", FlagKind::kValue},        {"web.listen-address", FlagKind::kValue},
-      {"web.telemetry-path", FlagKind::kValue}, {"postgres.dsn", FlagKind::kValue},
-      {"poll.interval", FlagKind::kValue},      {"log.level", FlagKind::kValue},
-      {"log.format", FlagKind::kValue},         {"check-config", FlagKind::kSwitch},
-      {"version", FlagKind::kSwitch},           {"help", FlagKind::kSwitch},
+      {"config.file", FlagKind::kValue},
+      {"web.listen-address", FlagKind::kValue},
+      {"web.telemetry-path", FlagKind::kValue},
+      {"postgres.dsn", FlagKind::kValue},
+      {"poll.interval", FlagKind::kValue},
+      {"log.level", FlagKind::kValue},
+      {"log.format", FlagKind::kValue},
+      {"check-config", FlagKind::kSwitch},
+      {"check-targets", FlagKind::kSwitch},
+      {"version", FlagKind::kSwitch},
+      {"help", FlagKind::kSwitch},
   };
   return kFlags;
 }
@@ -49,6 +55,7 @@ bool ParseFlags(const std::vector<std::string>& args, Flags* flags,
         continue;
       }
       if (name == "check-config") flags->check_config = true;
+      if (name == "check-targets") flags->check_targets = true;
       if (name == "version") flags->version = true;
       if (name == "help") flags->help = true;
       continue;
@@ -100,6 +107,10 @@ Flags (they override the config file):
   --log.level=LEVEL             trace, debug, info, warn, error, off (default info)
   --log.format=FORMAT           text or json (default text)
   --check-config                validate the config and exit (0 valid, 2 invalid)
+  --check-targets               validate the config, then connect once to every target, pooler
+                                and lock table's database and print what the config resolves to
+                                there: keys, holders, lock tables, privileges (0 all resolve,
+                                1 a problem, 2 invalid config); never writes, takes no lock
   --version                     print the version and exit
   --help                        print this help and exit
 

@@ -44,8 +44,9 @@ bool Match(const std::string& want, const std::string& have) {
 }
 
 const char* LeaseState(const LeaseView& l) {
-  if (!l.held || l.expires_in <= 0) return "expired";
-  if (l.expires_in < kLeaseExpiringSeconds) return "expiring";
+  // A lease without an expiry (held_sql) is held until its row says otherwise.
+  if (!l.held || (l.expires_in && *l.expires_in <= 0)) return "expired";
+  if (l.expires_in && *l.expires_in < kLeaseExpiringSeconds) return "expiring";
   if (l.age > kLeaseHeldTooLongSeconds) return "held too long";
   return nullptr;
 }
@@ -281,8 +282,9 @@ void PooledAndLeasesHtml(const TargetPart& t, std::string* o) {
         "</th><th>table</th></tr>\n";
     for (const LeaseItem& l : t.leases) {
       *o += "<tr><td class=lock>" + H(l.lease->lease) + "</td><td class=down>" + l.state +
-            "</td><td>" + H(Secs(l.lease->expires_in)) + "</td><td>" + H(Secs(l.lease->age)) +
-            "</td><td>" + H(l.lease->holder) + "</td><td>" + H(l.table) + "</td></tr>\n";
+            "</td><td>" + H(l.lease->expires_in ? Secs(*l.lease->expires_in) : "no expiry") +
+            "</td><td>" + H(Secs(l.lease->age)) + "</td><td>" + H(l.lease->holder) + "</td><td>" +
+            H(l.table) + "</td></tr>\n";
     }
     *o += "</table>\n";
   }
@@ -426,8 +428,8 @@ void TargetJson(const TargetPart& t, std::string* o) {
       [&](const LeaseItem& l) {
         *o += "{\"table\":" + J(l.table) + ",\"lease\":" + J(l.lease->lease) +
               ",\"state\":" + J(l.state) + ",\"holder\":" + J(l.lease->holder) +
-              ",\"age_seconds\":" + Num(l.lease->age) +
-              ",\"expires_in_seconds\":" + Num(l.lease->expires_in) + "}";
+              ",\"age_seconds\":" + Num(l.lease->age) + ",\"expires_in_seconds\":" +
+              (l.lease->expires_in ? Num(*l.lease->expires_in) : "null") + "}";
       },
       o);
   *o += ",\"leases_held_normally\":" + std::to_string(t.leases_fine) + ",\"events\":";

@@ -152,7 +152,7 @@ struct LeaseTableData {
   bool has_taken_at = true;
   bool filtered = false;
   int64_t total = 0;  // rows in the table (rows.size() is smaller when capped)
-  double now = 0;     // the server clock when the table was read
+  double now = 0;     // the server clock when the table was read (the poll's, when no row was)
   int64_t held = 0;   // exact counts over the whole table
   int64_t expired = 0;
   // Read just before `rows`; absent when the counters do not follow the table's writes (standby,

@@ -124,7 +124,7 @@ struct LeaseView {
   std::vector<std::string> holder_parts;  // capture groups of holder_pattern, in label order
   bool held = false;
   double age = 0;
-  double expires_in = 0;
+  std::optional<double> expires_in;  // absent for a table without an expiry (held_sql)
 };
 
 struct LeaseTableView {

@@ -6,6 +6,8 @@
 // be logged once, and leave the rest of the target working.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <sstream>
 #include <thread>
 
@@ -46,35 +48,114 @@ PollConfig FastPoll() {
 
 // --- Keys ---------------------------------------------------------------------------------------
 
-// README recipe: a library that names its locks by the first 8 bytes of SHA-256(name), as one
-// bigint, or as two int4 (the first and second 4 bytes).
-TEST(AppKeys, Sha256KeyAsOneBigintAndAsTwoInt4) {
-  const TargetConfig t = ParseTarget(R"(
+// The key(s) a client library derives from `name` in `form` (bigint, int4-be, int4-le), computed
+// by tests/integration/library_keys.py with Python's hashlib, independently of the recipes' SQL:
+// "k" or "k1, k2", ready for pg_advisory_lock(...).
+std::string LibraryKeys(const std::string& form, const std::string& name) {
+  const std::string script = std::string(PGLOCK_SOURCE_DIR) + "/tests/integration/library_keys.py";
+  FILE* p = popen(("python3 " + script + " " + form + " '" + name + "'").c_str(), "r");
+  std::string out;
+  char buf[256];
+  size_t n = 0;
+  while (p != nullptr && (n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  EXPECT_TRUE(p != nullptr && pclose(p) == 0) << script;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+// One README key recipe and the library whose keys it names.
+struct KeyRecipe {
+  const char* library;  // what the recipe stands for
+  const char* form;     // library_keys.py's form
+  const char* name;     // the lock name the library hashes and the recipe names
+  const char* toml;     // the README's [[targets.locks]], verbatim
+};
+
+class AppKeysSha256 : public ::testing::TestWithParam<KeyRecipe> {};
+
+// The application holds the lock under the keys its library derives; the exporter, configured
+// with the README recipe, names it, and nothing is left under a raw key.
+TEST_P(AppKeysSha256, RecipeNamesTheLibrarysLock) {
+  const KeyRecipe& r = GetParam();
+  const TargetConfig t = ParseTarget(r.toml);
+  TestSession app(Pg().Dsn() + " application_name=sha-app");
+  const std::string keys = LibraryKeys(r.form, r.name);
+  app.Query("SELECT pg_advisory_lock(" + keys + ")");
+  Poller poller(t, FastPoll());
+  const auto samples = PollAndScrape(poller);
+  const auto held = Select(samples, "pglock_advisory_lock_held_seconds");
+  ASSERT_EQ(held.size(), 1u) << r.library;
+  EXPECT_EQ(held[0].labels.at("lock"), r.name) << r.library << ": keys " << keys;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Libraries, AppKeysSha256,
+    ::testing::Values(
+        // pg-advisory-lock (Node.js) and django-pglocks: readBigInt64BE / int.from_bytes "big".
+        KeyRecipe{"one bigint", "bigint", "invoices", R"(
   [[targets.locks]]
   name = "invoices"
   key_sql = "('x' || left(encode(sha256('invoices'), 'hex'), 16))::bit(64)::bigint"
+)"},
+        // Two int4 read big-endian (readInt32BE(0), readInt32BE(4)).
+        KeyRecipe{"two int4, big-endian", "int4-be", "payouts", R"(
   [[targets.locks]]
   name = "payouts"
   key1_sql = "('x' || substr(encode(sha256('payouts'), 'hex'), 1, 8))::bit(32)::int4"
   key2_sql = "('x' || substr(encode(sha256('payouts'), 'hex'), 9, 8))::bit(32)::int4"
+)"},
+        // advisory-lock (Node.js): readInt32LE(0), readInt32LE(4).
+        KeyRecipe{"two int4, little-endian", "int4-le", "refunds", R"toml(
+  [[targets.locks]]
+  name = "refunds"
+  key1_sql = "(SELECT get_byte(d, 0) | (get_byte(d, 1) << 8) | (get_byte(d, 2) << 16) | (get_byte(d, 3) << 24) FROM sha256('refunds') AS d)"
+  key2_sql = "(SELECT get_byte(d, 4) | (get_byte(d, 5) << 8) | (get_byte(d, 6) << 16) | (get_byte(d, 7) << 24) FROM sha256('refunds') AS d)"
+)toml"}),
+    [](const ::testing::TestParamInfo<KeyRecipe>& info) {
+      std::string name = info.param.form;
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
+
+// The byte order matters: the big-endian recipe does not name a lock taken little-endian (the
+// lock stays under its raw key).
+TEST(AppKeys, BigEndianRecipeDoesNotNameALittleEndianLock) {
+  const TargetConfig t = ParseTarget(R"(
+  [[targets.locks]]
+  name = "refunds"
+  key1_sql = "('x' || substr(encode(sha256('refunds'), 'hex'), 1, 8))::bit(32)::int4"
+  key2_sql = "('x' || substr(encode(sha256('refunds'), 'hex'), 9, 8))::bit(32)::int4"
 )");
-  TestSession app(Pg().Dsn() + " application_name=sha-app");
-  // The application's side, computed independently of the exporter's SQL: the digest's bytes.
-  app.Query(
-      "SELECT pg_advisory_lock(('x' || left(encode(sha256('invoices'), 'hex'), 16))::bit(64)::"
-      "bigint)");
-  const std::string hex = app.Query("SELECT encode(sha256('payouts'), 'hex')");
-  app.Query("SELECT pg_advisory_lock(('x' || '" + hex.substr(0, 8) +
-            "')::bit(32)::int4, ('x' || '" + hex.substr(8, 8) + "')::bit(32)::int4)");
+  TestSession app(Pg().Dsn());
+  std::string keys = LibraryKeys("int4-le", "refunds");
+  app.Query("SELECT pg_advisory_lock(" + keys + ")");
+  Poller poller(t, FastPoll());
+  const auto held = Select(PollAndScrape(poller), "pglock_advisory_lock_held_seconds");
+  ASSERT_EQ(held.size(), 1u);
+  keys.replace(keys.find(", "), 2, ":");
+  EXPECT_EQ(held[0].labels.at("lock"), keys);
+}
+
+// README recipe: code that locks pg_advisory_lock(hashtext(name)) (one bigint key from an int4
+// hash), and the two-key form pg_advisory_lock(7742, hashtext(name)).
+TEST(AppKeys, HashtextKeys) {
+  const TargetConfig t = ParseTarget(R"toml(
+  [[targets.locks]]
+  name = "nightly-report"
+  key_sql = "hashtext('nightly-report')"
+  [[targets.locks]]
+  name = "report-daily"
+  key1 = 7742
+  key2_text = "report-daily"
+)toml");
+  TestSession app(Pg().Dsn());
+  app.Query("SELECT pg_advisory_lock(hashtext('nightly-report'))");
+  app.Query("SELECT pg_advisory_lock(7742, hashtext('report-daily'))");
   Poller poller(t, FastPoll());
   const auto samples = PollAndScrape(poller);
-  EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "invoices"}}).size(),
-            1u);
-  EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "payouts"}}).size(), 1u);
-  // Nothing left under a raw key.
-  for (const Sample& s : Select(samples, "pglock_advisory_lock_held_seconds")) {
-    EXPECT_TRUE(s.labels.at("lock") == "invoices" || s.labels.at("lock") == "payouts")
-        << s.labels.at("lock");
+  for (const char* name : {"nightly-report", "report-daily"}) {
+    EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", name}}).size(), 1u)
+        << name;
   }
 }
 
@@ -119,21 +200,27 @@ TEST(AppKeys, FailingKeyExpressionIsReportedWithItsKey) {
 
 // --- Lock tables --------------------------------------------------------------------------------
 
-// README recipe: a migration tool's lock row (knex's knex_migrations_lock): two integer columns,
-// no holder, no time. Held rows have an age from when the exporter first saw them held and no
-// expiry; a flag cleared is a release.
-TEST(AppKeys, FlagOnlyLockTable) {
+// knex's lock table with its one row, not locked, configured as the README's recipe (plus `extra`).
+TargetConfig KnexLockTable(const std::string& extra = "") {
   Pg().Exec("DROP TABLE IF EXISTS knex_migrations_lock");
   Pg().Exec(
       "CREATE TABLE knex_migrations_lock (index serial PRIMARY KEY, is_locked integer); "
       "INSERT INTO knex_migrations_lock (is_locked) VALUES (0)");
-  const TargetConfig t = ParseTarget(R"(
+  return ParseTarget(R"(
   [[targets.leases]]
   table = "knex_migrations_lock"
   name_sql = "'migrations-' || index"
   held_sql = "is_locked = 1"
-  max_hold = "30m"
-)");
+)" + extra);
+}
+
+// README recipe: a migration tool's lock row (knex's knex_migrations_lock): two integer columns,
+// no holder, no time. The mode in which it is visible: knex without a transaction
+// (disableTransactions, or a migration with `config.transaction = false`) commits the flag before
+// migrating. Held rows have an age from when the exporter first saw them held and no expiry; a
+// flag cleared is a release.
+TEST(AppKeys, FlagOnlyLockTable) {
+  const TargetConfig t = KnexLockTable("  max_hold = \"30m\"\n");
   Poller poller(t, FastPoll());
   auto samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_lease_table_up"), 1);
@@ -166,6 +253,23 @@ TEST(AppKeys, FlagOnlyLockTable) {
   EXPECT_EQ(Value(samples, "pglock_lease_transitions_total",
                   {{"lease", "migrations-1"}, {"kind", "released"}}),
             1);
+  Pg().Exec("DROP TABLE knex_migrations_lock");
+}
+
+// The mode in which it is not visible: by default knex sets the flag inside the migration's own
+// transaction, which no other session sees until it commits (and a killed migration rolls back).
+// The table shows the lock free while the migration runs.
+TEST(AppKeys, FlagSetInsideTheMigrationsTransactionIsNotSeen) {
+  const TargetConfig t = KnexLockTable();
+  TestSession migrate(Pg().Dsn() + " application_name=knex-migrate");
+  migrate.Query("BEGIN");
+  migrate.Query("UPDATE knex_migrations_lock SET is_locked = 1 WHERE is_locked = 0");
+  Poller poller(t, FastPoll());
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_lease_table_up"), 1);
+  EXPECT_EQ(Value(samples, "pglock_leases", {{"state", "held"}}), 0);
+  EXPECT_TRUE(Select(samples, "pglock_lease_held").empty());
+  migrate.Query("ROLLBACK");
   Pg().Exec("DROP TABLE knex_migrations_lock");
 }
 

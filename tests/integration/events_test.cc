@@ -267,6 +267,13 @@ TEST(Events, LeaseSequenceCountsEachTransitionOnce) {
   Pg().Exec("DELETE FROM leases WHERE name = 'sweep'");
   s = PollAndScrape(poller);
   EXPECT_EQ(kinds(s, "released"), 1);
+  // The release left the table empty: the event still carries the poll's time, not the epoch.
+  const auto snap = poller.Latest();
+  ASSERT_NE(snap->events, nullptr);
+  ASSERT_FALSE(snap->events->empty());
+  const Event& released = *snap->events->back();
+  EXPECT_EQ(released.kind, "lease_released");
+  EXPECT_NEAR(released.time, snap->last_success, 60);
   // Each exactly once over the whole sequence.
   EXPECT_EQ(kinds(s, "acquired"), 1);
   EXPECT_EQ(kinds(s, "renewed"), 1);
@@ -279,8 +286,8 @@ TEST(Events, SessionLockLeakedThroughTransactionPoolerIsCounted) {
   testing::Pgbouncer bouncer;
   ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
   TargetConfig t = Target();
-  t.poolers = {{"pgb", bouncer.Dsn("pgbouncer")},
-               {"gone", "host=127.0.0.1 port=1 dbname=pgbouncer"}};
+  t.poolers = {{.name = "pgb", .admin_dsn = bouncer.Dsn("pgbouncer")},
+               {.name = "gone", .admin_dsn = "host=127.0.0.1 port=1 dbname=pgbouncer"}};
   Poller poller(t, Poll());
   {
     TestSession client(bouncer.Dsn("postgres"));

@@ -482,7 +482,7 @@ TEST(Fidelity, PooledLeakStaysCountedUnderTrafficAndTheNextClientInheritsIt) {
   testing::Pgbouncer bouncer({.pool_mode = "transaction", .default_pool_size = 2});
   ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
   TargetConfig target = Target({});
-  target.poolers = {{"pgb", bouncer.Dsn("pgbouncer")}};
+  target.poolers = {{.name = "pgb", .admin_dsn = bouncer.Dsn("pgbouncer")}};
   LivePoller poller(target);
   const std::string lock = std::to_string(kLeakedKey);
 

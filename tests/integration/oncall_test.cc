@@ -336,6 +336,35 @@ TEST(OnCall, LeaseHoldersAreEscapedInPageAndValidJson) {
   Pg().Exec("DROP TABLE oncall_leases");
 }
 
+// A lock table without an expiry (held_sql): its held rows are held with no expiry, never
+// "expired" with a time derived from the epoch, in the page and the JSON alike.
+TEST(OnCall, LeaseWithoutExpiryIsHeldWithNoExpiry) {
+  Pg().Exec("DROP TABLE IF EXISTS oncall_flags");
+  Pg().Exec(
+      "CREATE TABLE oncall_flags (name text, taken_at timestamptz, is_locked int); "
+      "INSERT INTO oncall_flags VALUES ('fresh', now(), 1), "
+      "('old', now() - interval '2 hours', 1), ('free', now(), 0)");
+  TargetConfig t = Target();
+  LeaseTableConfig table;
+  table.table = table.relation = "oncall_flags";
+  table.holder = table.expires_at = LeaseField{};
+  table.held_sql = "is_locked = 1";
+  t.leases = {table};
+  Poller poller(t, Poll());
+  poller.PollOnceForTest();
+  const SnapshotList snaps = {poller.Latest()};
+  const std::string json = RenderLocksJson(snaps, {});
+  EXPECT_TRUE(ValidJson(json)) << json;
+  EXPECT_EQ(json.find("\"expired\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"lease\":\"old\",\"state\":\"held too long\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"expires_in_seconds\":null"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"leases_held_normally\":1"), std::string::npos) << json;
+  const std::string html = RenderLocksPage(snaps, {});
+  EXPECT_EQ(html.find("overdue"), std::string::npos) << html;
+  EXPECT_NE(html.find("no expiry"), std::string::npos) << html;
+  Pg().Exec("DROP TABLE oncall_flags");
+}
+
 TEST(OnCall, RunbooksAreServedAndUnknownNamesAre404) {
   Served s(Poll());
   const Response r = Get(s.Url("/runbooks/PglockAdvisoryLockLost"));

@@ -47,7 +47,7 @@ TargetConfig Target(const testing::Pgbouncer& bouncer) {
   TargetConfig t;
   t.name = "pooled";
   t.dsn = Pg().Dsn();
-  t.poolers = {{"pgb", bouncer.Dsn("pgbouncer")}};
+  t.poolers = {{.name = "pgb", .admin_dsn = bouncer.Dsn("pgbouncer")}};
   return t;
 }
 
@@ -329,6 +329,81 @@ TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
   EXPECT_EQ(t.leaks_counted, std::set<std::string>(leaked.begin(), leaked.end()));
   ASSERT_GE(heirs_placed, 1) << "no client was ever served by a leaked connection";
   EXPECT_GE(leak_inheritances, heirs_placed.load());
+}
+
+// Polls until the key is no longer held, then a little longer so the end is judged; returns the
+// last samples.
+std::vector<Sample> PollUntilGone(Poller& poller, const std::string& key) {
+  std::vector<Sample> s;
+  WaitFor(20, [&] {
+    s = testing::PollAndScrape(poller);
+    SleepMs(300);
+    return testing::Select(s, "pglock_advisory_lock_held_seconds", {{"lock", key}}).empty();
+  });
+  for (int i = 0; i < 2; ++i) {
+    SleepMs(600);
+    s = testing::PollAndScrape(poller);
+  }
+  return s;
+}
+
+// The pooled-leak runbook's order: RECONNECT on the PgBouncer console closes the leaked server
+// connection with a normal goodbye, a release that pages nothing, and so does KILL for a server
+// connection idle in the pool; pg_terminate_backend, the last resort, is a loss
+// (PglockAdvisoryLockLost). Each mode leaks its own key.
+TEST(PooledLocks, PoolerReconnectAndKillReleaseALeakedLockTerminateLosesIt) {
+  testing::Pgbouncer bouncer;
+  ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
+  std::vector<std::pair<std::string, std::string>> modes = {{"RECONNECT", "5301"},
+                                                            {"KILL", "5302"}};
+  // Before 14 no session counter tells a terminated session from a closed one.
+  const bool counters = Pg().VersionNum() >= 140000;
+  if (counters) modes.emplace_back("terminate", "5303");
+  TargetConfig t = Target(bouncer);
+  for (const auto& [mode, key] : modes) {  // counters are kept per configured name
+    LockNameConfig name;
+    name.name = key;
+    name.key = std::stoll(key);
+    t.locks.push_back(name);
+  }
+  Poller poller(t, Poll(500));
+  for (const auto& [mode, key] : modes) {
+    std::string pid;
+    {
+      TestSession leaker(bouncer.Dsn("postgres") + " application_name=leaker");
+      pid = leaker.Query("SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock(" + key + ")) l");
+    }  // the client leaves; its server connection, and the lock, stay in the pool
+    ASSERT_TRUE(WaitFor(
+        20,
+        [&] {
+          const auto s = testing::PollAndScrape(poller);
+          SleepMs(300);
+          return Value(s, "pglock_pooled_session_advisory_locks", {{"pooler", "pgb"}}).value_or(0) >
+                 0;
+        }))
+        << mode << ": the leak was never counted";
+    if (mode == "terminate") {
+      Pg().Exec("SELECT pg_terminate_backend(" + pid + ")");
+    } else {
+      TestSession admin(bouncer.Dsn("pgbouncer"));
+      admin.Query(mode + " postgres");
+      if (mode == "KILL") admin.Query("RESUME postgres");
+    }
+    const auto s = PollUntilGone(poller, key);
+    const double released = Sum(s, "pglock_advisory_lock_releases_total",
+                                {{"lock", key}, {"reason", "session_closed"}});
+    const double lost = Sum(s, "pglock_advisory_lock_losses_total", {{"lock", key}});
+    std::cout << mode << ": released " << released << ", lost " << lost << "\n";
+    EXPECT_EQ(released, mode == "terminate" ? 0 : 1) << mode;
+    EXPECT_EQ(lost, mode == "terminate" ? 1 : 0) << mode;
+    // The pool holds no session lock any more (its series goes with the last one).
+    EXPECT_EQ(Sum(s, "pglock_pooled_session_advisory_locks", {{"pooler", "pgb"}}), 0) << mode;
+  }
+  if (counters) {
+    EXPECT_EQ(Sum(testing::PollAndScrape(poller), "pglock_advisory_lock_losses_total",
+                  {{"lock", "5303"}, {"cause", "terminated"}}),
+              1);
+  }
 }
 
 }  // namespace

@@ -202,6 +202,32 @@ TEST(Process, BadConfigNamesFileLineKeyAndExits2) {
   std::filesystem::remove_all(dir);
 }
 
+// --check-targets from the command line: 0 when everything resolves, 1 with one line per problem
+// naming the file, line and key, 2 for a config that does not validate (before connecting).
+TEST(Process, CheckTargetsExitsZeroOneOrTwo) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/targets.toml";
+  WriteFile(path, MainTarget() + "  [[targets.locks]]\n  name = \"sweep\"\n  key = 42\n");
+  const auto good = RunCommand(Binary() + " --check-targets --config.file=" + path);
+  EXPECT_EQ(good.status, 0) << good.output;
+  EXPECT_NE(good.output.find("lock \"sweep\": key 42 (key), not held now"), std::string::npos)
+      << good.output;
+  WriteFile(path, MainTarget() + "  [[targets.leases]]\n  table = \"no_such_table\"\n");
+  const auto broken = RunCommand(Binary() + " --check-targets --config.file=" + path);
+  EXPECT_EQ(broken.status, 1) << broken.output;
+  EXPECT_NE(broken.output.find("PROBLEM " + path +
+                               ":5: targets.leases.table: lock table \"no_such_table\" does not "
+                               "exist"),
+            std::string::npos)
+      << broken.output;
+  WriteFile(path, MainTarget() + "colour = \"blue\"\n");
+  const auto bad = RunCommand(Binary() + " --check-targets --config.file=" + path);
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find(path + ":4: targets.colour: unknown key"), std::string::npos)
+      << bad.output;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Process, ServesMetricsWhileAStalledTargetTimesOut) {
   StalledListener stalled;
   const std::string dir = TempDir();

@@ -655,10 +655,10 @@ TEST(AnalyzeTest, LeaseViewsUseTheTablesClock) {
   EXPECT_TRUE(t.leases[0].holder_parts.empty());
   EXPECT_TRUE(t.leases[0].held);
   EXPECT_DOUBLE_EQ(t.leases[0].age, 100);
-  EXPECT_DOUBLE_EQ(t.leases[0].expires_in, 60);
+  EXPECT_DOUBLE_EQ(t.leases[0].expires_in.value_or(0), 60);
   EXPECT_FALSE(t.leases[1].held);
   EXPECT_DOUBLE_EQ(t.leases[1].age, 400);
-  EXPECT_DOUBLE_EQ(t.leases[1].expires_in, -10);
+  EXPECT_DOUBLE_EQ(t.leases[1].expires_in.value_or(0), -10);
 }
 
 TEST(AnalyzeTest, LeaseExpiringExactlyNowIsNotHeld) {

@@ -1,0 +1,294 @@
+// --check-targets against a real PostgreSQL and a real PgBouncer, as an unprivileged role with
+// pg_monitor: the all-good case resolves every key, lock table and pooler (exit 0); each kind of
+// problem (a missing table, a missing SELECT privilege, a wrong column type, a key expression that
+// fails, an unreachable pooler) is one line naming the file, line and key and what to do (exit 1).
+#include "exporter/check_targets.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "tests/support/pg_environment.h"
+#include "tests/support/pgbouncer.h"
+
+namespace pglock {
+namespace {
+
+using testing::Pg;
+using testing::TestSession;
+
+constexpr char kRole[] = "pglock_check";
+
+// The role the exporter runs as: pg_monitor, nothing else.
+class CheckTargetsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    Pg().Exec(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pglock_check') THEN "
+        "CREATE ROLE pglock_check LOGIN; END IF; END $$");
+    Pg().Exec("GRANT pg_monitor TO pglock_check");
+  }
+
+  // The config text: one target "main" as kRole, then `body`.
+  static std::string Text(const std::string& body) {
+    return "[[targets]]\nname = \"main\"\ndsn = \"" + Pg().Dsn("postgres", kRole) + "\"\n" + body;
+  }
+
+  // Runs the check on `body`; returns the exit code, the report in *out.
+  static int Check(const std::string& body, std::string* out) {
+    Config config;
+    std::vector<ConfigError> errors;
+    EXPECT_TRUE(ParseConfigText(Text(body), "config.toml", &config, &errors));
+    for (const ConfigError& e : errors) ADD_FAILURE() << e.ToString();
+    std::ostringstream report;
+    const int code = CheckTargets(config, report);
+    *out = report.str();
+    std::printf("%s", out->c_str());
+    return code;
+  }
+
+  // "config.toml:<line of `needle` in the config text>: "
+  static std::string At(const std::string& body, const std::string& needle) {
+    const std::string text = Text(body);
+    const size_t pos = text.find(needle);
+    EXPECT_NE(pos, std::string::npos) << needle;
+    const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n');
+    return "config.toml:" + std::to_string(line) + ": ";
+  }
+
+  // Checks `body` expecting one problem, the line starting "PROBLEM <problem>"; returns the report.
+  static std::string ExpectOneProblem(const std::string& body, const std::string& problem) {
+    std::string out;
+    EXPECT_EQ(Check(body, &out), 1);
+    EXPECT_EQ(Problems(out), 1) << out;
+    EXPECT_NE(out.find("PROBLEM " + problem), std::string::npos) << out;
+    return out;
+  }
+
+  static int Problems(const std::string& out) {
+    int n = 0;
+    for (size_t p = out.find("PROBLEM "); p != std::string::npos; p = out.find("PROBLEM ", p + 1)) {
+      ++n;
+    }
+    return n;
+  }
+};
+
+TEST_F(CheckTargetsTest, EverythingResolves) {
+  Pg().Exec(
+      "DROP TABLE IF EXISTS ct_leases, ct_flags; "
+      "CREATE TABLE ct_leases (name text, holder text, taken_at timestamptz, "
+      "expires_at timestamptz); "
+      "INSERT INTO ct_leases VALUES ('sweep', 'host-a:1', now(), now() + interval '1 hour'), "
+      "('old', 'host-b:2', now() - interval '2 hours', now() - interval '1 hour'); "
+      "CREATE TABLE ct_flags (id int, is_locked int); INSERT INTO ct_flags VALUES (1, 1), (2, 0); "
+      "GRANT SELECT ON ct_leases, ct_flags TO pglock_check");
+  Pg().Exec("DROP DATABASE IF EXISTS ct_other");
+  Pg().Exec("CREATE DATABASE ct_other");
+  Pg().Exec(
+      "CREATE TABLE jobs (id int, locked_at timestamptz, locked_by text); "
+      "INSERT INTO jobs VALUES (1, now(), 'w1'), (2, NULL, NULL); "
+      "GRANT SELECT ON jobs TO pglock_check",
+      "ct_other");
+  testing::Pgbouncer bouncer;
+  ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
+  TestSession app(Pg().Dsn() + " application_name=rebuild-job");
+  app.Query("SELECT pg_advisory_lock(hashtextextended('rebuild:run', 0))");
+  const std::string key = app.Query("SELECT hashtextextended('rebuild:run', 0)");
+  const std::string body = R"(
+  [[targets.locks]]
+  name = "rebuild:run"
+  key_text = "rebuild:run"
+  [[targets.locks]]
+  name = "report-daily"
+  key1 = 7742
+  key2_text = "report-daily"
+  [[targets.leases]]
+  table = "ct_leases"
+  [[targets.leases]]
+  table = "public.ct_flags"
+  name_sql = "'flag-' || id"
+  held_sql = "is_locked = 1"
+  [[targets.leases]]
+  table = "jobs"
+  database = "ct_other"
+  name_column = "id"
+  taken_at_column = "locked_at"
+  ttl = "10m"
+  where_sql = "locked_at IS NOT NULL"
+  [[targets.poolers]]
+  name = "pgb"
+  admin_dsn = ")" + bouncer.Dsn("pgbouncer") +
+                           "\"\n";
+  std::string out;
+  EXPECT_EQ(Check(body, &out), 0);
+  EXPECT_EQ(Problems(out), 0);
+  EXPECT_NE(out.find("role pglock_check"), std::string::npos) << out;
+  EXPECT_NE(
+      out.find("lock \"rebuild:run\": key " + key +
+               " (hashtextextended(key_text, 0)), held now by pid " + std::to_string(app.Pid()) +
+               " (database \"postgres\", application_name \"rebuild-job\")"),
+      std::string::npos)
+      << out;
+  const std::string key2 = app.Query("SELECT hashtext('report-daily')");
+  EXPECT_NE(out.find("lock \"report-daily\": key 7742:" + key2 +
+                     " (key1, hashtext(key2_text)), "
+                     "not held now"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("lock table ct_leases: columns name text, holder text, taken_at timestamp "
+                     "with time zone, expires_at timestamp with time zone; SELECT granted"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("2 row(s): 1 held, 1 expired, 0 free; held while expires_at > now()"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("2 row(s): 1 held, 0 expired, 1 free; held where held_sql (is_locked = 1)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("lock table ct_other/jobs:"), std::string::npos) << out;
+  EXPECT_NE(out.find("2 row(s): 1 held, 0 expired, 1 free; held while taken_at + 10m > now()"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("pooler \"pgb\": admin console answered"), std::string::npos) << out;
+  Pg().Exec("DROP TABLE ct_leases, ct_flags");
+  Pg().Exec("DROP DATABASE ct_other");
+}
+
+TEST_F(CheckTargetsTest, MissingTableIsNamedByItsKey) {
+  const std::string body = R"(
+  [[targets.leases]]
+  table = "no_such_table"
+)";
+  ExpectOneProblem(body, At(body, "table = ") +
+                             "targets.leases.table: lock table \"no_such_table\" does not exist -> "
+                             "create it, or set table");
+}
+
+// A missing SELECT is reported with the GRANT and the ALTER DEFAULT PRIVILEGES that keeps it for
+// a table re-created by a tool; once applied, a re-created table stays readable.
+TEST_F(CheckTargetsTest, MissingPrivilegeGivesTheGrantAndTheDefaultPrivilegesFix) {
+  Pg().Exec(
+      "DROP TABLE IF EXISTS ct_migrations_lock; "
+      "CREATE TABLE ct_migrations_lock (index serial, is_locked int)");
+  const std::string body = R"(
+  [[targets.leases]]
+  table = "ct_migrations_lock"
+  name_sql = "'migrations-' || index"
+  held_sql = "is_locked = 1"
+)";
+  const std::string out = ExpectOneProblem(
+      body, At(body, "table = ") +
+                "targets.leases.table: role pglock_check may not SELECT ct_migrations_lock "
+                "-> GRANT SELECT ON ct_migrations_lock TO pglock_check; and, since a tool "
+                "that drops and re-creates the table loses that grant: ALTER DEFAULT "
+                "PRIVILEGES FOR ROLE postgres IN SCHEMA public GRANT SELECT ON TABLES TO "
+                "pglock_check");
+  EXPECT_NE(out.find("columns index integer, is_locked integer; SELECT NOT granted"),
+            std::string::npos)
+      << out;
+  // The fix, then the tool re-creates its table.
+  Pg().Exec(
+      "ALTER DEFAULT PRIVILEGES FOR ROLE postgres IN SCHEMA public GRANT SELECT ON TABLES TO "
+      "pglock_check");
+  Pg().Exec(
+      "DROP TABLE ct_migrations_lock; "
+      "CREATE TABLE ct_migrations_lock (index serial, is_locked int)");
+  std::string fixed;
+  EXPECT_EQ(Check(body, &fixed), 0) << fixed;
+  Pg().Exec(
+      "ALTER DEFAULT PRIVILEGES FOR ROLE postgres IN SCHEMA public REVOKE SELECT ON TABLES FROM "
+      "pglock_check");
+  Pg().Exec("DROP TABLE ct_migrations_lock");
+}
+
+TEST_F(CheckTargetsTest, WrongColumnTypeIsNamedByItsKey) {
+  Pg().Exec(
+      "DROP TABLE IF EXISTS ct_jobs; CREATE TABLE ct_jobs (id int, locked_at int, locked_by "
+      "text); GRANT SELECT ON ct_jobs TO pglock_check");
+  const std::string body = R"(
+  [[targets.leases]]
+  table = "ct_jobs"
+  name_column = "id"
+  taken_at_column = "locked_at"
+  ttl = "10m"
+)";
+  ExpectOneProblem(body,
+                   At(body, "taken_at_column") +
+                       "targets.leases.taken_at_column: \"locked_at\" is integer, want timestamptz "
+                       "or timestamp -> name a column of that type, or convert it");
+  Pg().Exec("DROP TABLE ct_jobs");
+}
+
+TEST_F(CheckTargetsTest, FailingKeyExpressionIsNamedByItsKey) {
+  const std::string body = R"(
+  [[targets.locks]]
+  name = "sweep"
+  key = 42
+  [[targets.locks]]
+  name = "broken"
+  key1_sql = "7"
+  key2_sql = "1 / 0"
+)";
+  const std::string out =
+      ExpectOneProblem(body, At(body, "key2_sql") + "targets.locks.key2_sql: lock \"broken\": ");
+  EXPECT_NE(out.find("division by zero"), std::string::npos) << out;
+  EXPECT_NE(out.find("lock \"sweep\": key 42 (key), not held now"), std::string::npos) << out;
+}
+
+TEST_F(CheckTargetsTest, UnreachablePoolerIsNamedByItsKey) {
+  const std::string body =
+      "\n  [[targets.poolers]]\n  name = \"pgb\"\n  admin_dsn = \"host=127.0.0.1 port=" +
+      std::to_string(testing::FreePort()) + " dbname=pgbouncer user=postgres\"\n";
+  const std::string out = ExpectOneProblem(
+      body, At(body, "admin_dsn") +
+                "targets.poolers.admin_dsn: pooler \"pgb\": admin console did not answer: ");
+  EXPECT_NE(out.find("stats_users"), std::string::npos) << out;
+}
+
+// Every kind at once: each problem is its own line, and the rest of the target is still shown.
+TEST_F(CheckTargetsTest, SeveralProblemsEachOnItsOwnLine) {
+  Pg().Exec(
+      "DROP TABLE IF EXISTS ct_locked, ct_typed; "
+      "CREATE TABLE ct_locked (index serial, is_locked int); "
+      "CREATE TABLE ct_typed (id int, locked_at int, locked_by text); "
+      "GRANT SELECT ON ct_typed TO pglock_check");
+  const std::string body =
+      "\n  [[targets.locks]]\n  name = \"sweep\"\n  key = 42\n"
+      "  [[targets.locks]]\n  name = \"broken\"\n  key_sql = \"1 / 0\"\n"
+      "  [[targets.leases]]\n  table = \"no_such_table\"\n"
+      "  [[targets.leases]]\n  table = \"ct_locked\"\n  name_sql = \"'m-' || index\"\n"
+      "  held_sql = \"is_locked = 1\"\n"
+      "  [[targets.leases]]\n  table = \"ct_typed\"\n  name_column = \"id\"\n"
+      "  taken_at_column = \"locked_at\"\n  ttl = \"10m\"\n"
+      "  [[targets.poolers]]\n  name = \"pgb\"\n  admin_dsn = \"host=127.0.0.1 port=" +
+      std::to_string(testing::FreePort()) + " dbname=pgbouncer user=postgres\"\n";
+  std::string out;
+  EXPECT_EQ(Check(body, &out), 1);
+  EXPECT_EQ(Problems(out), 5) << out;
+  EXPECT_NE(out.find("5 problem(s)"), std::string::npos) << out;
+  EXPECT_NE(out.find("lock \"sweep\": key 42 (key), not held now"), std::string::npos) << out;
+  for (const char* key :
+       {"targets.locks.key_sql", "targets.leases.table: lock table", "targets.leases.table: role",
+        "targets.leases.taken_at_column", "targets.poolers.admin_dsn"}) {
+    EXPECT_NE(out.find(std::string(": ") + key), std::string::npos) << key << "\n" << out;
+  }
+  Pg().Exec("DROP TABLE ct_locked, ct_typed");
+}
+
+TEST_F(CheckTargetsTest, UnreachableTargetIsNamedByItsDsn) {
+  Config config;
+  std::vector<ConfigError> errors;
+  ASSERT_TRUE(ParseConfigText("[[targets]]\nname = \"gone\"\ndsn = \"host=127.0.0.1 port=" +
+                                  std::to_string(testing::FreePort()) + " connect_timeout=2\"\n",
+                              "config.toml", &config, &errors));
+  std::ostringstream report;
+  EXPECT_EQ(CheckTargets(config, report), 1);
+  EXPECT_NE(report.str().find("PROBLEM config.toml:3: targets.dsn: target \"gone\": cannot "
+                              "connect: "),
+            std::string::npos)
+      << report.str();
+}
+
+}  // namespace
+}  // namespace pglock
