@@ -509,7 +509,7 @@ const char* kStyle =
     "padding:.2em;font-size:.9em}form input{max-width:10em}"
     ".verdict{border-left:4px solid #b00;background:#fff6e6;padding:.3em .5em;margin:.3em 0;"
     "overflow-wrap:anywhere}code.cmd{font-family:monospace;background:#222;color:#fff;"
-    "padding:0 .3em;white-space:pre-wrap;overflow-wrap:anywhere}";
+    "padding:.15em .3em;line-height:1.7;white-space:pre-wrap;overflow-wrap:anywhere}";
 
 }  // namespace
 
