@@ -15,6 +15,7 @@
 #include "exporter/poll/poller.h"
 #include "exporter/snapshot/verdict.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/pgbouncer.h"
 
 namespace pglock {
 namespace {
@@ -214,6 +215,77 @@ TEST_F(Blocking, PreparedTransactionIsRolledBackByGid) {
   EXPECT_EQ(v.frees, 1);
   Pg().Exec(v.command);
   EXPECT_TRUE(WaitFor(5, [&] { return waiter.SendDone(); }));
+}
+
+// A session lock leaked on a pooled server connection (PgBouncer, transaction mode): the pooler's
+// RECONNECT of that pool, not pg_terminate_backend; running it frees the waiter.
+TEST_F(Blocking, PooledLeakedSessionLockIsFreedByThePoolerReconnect) {
+  testing::Pgbouncer bouncer;
+  ASSERT_TRUE(bouncer.started());
+  TargetConfig target = Target();
+  target.poolers = {{"pgb", bouncer.Dsn("pgbouncer")}};
+  Poller pooled(target, Poll());
+  TestSession client(bouncer.Dsn("postgres") + " application_name=worker");
+  client.Query("SELECT pg_advisory_lock(6001)");  // leaked: the pool keeps the server connection
+  const std::string server_pid =
+      Pg().Scalar("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 6001");
+  pooled.PollOnceForTest();  // the lock held by an idle server connection: proven a session lock
+  pooled.PollOnceForTest();
+  TestSession waiter(Pg().Dsn() + " application_name=api");
+  waiter.Send("SELECT pg_advisory_lock(6001)");
+  ASSERT_TRUE(WaitFor(10, [&] {
+    return Pg().Scalar("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") ==
+           "1";
+  }));
+  pooled.PollOnceForTest();
+  const auto snap = pooled.Latest();
+  ASSERT_TRUE(snap->view);
+  ASSERT_EQ(snap->view->blocking_roots.size(), 1u);
+  const Verdict v = snap->view->blocking_roots[0].verdict;
+  EXPECT_EQ(v.action, VerdictAction::kPoolerReconnect) << v.cost;
+  EXPECT_EQ(std::to_string(v.pid), server_pid);
+  EXPECT_EQ(v.command, "RECONNECT postgres");
+  EXPECT_NE(v.then.find("pgb"), std::string::npos);
+  TestSession admin(bouncer.Dsn("pgbouncer"));
+  admin.Query(v.command);
+  EXPECT_TRUE(WaitFor(10, [&] { return waiter.SendDone(); }));
+}
+
+// A deadlock the server has not broken yet (deadlock_timeout raised for the two sessions) is one
+// deadlock event naming both sessions; once the server breaks it, pglock_deadlocks_total counts it.
+TEST_F(Blocking, DeadlockCycleIsAnEventAndTheServerCountIsMirrored) {
+  TestSession a(Pg().Dsn() + " application_name=transfer-a");
+  TestSession b(Pg().Dsn() + " application_name=transfer-b");
+  for (TestSession* s : {&a, &b}) {
+    s->Query("SET deadlock_timeout = '4s'");
+    s->Query("BEGIN");
+  }
+  a.Query("UPDATE orders SET v = v + 1 WHERE id = 10");
+  b.Query("UPDATE orders SET v = v + 1 WHERE id = 11");
+  a.Send("UPDATE orders SET v = v + 1 WHERE id = 11");
+  b.Send("UPDATE orders SET v = v + 1 WHERE id = 10");
+  PollWhenWaiting(2);
+  std::vector<Event> deadlocks;
+  for (const auto& e : *poller_.Latest()->events) {
+    if (e->kind == "deadlock") deadlocks.push_back(*e);
+  }
+  ASSERT_EQ(deadlocks.size(), 1u);
+  EXPECT_NE(deadlocks[0].detail.find("pid " + std::to_string(a.Pid())), std::string::npos)
+      << deadlocks[0].detail;
+  EXPECT_NE(deadlocks[0].detail.find("pid " + std::to_string(b.Pid())), std::string::npos);
+  Keep("deadlock.json", EventJson(deadlocks[0]));
+  const double before = poller_.Latest()->counters.deadlocks.at("postgres");
+  ASSERT_TRUE(WaitFor(10, [&] { return a.SendDone() && b.SendDone(); }));
+  a.Query("ROLLBACK");
+  b.Query("ROLLBACK");
+  // A backend flushes its statistics when it goes idle, at most once a second (else within 10 s).
+  EXPECT_TRUE(WaitFor(15, [&] {
+    poller_.PollOnceForTest();
+    return poller_.Latest()->counters.deadlocks.at("postgres") == before + 1;
+  }));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  poller_.PollOnceForTest();
+  EXPECT_EQ(poller_.Latest()->counters.deadlocks.at("postgres"), before + 1);
 }
 
 // The root commits: the episode ends as released, counted once, with its peak.
