@@ -4,6 +4,7 @@
 // blocking_episode event and one count.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -316,6 +317,42 @@ TEST_F(Blocking, RootCommitsAndTheEpisodeIsReleased) {
   poller_.PollOnceForTest();  // nothing more: counted once
   EXPECT_EQ(Count("released"), released + 1);
   Keep("episode_released.json", EventJson(e));
+}
+
+// The exporter's connection is cut and the config reloaded in the middle of an episode: the
+// failed poll neither ends it nor starts another; it ends once, started when it was first seen.
+TEST_F(Blocking, AnEpisodeOutlivesAReconnectAndAReloadAndIsCountedOnce) {
+  TestSession root(Pg().Dsn() + " application_name=checkout");
+  root.Query("BEGIN");
+  root.Query("UPDATE orders SET v = v + 1 WHERE id = 6");
+  TestSession waiter(Pg().Dsn() + " application_name=api");
+  waiter.Send("UPDATE orders SET v = v + 1 WHERE id = 6");
+  PollWhenWaiting(1);
+  const auto first_seen = std::chrono::steady_clock::now();
+  const size_t before = Episodes().size();
+  const double released = Count("released");
+  Pg().Exec(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+      "WHERE application_name = 'pglock_exporter'");
+  poller_.PollOnceForTest();
+  EXPECT_FALSE(poller_.Latest()->up);  // the failed poll
+  poller_.Reconfigure(Target(), Poll());
+  ASSERT_TRUE(WaitFor(10, [&] {
+    poller_.PollOnceForTest();
+    return poller_.Latest()->up;
+  }));
+  EXPECT_EQ(Episodes().size(), before);  // still open
+  root.Query("COMMIT");
+  EXPECT_TRUE(WaitFor(5, [&] { return waiter.SendDone(); }));
+  poller_.PollOnceForTest();
+  const std::vector<Event> episodes = Episodes();
+  ASSERT_EQ(episodes.size(), before + 1);
+  EXPECT_EQ(episodes.back().outcome, "released");
+  // Started at the first poll, before the reconnect: not restarted by it.
+  const double since_first =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - first_seen).count();
+  EXPECT_GE(episodes.back().duration, since_first - 0.5);
+  EXPECT_EQ(Count("released"), released + 1);
 }
 
 // The waiter gives up on its lock_timeout while the root stays idle in its transaction.
