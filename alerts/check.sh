@@ -124,6 +124,14 @@ for a in "${expected_alerts[@]}"; do
 done
 echo "  every alert has a quiet-case test in the audit table and a \"Does not fire when\" section (${#audit_pending[@]} pending: lease hand-over change)"
 
+# Blocking episodes and deadlocks are history for the morning review, not pages: an episode that
+# ended by itself needs nobody.
+if grep -nE '^[[:space:]]*expr:.*pglock_(blocking_episode|deadlocks)' "$rules" ||
+  grep -nE '^[[:space:]]+pglock_(blocking_episode|deadlocks)' "$rules"; then
+  fail "an alert rule uses the blocking episode or deadlock counters: they must feed no alert"
+fi
+echo "  no alert uses the blocking episode or deadlock counters"
+
 echo "== shorten_for.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf -- "$tmp"' EXIT

@@ -6,6 +6,7 @@
 -- connection; functions rather than the catalog views keep its plan small.
 --   backend:  processes that are not client backends (autovacuum, parallel workers, replication
 --             workers, ...): they can block or wait, and the activity statement reads clients only.
+--             An autovacuum worker's query says whether it runs "(to prevent wraparound)".
 --   prepared: prepared transactions, which hold locks with no backend (pg_blocking_pids() reports
 --             them as pid 0).
 -- {leader_pid}: 13+, NULL on 12.
@@ -23,7 +24,8 @@ SELECT 'backend' AS kind,
        CASE WHEN a.wait_event_type = 'Lock'
             THEN array_to_string(pg_blocking_pids(a.pid), ',') END AS blocked_by,
        NULL::text AS gid,
-       NULL::text AS xid
+       NULL::text AS xid,
+       CASE WHEN a.backend_type = 'autovacuum worker' THEN left(a.query, 200) END AS query
 FROM pg_stat_get_activity(NULL) a
 WHERE a.backend_type <> 'client backend'
   AND a.pid <> pg_backend_pid()
@@ -44,7 +46,8 @@ SELECT 'prepared',
        false,
        NULL,
        p.gid,
-       p.transaction::text
+       p.transaction::text,
+       NULL
 FROM pg_prepared_xact() p
 WHERE EXISTS (SELECT 1
               FROM pg_stat_get_activity(NULL) w

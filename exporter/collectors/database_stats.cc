@@ -13,6 +13,13 @@ const MetricDesc kSessionsEnded{
     "monotonic across reconnects and server restarts.",
     {"target", "datname", "reason"}};
 
+const MetricDesc kDeadlocks{
+    "pglock_deadlocks_total",
+    prometheus::MetricType::Counter,
+    "Deadlocks detected by the server (mirror of pg_stat_database.deadlocks, 14+), monotonic "
+    "across reconnects and server restarts. Most are shorter than a poll.",
+    {"target", "datname"}};
+
 }  // namespace
 
 void DatabaseStatsCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
@@ -26,7 +33,7 @@ Status DatabaseStatsCollector::Parse(const PollPlan&, const BatchResults& result
   Columns c(*r, "database_stats");
   const int datid = c["datid"], datname = c["datname"], fatal = c["sessions_fatal"],
             killed = c["sessions_killed"], abandoned = c["sessions_abandoned"],
-            snapshot = c["stats_snapshot"];
+            deadlocks = c["deadlocks"], snapshot = c["stats_snapshot"];
   if (Status s = c.status(); !s.ok()) return s;
   std::vector<DatabaseStats> stats;
   for (int i = 0; i < r->Rows(); ++i) {
@@ -36,6 +43,7 @@ Status DatabaseStatsCollector::Parse(const PollPlan&, const BatchResults& result
     d.sessions_fatal = r->Int(i, fatal).value_or(0);
     d.sessions_killed = r->Int(i, killed).value_or(0);
     d.sessions_abandoned = r->Int(i, abandoned).value_or(0);
+    d.deadlocks = r->Int(i, deadlocks).value_or(0);
     stats.push_back(std::move(d));
   }
   data->database_stats = std::move(stats);
@@ -48,6 +56,7 @@ void DatabaseStatsCollector::ExposeCounters(const TargetSnapshot& snap, Families
   for (const auto& [k, n] : snap.counters.sessions_ended) {
     f->Add(kSessionsEnded, {snap.target, std::get<0>(k), std::get<1>(k)}, n);
   }
+  for (const auto& [db, n] : snap.counters.deadlocks) f->Add(kDeadlocks, {snap.target, db}, n);
 }
 
 }  // namespace pglock

@@ -1,10 +1,12 @@
 #include "exporter/collectors/lock_waits.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <unordered_map>
 
+#include "exporter/events/blocking_episodes.h"
 #include "exporter/pg/columns.h"
 #include "exporter/queries.h"
 
@@ -51,6 +53,23 @@ const MetricDesc kQueueDepth{
     "Longest chain of lock waits starting in this database: 1 when sessions wait on holders, 2 "
     "when a DDL waits behind a transaction and readers queue behind the DDL; 0 when nobody waits.",
     {"target", "datname"}};
+
+const MetricDesc kEpisodes{
+    "pglock_blocking_episodes_total",
+    MetricType::Counter,
+    "Blocking episodes ended (a root blocker blocking at least one session, from the first poll "
+    "that saw it to the first that saw it block none), by how: released (the root let go, still "
+    "connected), root_ended (its session ended), waiters_left (they gave up while it held).",
+    {"target", "datname", "outcome"}};
+const MetricDesc kEpisodeSeconds{
+    "pglock_blocking_episode_duration_seconds",
+    MetricType::Histogram,
+    "How long blocking episodes lasted, between the polls that saw them start and end.",
+    {"target"}};
+const MetricDesc kEpisodePeak{"pglock_blocking_episode_peak_blocked",
+                              MetricType::Histogram,
+                              "Peak sessions blocked per blocking episode.",
+                              {"target"}};
 
 constexpr const char* kPreparedType = "prepared transaction";
 constexpr const char* kPreparedName = "lock_waits_gated";
@@ -120,6 +139,9 @@ class WaitGraph {
   int64_t Depth(NodeId id);
   // Every waiting node that reaches `root` through edges, sorted.
   std::vector<NodeId> BlockedThrough(NodeId root) const;
+  // The closed chains of waits (deadlocks not broken yet), each once, as its nodes in wait order.
+  std::vector<std::vector<NodeId>> Cycles() const;
+  const Session* Find(NodeId id) const { return id > 0 ? index_.Find(id) : nullptr; }
 
  private:
   LockParticipant Party(NodeId id) const;  // Participant() without the time in state
@@ -323,6 +345,63 @@ std::vector<NodeId> WaitGraph::BlockedThrough(NodeId root) const {
   return {seen.begin(), seen.end()};
 }
 
+std::vector<std::vector<NodeId>> WaitGraph::Cycles() const {
+  std::vector<std::vector<NodeId>> out;
+  std::set<std::set<NodeId>> seen;
+  std::set<NodeId> done;
+  // Depth-first from every waiting node; a blocker already on the path closes a cycle.
+  std::vector<NodeId> path;
+  std::function<void(NodeId)> visit = [&](NodeId n) {
+    const auto w = waiting_.find(n);
+    if (w == waiting_.end() || done.count(n) != 0) return;
+    path.push_back(n);
+    for (const NodeId b : w->second.blockers) {
+      const auto on = std::find(path.begin(), path.end(), b);
+      if (on != path.end()) {
+        std::vector<NodeId> cycle(on, path.end());
+        if (seen.insert({cycle.begin(), cycle.end()}).second) out.push_back(std::move(cycle));
+      } else {
+        visit(b);
+      }
+    }
+    path.pop_back();
+    done.insert(n);
+  };
+  for (const auto& [id, w] : waiting_) visit(id);
+  return out;
+}
+
+constexpr const char* kStrongModes[] = {"ShareLock", "ShareRowExclusiveLock", "ExclusiveLock",
+                                        "AccessExclusiveLock"};
+
+// The strong relation lock request waiting directly on `root` with the most sessions queued
+// behind it (readers behind an ALTER TABLE), if any.
+std::optional<StrongRequest> StrongRequestOn(const WaitGraph& graph, NodeId root) {
+  std::optional<StrongRequest> best;
+  for (const auto& [id, w] : graph.waiting()) {
+    if (w.request.locktype != "relation" ||
+        std::find(w.blockers.begin(), w.blockers.end(), root) == w.blockers.end() ||
+        std::find(std::begin(kStrongModes), std::end(kStrongModes), w.request.mode) ==
+            std::end(kStrongModes)) {
+      continue;
+    }
+    const auto queued = static_cast<int64_t>(graph.BlockedThrough(id).size());
+    if (queued == 0 || (best && best->queued_behind >= queued)) continue;
+    StrongRequest r;
+    r.waiter = graph.Participant(id);
+    if (const Session* s = graph.Find(id)) {
+      r.datid = s->datid;
+      r.roleid = s->usesysid;
+    }
+    r.mode = w.request.mode;
+    r.relation = w.request.relation;
+    r.seconds = w.seconds;
+    r.queued_behind = queued;
+    best = std::move(r);
+  }
+  return best;
+}
+
 // Roots: blockers that wait for nothing, with what waits behind them.
 void BuildRoots(WaitGraph& graph, TargetView* view) {
   std::set<NodeId> roots;
@@ -338,8 +417,25 @@ void BuildRoots(WaitGraph& graph, TargetView* view) {
     for (const NodeId n : graph.BlockedThrough(r)) {
       root.blocked_pids.push_back(n);
       root.depth = std::max(root.depth, graph.Depth(n));
+      root.longest_wait = std::max(root.longest_wait, graph.waiting().at(n).seconds);
     }
+    root.strong_request = StrongRequestOn(graph, r);
     view->blocking_roots.push_back(std::move(root));
+  }
+  view->all_blocking_roots = view->blocking_roots;
+}
+
+// The cycles of waits a poll sees, each edge as the wait forest shows it.
+void BuildCycles(const WaitGraph& graph, const std::vector<LockWaitEdge>& edges, TargetView* view) {
+  for (const std::vector<NodeId>& cycle : graph.Cycles()) {
+    DeadlockCycle c;
+    for (size_t i = 0; i < cycle.size(); ++i) {
+      const NodeId waiter = cycle[i], blocker = cycle[(i + 1) % cycle.size()];
+      for (const LockWaitEdge& e : edges) {
+        if (e.waiter.id.pid == waiter && e.blocker.id.pid == blocker) c.edges.push_back(e);
+      }
+    }
+    view->deadlock_cycles.push_back(std::move(c));
   }
 }
 
@@ -377,6 +473,7 @@ LockParty ParseParty(const PgResult& r, int i, const std::map<std::string, int>&
   if (const int b = c.at("blocked_by"); !r.IsNull(i, b)) p.blocked_by = ParsePidList(r.Text(i, b));
   p.gid = r.String(i, c.at("gid"));
   p.xid = r.String(i, c.at("xid"));
+  p.query = r.String(i, c.at("query"));
   return p;
 }
 
@@ -389,8 +486,9 @@ Status LockWaitsCollector::Parse(const PollPlan&, const BatchResults& results,
   if (r == nullptr) return Status::UnexpectedShape("lock_waits: no result");
   Columns columns(*r, "lock_waits");
   std::map<std::string, int> c;
-  for (const char* n : {"pid", "leader_pid", "backend_type", "datid", "usename", "application_name",
-                        "client_addr", "state", "since", "waiting", "blocked_by", "gid", "xid"}) {
+  for (const char* n :
+       {"pid", "leader_pid", "backend_type", "datid", "usename", "application_name", "client_addr",
+        "state", "since", "waiting", "blocked_by", "gid", "xid", "query"}) {
     c[n] = columns[n];
   }
   if (Status s = columns.status(); !s.ok()) return s;
@@ -415,6 +513,7 @@ void LockWaitsCollector::BuildView(const PollData& data, const ViewContext& ctx,
     }
   }
   BuildRoots(graph, view);
+  BuildCycles(graph, view->lock_waits, view);
   (*ctx.dropped)[kWaitSeconds.name] =
       KeepTopN(&view->lock_waits, ctx.top_n,
                [](const LockWaitEdge& a, const LockWaitEdge& b) { return a.seconds > b.seconds; });
@@ -454,6 +553,29 @@ void LockWaitsCollector::ExposeView(const TargetSnapshot& snap, const TargetView
     f->Add(kRootBlocked, labels, static_cast<double>(r.blocked_pids.size()));
     f->Add(kRootStateSeconds, labels, r.state_seconds);
   }
+}
+
+namespace {
+
+void AddHistogram(const MetricDesc& desc, const std::string& target, const CountHistogram& h,
+                  const std::vector<double>& bounds, Families* f) {
+  if (h.bounds.empty()) {
+    f->AddHistogram(desc, {target}, bounds, std::vector<double>(bounds.size(), 0), 0, 0);
+  } else {
+    f->AddHistogram(desc, {target}, h.bounds, h.counts, h.sum, h.count);
+  }
+}
+
+}  // namespace
+
+void LockWaitsCollector::ExposeCounters(const TargetSnapshot& snap, Families* f) const {
+  for (const auto& [k, n] : snap.counters.blocking_episodes) {
+    f->Add(kEpisodes, {snap.target, std::get<0>(k), std::get<1>(k)}, n);
+  }
+  AddHistogram(kEpisodeSeconds, snap.target, snap.counters.episode_seconds, kEpisodeSecondsBuckets,
+               f);
+  AddHistogram(kEpisodePeak, snap.target, snap.counters.episode_peak_blocked, kEpisodePeakBuckets,
+               f);
 }
 
 }  // namespace pglock

@@ -22,6 +22,9 @@ class LockWaitsCollector : public Collector {
   Status Parse(const PollPlan& plan, const BatchResults& results, PollData* data) const override;
   void BuildView(const PollData& data, const ViewContext& ctx, TargetView* view) const override;
   void ExposeView(const TargetSnapshot& snap, const TargetView& view, Families* out) const override;
+  // Blocking episodes (exporter/events/blocking_episodes.h): ended, by outcome; their durations
+  // and peaks.
+  void ExposeCounters(const TargetSnapshot& snap, Families* out) const override;
 };
 
 }  // namespace pglock

@@ -11,6 +11,7 @@
 #include "exporter/collectors/server.h"
 #include "exporter/collectors/setting_overrides.h"
 #include "exporter/collectors/settings.h"
+#include "exporter/snapshot/verdict.h"
 
 namespace pglock {
 namespace {
@@ -71,6 +72,8 @@ TargetView Analyze(const PollData& data, const AnalyzeOptions& options, HoldHist
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     }
   }
+  // Verdicts need every part of the view (pooled locks come last).
+  AttachVerdicts(data, index, options.names, &view);
   return view;
 }
 

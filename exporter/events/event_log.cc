@@ -47,6 +47,13 @@ std::string EventJson(const Event& e) {
   o += ",\"pooler\":" + Quoted(e.pooler);
   o += ",\"previous\":" + IdentityJson(e.previous, e.previous_holder);
   o += ",\"current\":" + IdentityJson(e.current, e.current_holder);
+  if (e.kind == "blocking_episode") {
+    o += ",\"outcome\":" + Quoted(e.outcome) + ",\"started\":" + Number(e.started) +
+         ",\"duration_seconds\":" + Number(e.duration) +
+         ",\"peak_blocked\":" + std::to_string(e.peak_blocked) +
+         ",\"longest_wait_seconds\":" + Number(e.longest_wait);
+  }
+  if (!e.detail.empty()) o += ",\"detail\":" + Quoted(e.detail);
   return o + "}";
 }
 
@@ -73,6 +80,13 @@ std::string EventText(const Event& e) {
   };
   who("previous", e.previous, e.previous_holder);
   who("current", e.current, e.current_holder);
+  if (e.kind == "blocking_episode") {
+    o += " outcome=" + TextValue(e.outcome) + " started=" + Number(e.started) +
+         " duration_seconds=" + Number(e.duration) +
+         " peak_blocked=" + std::to_string(e.peak_blocked) +
+         " longest_wait_seconds=" + Number(e.longest_wait);
+  }
+  field("detail", e.detail);
   return o + " time=" + Number(e.time);
 }
 

@@ -20,7 +20,8 @@ struct Event {
   double time = 0;     // server epoch seconds: now() of the poll that saw it
   std::string target;  // set by the poller
   // "lock_lost" (cause), "lock_takeover", "lock_handover", "lock_released" (cause
-  // "session_closed"), "lease_<transition kind>", "pooled_lock_inherited".
+  // "session_closed"), "lease_<transition kind>", "pooled_lock_inherited", "blocking_episode"
+  // (outcome; cause: the root's end cause when it ended), "deadlock" (detail).
   std::string kind;
   std::string cause;  // loss cause, release reason; "" otherwise
   std::string datname;
@@ -34,6 +35,14 @@ struct Event {
   Identity current;
   std::string previous_holder;
   std::string current_holder;
+  // blocking_episode: the root is `previous`; when it started (the first poll that saw it block),
+  // how long it lasted, the peak sessions blocked and the longest wait seen.
+  std::string outcome;
+  double started = 0;
+  double duration = 0;
+  int64_t peak_blocked = 0;
+  double longest_wait = 0;
+  std::string detail;  // deadlock: the sessions and locks of the cycle
 };
 
 // One JSON object for an event (fields as in the README's /api/v1/events schema); any bytes in

@@ -14,4 +14,9 @@ void JudgePoll(SteadyClock::time_point started, std::shared_ptr<PollData>* data,
   tracker->Settle(later.stats, later.seconds_after_poll, names, counters, events);
 }
 
+void JudgeBlocking(const PollData& data, const TargetView& view, BlockingEpisodeTracker* episodes,
+                   Counters* counters, std::vector<Event>* events) {
+  episodes->Observe(data, view, counters, events);
+}
+
 }  // namespace pglock

@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "exporter/events/blocking_episodes.h"
 #include "exporter/events/events.h"
 #include "exporter/events/inventory.h"
 #include "exporter/snapshot/lock_names.h"
@@ -34,5 +35,11 @@ using ReadCountersAgain = std::function<CountersReadAgain()>;
 void JudgePoll(SteadyClock::time_point started, std::shared_ptr<PollData>* data,
                InventoryTier* tier, EventTracker* tracker, const LockNames* names,
                const ReadCountersAgain& read_again, Counters* counters, std::vector<Event>* events);
+
+// Judges the blocking episodes and deadlocks of the same successful poll once its view is built
+// (the view's roots come from the wait graph the lock_waits collector draws): the second half of
+// a poll's judgement, called right after Analyze(), never for a failed poll.
+void JudgeBlocking(const PollData& data, const TargetView& view, BlockingEpisodeTracker* episodes,
+                   Counters* counters, std::vector<Event>* events);
 
 }  // namespace pglock

@@ -9,6 +9,7 @@
 #include "exporter/events/event_log.h"
 #include "exporter/http/server.h"
 #include "exporter/log.h"
+#include "exporter/snapshot/verdict.h"
 
 namespace pglock {
 namespace {
@@ -204,6 +205,19 @@ std::string WantedHtml(const WaitNode& n) {
   return o;
 }
 
+// The verdict on a root: the command to copy, what it frees and what it costs.
+void VerdictHtml(const Verdict& v, std::string* o) {
+  *o += "<div class=verdict><b>Do:</b> ";
+  if (v.command.empty()) {
+    *o += v.action == VerdictAction::kLeaveAlone ? "<b>leave it alone</b>" : "investigate";
+  } else {
+    *o += "<code class=cmd>" + H(v.command) + "</code>";
+  }
+  if (!v.then.empty()) *o += " &mdash; then " + H(v.then);
+  *o += "<br><b>Frees</b> " + std::to_string(v.frees) + " &middot; <b>Cost:</b> " + H(v.cost) +
+        "</div>";
+}
+
 void NodeHtml(const WaitNode& n, std::string* o) {
   *o += "<li>";
   if (!n.locktype.empty()) {
@@ -214,6 +228,7 @@ void NodeHtml(const WaitNode& n, std::string* o) {
     if (n.who.state_seconds) *o += " for <b>" + H(Secs(*n.who.state_seconds)) + "</b>";
     if (!n.who.datname.empty()) *o += " (" + H(n.who.datname) + ")";
     if (n.blocked > 0) *o += ", blocking " + std::to_string(n.blocked);
+    if (n.verdict != nullptr) VerdictHtml(*n.verdict, o);
   }
   if (!n.waiters.empty()) {
     *o += "<ul>";
@@ -291,6 +306,36 @@ void PooledAndLeasesHtml(const TargetPart& t, std::string* o) {
   *o += "<p>" + std::to_string(t.leases_fine) + " other leases held normally.</p>\n";
 }
 
+// The newest blocking episodes and deadlock cycles seen, newest first.
+void EpisodesHtml(const TargetPart& t, std::string* o) {
+  *o += "<h3>Recent blocking episodes</h3>\n";
+  std::string rows;
+  size_t shown = 0;
+  for (auto it = t.events.rbegin(); it != t.events.rend() && shown < kPageEpisodes; ++it) {
+    const Event& e = **it;
+    if (e.kind != "blocking_episode" && e.kind != "deadlock") continue;
+    ++shown;
+    const std::string how = e.kind == "deadlock" ? "deadlock" : e.outcome;
+    rows += "<tr><td>" + H(Utc(e.kind == "deadlock" ? e.time : e.started)) + "</td><td>" +
+            (e.kind == "deadlock" ? "" : H(Secs(e.duration))) + "</td><td>" +
+            H(EventWho(e.previous, e.previous_holder)) + " (" + H(e.datname) + ")</td><td>" +
+            (e.kind == "deadlock" ? "" : std::to_string(e.peak_blocked)) + "</td><td>" +
+            (e.kind == "deadlock" ? "" : H(Secs(e.longest_wait))) + "</td><td>" + H(how) +
+            (e.cause.empty() ? "" : " <b>" + H(e.cause) + "</b>") +
+            (e.detail.empty() ? "" : "<br>" + H(e.detail)) + "</td></tr>\n";
+  }
+  if (rows.empty()) {
+    *o +=
+        "<p>None seen since the exporter started (episodes shorter than a poll are not "
+        "seen).</p>\n";
+    return;
+  }
+  *o +=
+      "<table><tr><th>started (database clock)</th><th>lasted</th><th>root</th><th>peak "
+      "blocked</th><th>longest wait</th><th>ended</th></tr>\n" +
+      rows + "</table>\n";
+}
+
 // The newest events, newest first.
 void EventsHtml(const TargetPart& t, std::string* o) {
   *o += "<h3>Recent events</h3>\n";
@@ -340,6 +385,7 @@ void TargetHtml(const TargetPart& t, std::string* o) {
     HoldersHtml(t, o);
     PooledAndLeasesHtml(t, o);
   }
+  EpisodesHtml(t, o);
   EventsHtml(t, o);
   *o += "</section>\n";
 }
@@ -355,6 +401,17 @@ std::string IdentityJson(const Identity& id) {
   return o;
 }
 
+std::string VerdictJson(const Verdict& v) {
+  std::string locks = "[";
+  for (const std::string& l : v.dropped_locks) locks += (locks.size() > 1 ? "," : "") + J(l);
+  return "{\"action\":" + J(VerdictActionName(v.action)) + ",\"pid\":" + std::to_string(v.pid) +
+         ",\"command\":" + J(v.command) + ",\"then\":" + J(v.then) +
+         ",\"frees\":" + std::to_string(v.frees) + ",\"cost\":" + J(v.cost) +
+         ",\"dropped_locks\":" + locks + "]" +
+         ",\"lock_timeout_seconds\":" + (v.lock_timeout > 0 ? Num(v.lock_timeout) : "null") +
+         ",\"lock_timeout_source\":" + J(v.lock_timeout_source) + "}";
+}
+
 void NodeJson(const WaitNode& n, std::string* o) {
   const LockParticipant& p = n.who;
   *o += "{" + IdentityJson(p.id) + ",\"backend_type\":" + J(p.backend_type) +
@@ -363,7 +420,9 @@ void NodeJson(const WaitNode& n, std::string* o) {
         ",\"locktype\":" + J(n.locktype) + ",\"mode\":" + J(n.mode) +
         ",\"relation\":" + J(n.relation) + ",\"lock\":" + J(n.lock) +
         ",\"wait_seconds\":" + Num(n.seconds) +
-        ",\"blocked_sessions\":" + std::to_string(n.blocked) + ",\"waiters\":[";
+        ",\"blocked_sessions\":" + std::to_string(n.blocked);
+  if (n.verdict != nullptr) *o += ",\"verdict\":" + VerdictJson(*n.verdict);
+  *o += ",\"waiters\":[";
   for (size_t i = 0; i < n.waiters.size(); ++i) {
     if (i > 0) *o += ",";
     NodeJson(n.waiters[i], o);
@@ -449,7 +508,10 @@ const char* kStyle =
     ".app{color:#036}.st{color:#555;font-style:italic}.note{color:#555}"
     ".root{color:#fff;background:#b00;padding:0 .3em}.mode{font-family:monospace}.bt{color:#606}"
     "pre.q{white-space:pre-wrap;word-break:break-all;background:#f4f4f4;margin:.2em 0;"
-    "padding:.2em;font-size:.9em}form input{max-width:10em}";
+    "padding:.2em;font-size:.9em}form input{max-width:10em}"
+    ".verdict{border-left:4px solid #b00;background:#fff6e6;padding:.3em .5em;margin:.3em 0;"
+    "overflow-wrap:anywhere}code.cmd{font-family:monospace;background:#222;color:#fff;"
+    "padding:.15em .3em;line-height:1.7;white-space:pre-wrap;overflow-wrap:anywhere}";
 
 }  // namespace
 
@@ -461,17 +523,18 @@ std::vector<WaitNode> BuildWaitForest(const std::vector<LockWaitEdge>& edges,
     by_blocker.emplace(NodeKey(e.blocker), &e);
     waiters.insert(NodeKey(e.waiter));
   }
-  std::map<std::string, int64_t> blocked;
-  for (const BlockingRoot& r : roots) {
-    blocked[NodeKey(r.root)] = static_cast<int64_t>(r.blocked_pids.size());
-  }
+  std::map<std::string, const BlockingRoot*> known;
+  for (const BlockingRoot& r : roots) known[NodeKey(r.root)] = &r;
   std::vector<WaitNode> forest;
   std::set<std::string> shown;
   const auto add_root = [&](const LockParticipant& who) {
     const std::string key = NodeKey(who);
     if (!shown.insert(key).second) return;
     WaitNode root{who, "", "", "", "", 0, 0, {}};
-    if (const auto it = blocked.find(key); it != blocked.end()) root.blocked = it->second;
+    if (const auto it = known.find(key); it != known.end()) {
+      root.blocked = static_cast<int64_t>(it->second->blocked_pids.size());
+      root.verdict = &it->second->verdict;
+    }
     std::set<std::string> on_path = {key};
     Grow(&root, by_blocker, &on_path, &shown, 0);
     forest.push_back(std::move(root));

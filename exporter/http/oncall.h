@@ -35,6 +35,7 @@ struct WaitNode {
   double seconds = 0;   // how long it has waited
   int64_t blocked = 0;  // roots: sessions blocked through it, directly or not; 0 when not known
   std::vector<WaitNode> waiters;
+  const Verdict* verdict = nullptr;  // roots: what to do (borrowed from the snapshot's roots)
 };
 
 // The forest of waiter -> blocker edges of every lock type (TargetView::lock_waits); `roots`
@@ -49,6 +50,8 @@ inline constexpr double kLeaseHeldTooLongSeconds = 3600;
 // Newest events shown per target on the HTML page (the JSON API gives the whole log).
 inline constexpr size_t kPageEvents = 100;
 inline constexpr int kPageRefreshSeconds = 10;
+// Newest blocking episodes and deadlocks shown per target in "Recent blocking episodes".
+inline constexpr size_t kPageEpisodes = 20;
 
 std::string RenderLocksPage(const SnapshotList& snapshots, const LocksFilter& filter);
 std::string RenderLocksJson(const SnapshotList& snapshots, const LocksFilter& filter);

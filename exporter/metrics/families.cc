@@ -1,5 +1,8 @@
 #include "exporter/metrics/families.h"
 
+#include <cstdint>
+#include <limits>
+
 #include "exporter/metrics/labels.h"
 
 namespace pglock {
@@ -17,6 +20,39 @@ void Families::Add(const MetricDesc& desc, const std::vector<std::string>& value
 }
 
 void Families::AddLabelled(const MetricDesc& desc, const Labels& labels, double value) {
+  ClientMetric* m = NewSeries(desc, labels);
+  if (m == nullptr) return;
+  switch (desc.type) {
+    case MetricType::Counter:
+      m->counter.value = value;
+      break;
+    case MetricType::Gauge:
+      m->gauge.value = value;
+      break;
+    default:
+      m->untyped.value = value;
+      break;
+  }
+}
+
+void Families::AddHistogram(const MetricDesc& desc, const std::vector<std::string>& values,
+                            const std::vector<double>& bounds,
+                            const std::vector<double>& cumulative, double sum, double count) {
+  if (values.size() != desc.labels.size() || bounds.size() != cumulative.size()) return;
+  Labels labels;
+  for (size_t i = 0; i < values.size(); ++i) labels.emplace_back(desc.labels[i], values[i]);
+  ClientMetric* m = NewSeries(desc, labels);
+  if (m == nullptr) return;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    m->histogram.bucket.push_back({static_cast<std::uint64_t>(cumulative[i]), bounds[i]});
+  }
+  m->histogram.bucket.push_back(
+      {static_cast<std::uint64_t>(count), std::numeric_limits<double>::infinity()});
+  m->histogram.sample_count = static_cast<std::uint64_t>(count);
+  m->histogram.sample_sum = sum;
+}
+
+ClientMetric* Families::NewSeries(const MetricDesc& desc, const Labels& labels) {
   auto it = index_.find(desc.name);
   if (it == index_.end()) {
     MetricFamily f;
@@ -37,19 +73,9 @@ void Families::AddLabelled(const MetricDesc& desc, const Labels& labels, double 
   // Two rows can sanitise to the same labels (a lock held in both modes by one session,
   // different invalid bytes): a duplicate series would make Prometheus drop samples. Keep the
   // first, which is the most severe since detail rows are sorted.
-  if (!seen_[it->second].insert(std::move(identity)).second) return;
-  switch (desc.type) {
-    case MetricType::Counter:
-      m.counter.value = value;
-      break;
-    case MetricType::Gauge:
-      m.gauge.value = value;
-      break;
-    default:
-      m.untyped.value = value;
-      break;
-  }
+  if (!seen_[it->second].insert(std::move(identity)).second) return nullptr;
   families_[it->second].metric.push_back(std::move(m));
+  return &families_[it->second].metric.back();
 }
 
 }  // namespace pglock

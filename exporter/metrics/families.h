@@ -32,9 +32,17 @@ class Families {
   // For families whose label names come from the config (holder_labels).
   void AddLabelled(const MetricDesc& desc, const Labels& labels, double value);
 
+  // A histogram series: `bounds` ascending (no +Inf), `cumulative` counts per bound.
+  void AddHistogram(const MetricDesc& desc, const std::vector<std::string>& values,
+                    const std::vector<double>& bounds, const std::vector<double>& cumulative,
+                    double sum, double count);
+
   std::vector<prometheus::MetricFamily> Take() { return std::move(families_); }
 
  private:
+  // The new series of `desc` with `labels` (sanitised), or null when it repeats one.
+  prometheus::ClientMetric* NewSeries(const MetricDesc& desc, const Labels& labels);
+
   std::vector<prometheus::MetricFamily> families_;
   std::map<std::string, size_t> index_;
   std::vector<std::set<std::string>> seen_;  // per family: label values already emitted

@@ -355,6 +355,9 @@ bool Poller::PollOnce() {
   std::vector<double> build_seconds;
   auto view = std::make_shared<TargetView>(
       Analyze(*data, analyze_options_, &history_, &dropped, &build_seconds));
+  std::vector<Event> blocking;
+  JudgeBlocking(*data, *view, &episodes_, &counters_, &blocking);
+  RecordEvents(std::move(blocking));
   for (size_t i = 0; i < statuses.size() && i < build_seconds.size(); ++i) {
     statuses[i].seconds += build_seconds[i];
   }

@@ -17,6 +17,7 @@
 
 #include "exporter/collectors/collector.h"
 #include "exporter/config/config.h"
+#include "exporter/events/blocking_episodes.h"
 #include "exporter/events/event_log.h"
 #include "exporter/events/events.h"
 #include "exporter/events/inventory.h"
@@ -115,6 +116,7 @@ class Poller {
   HoldHistory history_;
   InventoryTier inventory_;
   EventTracker events_;
+  BlockingEpisodeTracker episodes_;
   Counters counters_;
   double poll_errors_ = 0;
   double last_success_ = 0;

@@ -99,6 +99,9 @@ struct LockParty {
   std::vector<int> blocked_by;
   std::string gid;  // prepared transactions
   std::string xid;  // prepared transactions: their transaction id
+  // An autovacuum worker's pg_stat_activity.query ("autovacuum: VACUUM public.t (to prevent
+  // wraparound)"); "" for other processes.
+  std::string query;
 };
 
 struct ServerSetting {
@@ -123,6 +126,7 @@ struct DatabaseStats {
   int64_t sessions_fatal = 0;
   int64_t sessions_killed = 0;
   int64_t sessions_abandoned = 0;
+  int64_t deadlocks = 0;
 };
 
 struct LeaseRow {

@@ -63,12 +63,60 @@ struct LockWaitEdge {
   double seconds = 0;  // how long the waiter has waited
 };
 
+// A strong lock request (ACCESS EXCLUSIVE and the other modes that conflict with readers or
+// writers: an ALTER TABLE, DROP, VACUUM FULL, REINDEX, CREATE INDEX ...) waiting directly on a
+// root blocker with other sessions queued behind it.
+struct StrongRequest {
+  LockParticipant waiter;
+  uint32_t datid = 0;
+  uint32_t roleid = 0;
+  std::string mode;
+  std::string relation;
+  double seconds = 0;         // how long it has waited
+  int64_t queued_behind = 0;  // sessions blocked through it
+};
+
+// What to do about a root blocker (exporter/snapshot/verdict.h): the command that frees its
+// waiters with the least damage and its cost. The exporter never runs it.
+enum class VerdictAction {
+  kTerminate,            // idle (in transaction): a cancel does nothing to an idle session
+  kCancel,               // running a statement: cancel first, terminate if that fails
+  kRollbackPrepared,     // a prepared transaction: no session to end
+  kCancelStrongRequest,  // a DDL heads the queue: cancel it, retry it with lock_timeout
+  kCancelAutovacuum,     // an ordinary autovacuum worker
+  kLeaveAlone,           // an autovacuum to prevent wraparound: cancelling it is useless
+  kPoolerReconnect,      // a leaked session lock on a pooled server connection
+  kInvestigate,          // nothing known to be safe (another background process, not visible)
+};
+
+struct Verdict {
+  VerdictAction action = VerdictAction::kInvestigate;
+  int pid = 0;          // the process the command acts on (0: none, a prepared transaction)
+  std::string command;  // SQL, or a pooler admin console command; "" for kLeaveAlone/kInvestigate
+  std::string then;     // the next step when the command does not do it, "" if none
+  int64_t frees = 0;    // waiters freed by the command
+  std::string cost;     // what it costs, in one or two sentences
+  std::vector<std::string> dropped_locks;  // advisory locks its session loses (named or keys)
+  // The strong-request case: the lock_timeout its role and database get, and from where
+  // ("role app", "database app", "role app in database app", "server"); 0 and "" when none.
+  double lock_timeout = 0;
+  std::string lock_timeout_source;
+};
+
 // A blocker that waits for nothing, with every session blocked by it directly or through a chain.
 struct BlockingRoot {
   LockParticipant root;
   double state_seconds = 0;       // time in its current state (since prepared, for those)
   std::vector<int> blocked_pids;  // sorted; size() = the blocked sessions
   int64_t depth = 0;              // longest chain of waits ending at this root
+  double longest_wait = 0;        // the longest wait among the blocked sessions
+  std::optional<StrongRequest> strong_request;  // the longest-queued one, when any
+  Verdict verdict;
+};
+
+// Sessions seen waiting on each other in a closed chain: a deadlock the server has not broken yet.
+struct DeadlockCycle {
+  std::vector<LockWaitEdge> edges;  // waiter -> blocker, around the cycle
 };
 
 struct LockTypeWaits {
@@ -168,6 +216,9 @@ struct TargetView {
   std::map<std::pair<std::string, std::string>, LockTypeWaits> lock_waits_by_type;
   std::vector<LockWaitEdge> lock_waits;
   std::vector<BlockingRoot> blocking_roots;
+  // Every root, not capped by top_n (no verdicts): what blocking episodes are judged on.
+  std::vector<BlockingRoot> all_blocking_roots;
+  std::vector<DeadlockCycle> deadlock_cycles;
   std::vector<IdleHolder> idle_holders;
   std::vector<ClientRow> clients;
   std::vector<ServerSetting> settings;
@@ -176,6 +227,25 @@ struct TargetView {
   std::vector<PoolerView> poolers;
   int64_t hidden_sessions = 0;  // sessions whose details the exporter's role cannot see
   bool inventory = true;
+};
+
+// A cumulative histogram: counts per upper bound (le), their sum and count.
+struct CountHistogram {
+  std::vector<double> bounds;  // ascending, +Inf not included
+  std::vector<double> counts;  // per bound, cumulative; empty until the first Observe
+  double sum = 0;
+  double count = 0;
+  void Observe(double v, const std::vector<double>& with_bounds) {
+    if (bounds.empty()) {
+      bounds = with_bounds;
+      counts.assign(bounds.size(), 0);
+    }
+    for (size_t i = 0; i < bounds.size(); ++i) {
+      if (v <= bounds[i]) counts[i] += 1;
+    }
+    sum += v;
+    count += 1;
+  }
 };
 
 // Cumulative counters of one target; they survive failed polls and reconnects.
@@ -188,7 +258,11 @@ struct Counters {
   std::map<std::tuple<std::string, std::string, std::string>, double> pooled_inherited;
   std::map<std::tuple<std::string, std::string>, double> sessions_ended;  // db, reason
   std::map<std::tuple<std::string, std::string, std::string>, double>
-      lease_transitions;                           // table, lease, kind
+      lease_transitions;                                                     // table, lease, kind
+  std::map<std::tuple<std::string, std::string>, double> blocking_episodes;  // db, outcome
+  std::map<std::string, double> deadlocks;                                   // db
+  CountHistogram episode_seconds;
+  CountHistogram episode_peak_blocked;
   std::map<std::string, double> series_dropped;    // metric
   std::map<std::string, double> collector_errors;  // collector
 };

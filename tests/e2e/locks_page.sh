@@ -4,7 +4,14 @@
 #      idle-in-transaction holder under a role timeout, and an expired lease; headless Chromium
 #      opens /locks: the rendered DOM must show the pids and lock names; a phone-sized screenshot
 #      is written to $PGLOCK_SCREENSHOT (default: the temporary directory).
-#   2. with PGLOCK_LOAD=1: 1,000 leases churned into a full event ring, 200 waiters, then
+#   2. the verdict: a migration's ALTER TABLE waits behind a checkout request left idle in
+#      transaction, two readers queue behind the ALTER TABLE. Chromium lays out /locks narrowed to
+#      that table (its HTML saved to a file with a small measuring script added: the page itself
+#      has none) at 390 px and 1280 px wide: the verdict must say to cancel the ALTER TABLE, and
+#      the verdict box and the page must fit the width (no scrolling sideways). Screenshots at both
+#      widths go to $PGLOCK_SCREENSHOT_DIR (default: the temporary directory);
+#      docs/locks-verdict.png is the desktop one.
+#   3. with PGLOCK_LOAD=1: 1,000 leases churned into a full event ring, 200 waiters, then
 #      tests/bench/locks_load.py: /locks with 10 concurrent clients, /metrics measured alongside.
 # Needs: postgresql-15, chromium, curl, python3. Run as root or as a user that can run PostgreSQL.
 set -euo pipefail
@@ -41,6 +48,10 @@ CREATE ROLE report_job LOGIN;
 ALTER ROLE report_job SET idle_in_transaction_session_timeout = '10min';
 CREATE TABLE leases (name text PRIMARY KEY, holder text, taken_at timestamptz, expires_at timestamptz);
 INSERT INTO leases VALUES ('mail-checks', 'node-2:4242:<b>9f</b>', now() - interval '20 min', now() - interval '5 min');
+CREATE ROLE migrator LOGIN;
+CREATE TABLE orders (id int PRIMARY KEY, total numeric);
+INSERT INTO orders SELECT g, g FROM generate_series(1, 100) g;
+ALTER TABLE orders OWNER TO migrator;
 SQL
 port=$(free_port)
 cat >"$tmp/config.toml" <<TOML
@@ -106,6 +117,69 @@ shot=${PGLOCK_SCREENSHOT:-$tmp/locks.png}
 chrome shot --hide-scrollbars --window-size=430,1100 --screenshot="$shot" "$url/locks" >/dev/null
 [[ -s $shot ]] || fail "no screenshot"
 say "screenshot: $shot"
+
+shots=${PGLOCK_SCREENSHOT_DIR:-$tmp}
+# The checkout request, idle in its open transaction (psql reads from a pipe that stays open).
+mkfifo "$tmp/checkout.fifo"
+PGAPPNAME=checkout "$PG_BIN/psql" -X -q -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres \
+  <"$tmp/checkout.fifo" >/dev/null 2>&1 &
+pids+=($!)
+exec 8>"$tmp/checkout.fifo"
+printf "BEGIN;\nSELECT total FROM orders WHERE id = 1;\n" >&8
+sleep 0.5
+psql_bg migrate migrator "ALTER TABLE orders ADD COLUMN note text"
+sleep 0.5
+psql_bg report-1 postgres "SELECT count(*) FROM orders"
+psql_bg report-2 postgres "SELECT count(*) FROM orders"
+for ((i = 0; i < 100; i++)); do
+  curl -fsS "$url/api/v1/locks" 2>/dev/null | grep -q '"action":"cancel_waiting_ddl"' && break
+  sleep 0.2
+done
+ddl=$(q "SELECT pid FROM pg_stat_activity WHERE application_name = 'migrate'")
+curl -fsS "$url/api/v1/locks" >"$tmp/locks.json"
+grep -qF "\"command\":\"SELECT pg_cancel_backend($ddl)\"" "$tmp/locks.json" ||
+  fail "the verdict does not cancel the ALTER TABLE (pid $ddl): $(cat "$tmp/locks.json")"
+say "verdict: cancel the ALTER TABLE, pid $ddl"
+
+# The page as served, plus a script that writes the layout it measured into the DOM; shown in an
+# iframe of the width under test (a headless window is at least 500 px wide; an iframe's viewport
+# is exactly its width, as a phone's is).
+curl -fsS "$url/locks?lock=public.orders" >"$tmp/page.html"
+cat >>"$tmp/page.html" <<'HTML'
+<script>
+const v = document.querySelector('.verdict'), w = document.documentElement.clientWidth;
+const r = v ? v.getBoundingClientRect() : null;
+document.body.setAttribute('data-measured',
+  'width=' + w + ' scroll=' + document.documentElement.scrollWidth +
+  ' verdict_left=' + (r ? Math.round(r.left) : -1) + ' verdict_right=' + (r ? Math.round(r.right) : -1));
+</script>
+HTML
+for width in 390 1280; do
+  cat >"$tmp/at$width.html" <<HTML
+<!DOCTYPE html><html><body style="margin:0"><iframe id=f src="page.html"
+ style="width:${width}px;height:4000px;border:0"></iframe><script>
+document.getElementById('f').onload = () => document.body.setAttribute('data-measured',
+  document.getElementById('f').contentDocument.body.getAttribute('data-measured'));
+</script></body></html>
+HTML
+  chrome "dom$width" --allow-file-access-from-files --window-size="$((width + 20)),1100" \
+    --virtual-time-budget=3000 --dump-dom "file://$tmp/at$width.html" >"$tmp/dom$width.html"
+  measured=$(sed -n 's/.*<body[^>]*data-measured="\([^"]*\)".*/\1/p' "$tmp/dom$width.html")
+  [[ -n $measured ]] || fail "no layout measured at $width px"
+  read -r w s l r <<<"$(sed 's/[a-z_]*=//g' <<<"$measured")"
+  ((w == width)) || fail "the page was laid out $w px wide, not $width"
+  ((l >= 0 && r <= w)) || fail "at $width px the verdict does not fit: $measured"
+  ((s <= w)) || fail "at $width px the page scrolls sideways: $measured"
+  say "$width px: $measured"
+done
+grep -qF "SELECT pg_cancel_backend($ddl)" "$tmp/page.html" || fail "/locks has no verdict command"
+chrome shot390 --allow-file-access-from-files --hide-scrollbars --window-size=410,1100 \
+  --virtual-time-budget=3000 --screenshot="$shots/locks-verdict-phone.png" "file://$tmp/at390.html" \
+  >/dev/null
+chrome shot1280 --hide-scrollbars --window-size=1280,900 --screenshot="$shots/locks-verdict.png" \
+  "$url/locks?lock=public.orders" >/dev/null
+[[ -s $shots/locks-verdict.png && -s $shots/locks-verdict-phone.png ]] || fail "no screenshot"
+say "screenshots: $shots/locks-verdict.png, $shots/locks-verdict-phone.png"
 
 [[ ${PGLOCK_LOAD:-0} == 1 ]] || exit 0
 say "load: 1,000 leases churned into a full event ring, 200 waiters"

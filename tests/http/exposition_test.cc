@@ -4,6 +4,7 @@
 #include <prometheus/text_serializer.h>
 
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -219,13 +220,28 @@ TEST(BuildFamiliesTest, CountersEndInTotalAndGaugesDoNot) {
   for (const MetricFamily& f : families) {
     const bool total = f.name.size() > 6 && f.name.compare(f.name.size() - 6, 6, "_total") == 0;
     EXPECT_EQ(f.type == MetricType::Counter, total) << f.name;
-    EXPECT_TRUE(f.type == MetricType::Counter || f.type == MetricType::Gauge) << f.name;
+    EXPECT_TRUE(f.type == MetricType::Counter || f.type == MetricType::Gauge ||
+                f.type == MetricType::Histogram)
+        << f.name;
   }
   for (const char* name : kCounterFamilies) {
     const MetricFamily* f = Find(families, name);
     ASSERT_NE(f, nullptr) << name;
     EXPECT_EQ(f->type, MetricType::Counter) << name;
   }
+}
+
+TEST(BuildFamiliesTest, EpisodeHistogramsHaveTheirBucketsBeforeAnyEpisode) {
+  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+  const MetricFamily* f = Find(families, "pglock_blocking_episode_duration_seconds");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->type, MetricType::Histogram);
+  ASSERT_EQ(f->metric.size(), 1u);
+  const auto& buckets = f->metric[0].histogram.bucket;
+  ASSERT_FALSE(buckets.empty());
+  EXPECT_EQ(buckets.front().upper_bound, 1);
+  EXPECT_EQ(buckets[buckets.size() - 2].upper_bound, 3600);
+  EXPECT_TRUE(std::isinf(buckets.back().upper_bound));
 }
 
 TEST(BuildFamiliesTest, BuildInfoIsAlwaysThere) {

@@ -37,6 +37,45 @@ TEST(WaitForest, RootsAreBlockersThatWaitForNothing) {
   EXPECT_TRUE(cycle[0].waiters[0].waiters.empty());
 }
 
+TEST(WaitForest, RootsCarryTheirVerdictIntoThePageAndTheJson) {
+  auto snap = std::make_shared<TargetSnapshot>();
+  snap->target = "main";
+  snap->up = true;
+  auto view = std::make_shared<TargetView>();
+  view->lock_waits = {Edge(2, 1, 5)};
+  BlockingRoot root;
+  root.root.id.pid = 1;
+  root.blocked_pids = {2};
+  root.verdict.action = VerdictAction::kTerminate;
+  root.verdict.pid = 1;
+  root.verdict.command = "SELECT pg_terminate_backend(1)";
+  root.verdict.frees = 1;
+  root.verdict.cost = "its transaction <rolls> back";
+  root.verdict.dropped_locks = {"sweep"};
+  view->blocking_roots = {root};
+  snap->view = view;
+  auto episode = std::make_shared<Event>();
+  episode->kind = "blocking_episode";
+  episode->outcome = "waiters_left";
+  episode->previous.pid = 1;
+  episode->peak_blocked = 4;
+  snap->events = std::make_shared<const EventList>(EventList{episode});
+  const std::string html = RenderLocksPage({snap}, {});
+  EXPECT_NE(html.find("<code class=cmd>SELECT pg_terminate_backend(1)</code>"), std::string::npos)
+      << html;
+  EXPECT_NE(html.find("its transaction &lt;rolls&gt; back"), std::string::npos);
+  EXPECT_NE(html.find("Recent blocking episodes"), std::string::npos);
+  EXPECT_NE(html.find("waiters_left"), std::string::npos);
+  const std::string json = RenderLocksJson({snap}, {});
+  EXPECT_NE(json.find("\"verdict\":{\"action\":\"terminate\",\"pid\":1,\"command\":"
+                      "\"SELECT pg_terminate_backend(1)\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"dropped_locks\":[\"sweep\"]"), std::string::npos);
+  EXPECT_NE(EventJson(*episode).find("\"outcome\":\"waiters_left\""), std::string::npos);
+  EXPECT_NE(EventJson(*episode).find("\"peak_blocked\":4"), std::string::npos);
+}
+
 TEST(Markdown, EscapesEverythingAndKeepsOnlySafeLinks) {
   const std::string html = MarkdownToHtml(
       "# T <x>\n\ntext with `<code>` and **bold** and [next](Other.md#a) "

@@ -1,0 +1,230 @@
+#include "exporter/events/blocking_episodes.h"
+
+#include <algorithm>
+
+#include "exporter/events/events.h"
+#include "exporter/snapshot/timeouts.h"
+
+namespace pglock {
+namespace {
+
+const Session* FindSession(const PollData& data, int pid) {
+  for (const Session& s : data.sessions) {
+    if (s.pid == pid) return &s;
+  }
+  return nullptr;
+}
+
+const LockParty* FindParty(const PollData& data, int pid, const std::string& gid) {
+  for (const LockParty& p : data.lock_parties) {
+    if (p.pid == pid && p.gid == gid) return &p;
+  }
+  return nullptr;
+}
+
+// "pid 12 waits for ShareLock on transactionid (pid 13); ...": the sessions and locks of a cycle.
+std::string CycleText(const DeadlockCycle& c) {
+  std::string o;
+  for (const LockWaitEdge& e : c.edges) {
+    if (!o.empty()) o += "; ";
+    o += "pid " + std::to_string(e.waiter.id.pid) + " (" + e.waiter.id.application_name +
+         ") waits for " + e.mode + " on " + e.locktype;
+    if (!e.relation.empty()) o += " " + e.relation;
+    if (!e.lock.empty()) o += " " + e.lock;
+    o += " held by pid " + std::to_string(e.blocker.id.pid);
+  }
+  return o;
+}
+
+}  // namespace
+
+const char* EpisodeOutcomeLabel(EpisodeOutcome o) {
+  switch (o) {
+    case EpisodeOutcome::kReleased:
+      return "released";
+    case EpisodeOutcome::kRootEnded:
+      return "root_ended";
+    case EpisodeOutcome::kWaitersLeft:
+      return "waiters_left";
+  }
+  return "released";
+}
+
+void BlockingEpisodeTracker::Observe(const PollData& data, const TargetView& view,
+                                     Counters* counters, std::vector<Event>* events) {
+  CountDeadlocks(data, counters);
+  std::set<RootKey> blocking;
+  for (const BlockingRoot& r : view.all_blocking_roots) {
+    if (r.blocked_pids.empty()) continue;
+    const Session* s = r.root.id.pid > 0 ? FindSession(data, r.root.id.pid) : nullptr;
+    const RootKey key{r.root.id.pid, s != nullptr ? s->backend_start : 0.0, r.root.gid};
+    blocking.insert(key);
+    See(data, r, key);
+  }
+  Judge(data, blocking, counters, events);
+  SeeCycles(data, view, events);
+  postmaster_start_ = data.postmaster_start;
+  last_now_ = data.now;
+}
+
+void BlockingEpisodeTracker::See(const PollData& data, const BlockingRoot& r, const RootKey& key) {
+  auto [it, fresh] = episodes_.try_emplace(key);
+  Episode& e = it->second;
+  if (fresh) e.started = data.now;
+  e.state = EpisodeState::kBlocking;
+  e.root = r.root;
+  e.peak_blocked = std::max(e.peak_blocked, static_cast<int64_t>(r.blocked_pids.size()));
+  e.longest_wait = std::max(e.longest_wait, r.longest_wait);
+  e.last_seen_at = data.now;
+  e.last_seen.reset();
+  e.party_since.reset();
+  if (const Session* s = r.root.id.pid > 0 ? FindSession(data, r.root.id.pid) : nullptr) {
+    e.last_seen = *s;
+  } else if (const LockParty* p = FindParty(data, r.root.id.pid, r.root.gid)) {
+    e.party_since = p->since;
+  }
+}
+
+void BlockingEpisodeTracker::Judge(const PollData& data, const std::set<RootKey>& blocking,
+                                   Counters* counters, std::vector<Event>* events) {
+  for (auto it = episodes_.begin(); it != episodes_.end();) {
+    if (blocking.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    const auto outcome = Outcome(data, &it->second);
+    if (!outcome) {
+      ++it;
+      continue;
+    }
+    End(data, it->second, outcome->first, outcome->second, counters, events);
+    it = episodes_.erase(it);
+  }
+}
+
+std::optional<std::pair<EpisodeOutcome, std::string>> BlockingEpisodeTracker::Outcome(
+    const PollData& data, Episode* e) {
+  const bool restarted = postmaster_start_ != 0 && data.postmaster_start != postmaster_start_;
+  if (restarted) return std::pair{EpisodeOutcome::kRootEnded, std::string("server_restart")};
+  if (!e->last_seen) {
+    // A prepared transaction or a background process: still listed with the same state since
+    // means it let nothing go.
+    const LockParty* p = FindParty(data, e->root.id.pid, e->root.gid);
+    if (p != nullptr && e->party_since && p->since == e->party_since) {
+      return std::pair{EpisodeOutcome::kWaitersLeft, std::string()};
+    }
+    return std::pair{EpisodeOutcome::kReleased, std::string()};
+  }
+  const Session& last = *e->last_seen;
+  const Session* now = FindSession(data, last.pid);
+  if (now != nullptr && now->backend_start == last.backend_start) {
+    const bool same = now->xact_start == last.xact_start && now->state_change == last.state_change;
+    return std::pair{same ? EpisodeOutcome::kWaitersLeft : EpisodeOutcome::kReleased,
+                     std::string()};
+  }
+  // The root's session ended: by how, from this poll's counted ends in its database.
+  SessionEndDeltas d;
+  const auto delta = deltas_.find(last.datid);
+  if (delta != deltas_.end()) {
+    d = {delta->second.sessions_fatal, delta->second.sessions_killed,
+         delta->second.sessions_abandoned};
+  }
+  const double iitt = EffectiveTimeout("idle_in_transaction_session_timeout", last.datid,
+                                       last.usesysid, data.settings, data.overrides);
+  const double ist = EffectiveTimeout("idle_session_timeout", last.datid, last.usesysid,
+                                      data.settings, data.overrides);
+  const HoldEnd end = InferLossCause(last, e->last_seen_at, data.now, iitt, ist, &d,
+                                     data.database_stats.has_value());
+  if (delta != deltas_.end()) {
+    delta->second.sessions_fatal = d.fatal;
+    delta->second.sessions_killed = d.killed;
+    delta->second.sessions_abandoned = d.abandoned;
+  }
+  // An ending backend counts its end before it leaves pg_stat_activity; a poll between the two
+  // reads sees it gone with nothing counted: its count shows at the next poll.
+  if (end == HoldEnd::kCleanClose && e->state == EpisodeState::kBlocking &&
+      data.database_stats.has_value()) {
+    e->state = EpisodeState::kEnding;
+    return std::nullopt;
+  }
+  return std::pair{EpisodeOutcome::kRootEnded, std::string(HoldEndLabel(end))};
+}
+
+void BlockingEpisodeTracker::End(const PollData& data, const Episode& e, EpisodeOutcome outcome,
+                                 const std::string& cause, Counters* counters,
+                                 std::vector<Event>* events) const {
+  const double duration = std::max(0.0, data.now - e.started);
+  const std::string db = e.root.datname;
+  counters->blocking_episodes[{db, EpisodeOutcomeLabel(outcome)}] += 1;
+  counters->episode_seconds.Observe(duration, kEpisodeSecondsBuckets);
+  counters->episode_peak_blocked.Observe(static_cast<double>(e.peak_blocked), kEpisodePeakBuckets);
+  if (events == nullptr) return;
+  Event ev;
+  ev.time = data.now;
+  ev.kind = "blocking_episode";
+  ev.outcome = EpisodeOutcomeLabel(outcome);
+  ev.cause = cause;
+  ev.datname = db;
+  ev.previous = e.root.id;
+  if (e.root.id.pid == 0) ev.previous_holder = "prepared transaction " + e.root.gid;
+  if (e.root.backend_type != "client backend" && e.root.id.pid != 0) {
+    ev.previous_holder = e.root.backend_type;
+  }
+  ev.started = e.started;
+  ev.duration = duration;
+  ev.peak_blocked = e.peak_blocked;
+  ev.longest_wait = e.longest_wait;
+  events->push_back(std::move(ev));
+}
+
+void BlockingEpisodeTracker::CountDeadlocks(const PollData& data, Counters* counters) {
+  deltas_.clear();
+  if (!data.database_stats) return;
+  const bool restarted = postmaster_start_ != 0 && data.postmaster_start != postmaster_start_;
+  for (const DatabaseStats& d : *data.database_stats) {
+    counters->deadlocks[d.datname] += 0;
+    for (const EpisodeOutcome o : kEpisodeOutcomes) {
+      counters->blocking_episodes[{d.datname, EpisodeOutcomeLabel(o)}] += 0;
+    }
+    const auto it = last_stats_.find(d.datid);
+    if (it != last_stats_.end()) {
+      // Counters reset with a restart (or pg_stat_reset): what is there now is new.
+      const bool reset = restarted || d.deadlocks < it->second.deadlocks;
+      counters->deadlocks[d.datname] +=
+          static_cast<double>(reset ? d.deadlocks : d.deadlocks - it->second.deadlocks);
+      DatabaseStats delta = d;
+      const auto since = [&](int64_t now, int64_t before) {
+        return reset || now < before ? now : now - before;
+      };
+      delta.sessions_fatal = since(d.sessions_fatal, it->second.sessions_fatal);
+      delta.sessions_killed = since(d.sessions_killed, it->second.sessions_killed);
+      delta.sessions_abandoned = since(d.sessions_abandoned, it->second.sessions_abandoned);
+      deltas_[d.datid] = delta;
+    }
+    last_stats_[d.datid] = d;
+  }
+}
+
+void BlockingEpisodeTracker::SeeCycles(const PollData& data, const TargetView& view,
+                                       std::vector<Event>* events) {
+  std::set<std::set<int>> now;
+  for (const DeadlockCycle& c : view.deadlock_cycles) {
+    if (c.edges.empty()) continue;
+    std::set<int> pids;
+    for (const LockWaitEdge& e : c.edges) pids.insert(e.waiter.id.pid);
+    if (cycles_.count(pids) == 0 && events != nullptr) {
+      Event ev;
+      ev.time = data.now;
+      ev.kind = "deadlock";
+      ev.datname = c.edges.front().datname;
+      ev.previous = c.edges.front().waiter.id;
+      ev.current = c.edges.front().blocker.id;
+      ev.detail = CycleText(c);
+      events->push_back(std::move(ev));
+    }
+    now.insert(std::move(pids));
+  }
+  cycles_ = std::move(now);
+}
+
+}  // namespace pglock

@@ -1,0 +1,107 @@
+// Blocking episodes: how long each root blocker (a blocker that waits for nothing) kept sessions
+// waiting, how many at most, and how it ended; plus the server's deadlock counter and the
+// deadlock cycles a poll sees. One state machine per root, judged at every successful poll (a
+// failed poll is never observed: it neither starts nor ends an episode; the state survives
+// reconnects and reloads, which keep the poller and its tracker).
+//
+//   (none) --a poll sees the root block >= 1 session--> blocking
+//   blocking --seen blocking again------------------------------> blocking (peak, longest wait)
+//   blocking --blocks none; root still there and, since the last poll that saw it blocking, ran
+//              no statement in the same transaction (its locks cannot have gone)----> ended
+//                                                                          (waiters_left)
+//   blocking --blocks none; root still there otherwise-------------------> ended (released)
+//   blocking --root gone (pid gone or a new backend_start; a server restart)--> ended
+//                                                                    (root_ended, end cause)
+//   blocking --root gone, no end counted in pg_stat_database yet---------> ending
+//   ending --next poll: an end counted since explains it (InferLossCause)--> ended (root_ended,
+//            that cause); none counted: root_ended, session_closed
+//
+// Proof of waiters_left, the one rule: a client session's transaction keeps its locks until it
+// ends, and an unlock is a statement; the root's xact_start and state_change both unchanged
+// since the last poll that saw it blocking mean it let nothing go, so the waiters left (a
+// lock_timeout, a cancel, a client giving up). A prepared transaction or a background process
+// that no poll shows any more (they are read only while someone waits) is taken as released.
+// Root end causes are those of lock losses (events.h, InferLossCause) over this tracker's own
+// reading of the session end counters: a clean close is "session_closed".
+// Limits: an episode shorter than a poll is not seen; its start and end are polls' now(), so a
+// duration is a multiple of the interval, give or take the poll's own time.
+// Thread-compatible: owned by one poller; judge.h (JudgeBlocking) is the way in.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "exporter/events/event_log.h"
+#include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/snapshot.h"
+
+namespace pglock {
+
+// The buckets of pglock_blocking_episode_duration_seconds and _peak_blocked.
+inline const std::vector<double> kEpisodeSecondsBuckets = {1,   5,   15,   30,   60,  120,
+                                                           300, 600, 1200, 1800, 3600};
+inline const std::vector<double> kEpisodePeakBuckets = {1, 2, 3, 5, 10, 20, 50, 100, 200, 500};
+
+enum class EpisodeState { kBlocking, kEnding };
+enum class EpisodeOutcome { kReleased, kRootEnded, kWaitersLeft };
+inline constexpr EpisodeOutcome kEpisodeOutcomes[] = {
+    EpisodeOutcome::kReleased, EpisodeOutcome::kRootEnded, EpisodeOutcome::kWaitersLeft};
+// "released", "root_ended", "waiters_left": the `outcome` label and event field.
+const char* EpisodeOutcomeLabel(EpisodeOutcome o);
+
+struct Episode {
+  EpisodeState state = EpisodeState::kBlocking;
+  LockParticipant root;
+  double started = 0;  // now() of the first poll that saw it block
+  int64_t peak_blocked = 0;
+  double longest_wait = 0;
+  // What the last poll that saw it blocking showed of the root's session (client roots only).
+  std::optional<Session> last_seen;
+  double last_seen_at = 0;
+  std::optional<double> party_since;  // background processes and prepared transactions
+};
+
+class BlockingEpisodeTracker {
+ public:
+  BlockingEpisodeTracker() = default;
+  BlockingEpisodeTracker(const BlockingEpisodeTracker&) = delete;
+  BlockingEpisodeTracker& operator=(const BlockingEpisodeTracker&) = delete;
+
+  // Judges one successful poll: `view` is its view (TargetView::all_blocking_roots,
+  // deadlock_cycles). Counts ended episodes and deadlocks into *counters; appends a
+  // blocking_episode event per ended episode and a deadlock event per cycle first seen to
+  // *events (may be null).
+  void Observe(const PollData& data, const TargetView& view, Counters* counters,
+               std::vector<Event>* events);
+
+  // Open episodes (blocking or ending), for tests and the page.
+  size_t open() const { return episodes_.size(); }
+
+ private:
+  // pid and backend_start for a client session; pid 0 and the gid for a prepared transaction;
+  // pid and 0 for a background process.
+  using RootKey = std::tuple<int, double, std::string>;
+
+  void See(const PollData& data, const BlockingRoot& r, const RootKey& key);
+  void Judge(const PollData& data, const std::set<RootKey>& blocking, Counters* counters,
+             std::vector<Event>* events);
+  // What happened to the root of an episode that blocks no one now (nullopt: wait a poll).
+  std::optional<std::pair<EpisodeOutcome, std::string>> Outcome(const PollData& data, Episode* e);
+  void End(const PollData& data, const Episode& e, EpisodeOutcome outcome, const std::string& cause,
+           Counters* counters, std::vector<Event>* events) const;
+  void CountDeadlocks(const PollData& data, Counters* counters);
+  void SeeCycles(const PollData& data, const TargetView& view, std::vector<Event>* events);
+
+  std::map<RootKey, Episode> episodes_;
+  std::map<uint32_t, DatabaseStats> last_stats_;
+  std::map<uint32_t, DatabaseStats> deltas_;  // of this poll, consumed by root ends
+  double postmaster_start_ = 0;
+  double last_now_ = 0;
+  std::set<std::set<int>> cycles_;  // the pids of each cycle the last poll saw
+};
+
+}  // namespace pglock

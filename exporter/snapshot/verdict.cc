@@ -1,0 +1,263 @@
+#include "exporter/snapshot/verdict.h"
+
+#include <cmath>
+#include <cstdio>
+#include <tuple>
+#include <unordered_map>
+
+#include "exporter/snapshot/timeouts.h"
+
+namespace pglock {
+namespace {
+
+constexpr const char* kWraparound = "(to prevent wraparound)";
+
+std::string Duration(double v) {
+  char buf[48];
+  if (v < 120) {
+    std::snprintf(buf, sizeof buf, "%.0f s", v);
+  } else if (v < 7200) {
+    std::snprintf(buf, sizeof buf, "%.0f min", std::floor(v / 60));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f h", v / 3600);
+  }
+  return buf;
+}
+
+std::string Pid(int pid) { return std::to_string(pid); }
+
+std::string Waiters(int64_t n) {
+  return std::to_string(n) + (n == 1 ? " waiting session" : " waiting sessions");
+}
+
+// "SELECT pg_cancel_backend(42)" and the like.
+std::string Call(const char* function, int pid) {
+  return std::string("SELECT ") + function + "(" + Pid(pid) + ")";
+}
+
+std::string Quote(const std::string& s) {
+  std::string o = "'";
+  for (const char c : s) o += c == '\'' ? std::string("''") : std::string(1, c);
+  return o + "'";
+}
+
+std::string Joined(const std::vector<std::string>& items) {
+  std::string o;
+  for (const std::string& i : items) o += (o.empty() ? "" : ", ") + i;
+  return o;
+}
+
+Verdict StrongRequestVerdict(const RootFacts& f) {
+  const StrongRequest& r = *f.strong_request;
+  Verdict v;
+  v.action = VerdictAction::kCancelStrongRequest;
+  v.pid = r.waiter.id.pid;
+  v.command = Call("pg_cancel_backend", v.pid);
+  v.frees = r.queued_behind;
+  v.lock_timeout = f.lock_timeout;
+  v.lock_timeout_source = f.lock_timeout_source;
+  std::string rel = r.relation.empty() ? "" : " on " + r.relation;
+  v.then = "retry it with SET lock_timeout = '5s' so that it gives up instead of queueing readers";
+  v.cost = "the " + r.mode + " request" + rel + " (pid " + Pid(v.pid) + ", waiting " +
+           Duration(r.seconds) + ") fails and must be retried; the " + Waiters(r.queued_behind) +
+           " queued behind it go on. Root pid " + Pid(f.root.id.pid) + " (" + f.root.id.state +
+           ") is left alone. ";
+  if (f.lock_timeout > 0) {
+    v.cost += "Its lock_timeout is " + Duration(f.lock_timeout) + " (from " +
+              f.lock_timeout_source + "): the request gives up by itself after that.";
+  } else {
+    v.cost += "No lock_timeout is set for its role or database: set one (ALTER ROLE " +
+              (r.waiter.id.usename.empty() ? std::string("<role>") : r.waiter.id.usename) +
+              " SET lock_timeout = '5s') or in the migration.";
+  }
+  return v;
+}
+
+Verdict PreparedVerdict(const RootFacts& f) {
+  Verdict v;
+  v.action = VerdictAction::kRollbackPrepared;
+  v.frees = f.blocked;
+  v.command = "ROLLBACK PREPARED " + Quote(f.root.gid);
+  v.then = "check with its owner (" + f.root.id.usename +
+           ") first: its transaction manager may be about to COMMIT PREPARED it";
+  v.cost = "the prepared transaction (prepared " + Duration(f.state_seconds) +
+           " ago, no session: no pid to cancel or terminate) rolls back; the distributed "
+           "transaction it belongs to must roll back too.";
+  return v;
+}
+
+Verdict PooledVerdict(const RootFacts& f) {
+  const PooledRoot& p = *f.pooled;
+  Verdict v;
+  v.action = VerdictAction::kPoolerReconnect;
+  v.pid = f.root.id.pid;
+  v.frees = f.blocked;
+  v.command = "RECONNECT " + p.database;
+  v.then = "on the admin console of pooler " + p.pooler +
+           " (psql -p <port> pgbouncer); or KILL_CLIENT " +
+           "of the client holding it. Not pg_terminate_backend: that counts a loss and pages";
+  v.cost = "the pool " + p.database + "/" + p.user + " closes its server connections as they " +
+           "are released, so the session lock leaked on server pid " + Pid(v.pid) +
+           " (first taken by " + p.first_client + ", now serving " + p.current_client +
+           ") is released cleanly; clients reconnect through the pool.";
+  v.dropped_locks = f.advisory_locks;
+  return v;
+}
+
+Verdict AutovacuumVerdict(const RootFacts& f) {
+  Verdict v;
+  v.pid = f.root.id.pid;
+  if (f.activity_query.find(kWraparound) != std::string::npos) {
+    v.action = VerdictAction::kLeaveAlone;
+    v.cost =
+        "an autovacuum to prevent wraparound must not be cancelled: it restarts at once and "
+        "the table gets closer to a forced shutdown. Let it finish; cancel the waiters "
+        "instead if they can be retried.";
+    return v;
+  }
+  v.action = VerdictAction::kCancelAutovacuum;
+  v.command = Call("pg_cancel_backend", v.pid);
+  v.frees = f.blocked;
+  v.cost =
+      "the vacuum's work on this table so far is lost; autovacuum comes back to the table "
+      "later and may block again (tune it, or vacuum it by hand at a quiet time).";
+  return v;
+}
+
+Verdict SessionVerdict(const RootFacts& f) {
+  Verdict v;
+  v.pid = f.root.id.pid;
+  v.frees = f.blocked;
+  v.dropped_locks = f.advisory_locks;
+  const std::string tx = f.xact_seconds
+                             ? "its transaction (open " + Duration(*f.xact_seconds) + ") rolls back"
+                             : "nothing is rolled back (no transaction open)";
+  std::string locks;
+  if (!f.advisory_locks.empty()) {
+    locks = "; its advisory locks are dropped: " + Joined(f.advisory_locks) +
+            " (a session lock dropped this way is a loss, PglockAdvisoryLockLost pages, and its "
+            "next holder is a takeover)";
+  }
+  if (f.root.id.state == "active") {
+    v.action = VerdictAction::kCancel;
+    v.command = Call("pg_cancel_backend", v.pid);
+    v.then = "if it is still there a few seconds later: " + Call("pg_terminate_backend", v.pid);
+    v.cost =
+        "its running statement fails (the client sees an error); inside an explicit "
+        "transaction the locks stay until its client rolls back (it shows idle in "
+        "transaction (aborted)), then terminate it: " +
+        tx + locks + ".";
+    return v;
+  }
+  v.action = VerdictAction::kTerminate;
+  v.command = Call("pg_terminate_backend", v.pid);
+  v.cost = "a cancel does nothing to an idle session; terminating it ends the session: " + tx +
+           locks + ". Its client gets an error on its next statement.";
+  return v;
+}
+
+}  // namespace
+
+Verdict DecideVerdict(const RootFacts& f) {
+  if (f.strong_request && f.strong_request->queued_behind > 0) return StrongRequestVerdict(f);
+  if (f.root.id.pid == 0) return PreparedVerdict(f);
+  if (f.pooled) return PooledVerdict(f);
+  if (f.root.backend_type == "autovacuum worker") return AutovacuumVerdict(f);
+  if (f.root.backend_type == "client backend" &&
+      (f.root.id.state == "active" || f.root.id.state == "idle" ||
+       f.root.id.state.starts_with("idle in transaction"))) {
+    return SessionVerdict(f);
+  }
+  Verdict v;
+  v.pid = f.root.id.pid;
+  v.cost = f.root.backend_type.empty()
+               ? "the root is not visible to the exporter's role (grant it pg_monitor) or has "
+                 "just ended; look it up in pg_stat_activity."
+               : "a " + f.root.backend_type +
+                     " holds the lock: no command is known to be safe; look it up in "
+                     "pg_stat_activity.";
+  return v;
+}
+
+std::pair<double, std::string> LockTimeoutOf(uint32_t datid, uint32_t roleid,
+                                             const std::vector<ServerSetting>& settings,
+                                             const std::vector<SettingOverride>& overrides) {
+  const SettingInForce s = SettingFor("lock_timeout", datid, roleid, settings, overrides);
+  if (s.seconds <= 0) return {0, ""};
+  return {s.seconds, s.source};
+}
+
+const char* VerdictActionName(VerdictAction a) {
+  switch (a) {
+    case VerdictAction::kTerminate:
+      return "terminate";
+    case VerdictAction::kCancel:
+      return "cancel";
+    case VerdictAction::kRollbackPrepared:
+      return "rollback_prepared";
+    case VerdictAction::kCancelStrongRequest:
+      return "cancel_waiting_ddl";
+    case VerdictAction::kCancelAutovacuum:
+      return "cancel_autovacuum";
+    case VerdictAction::kLeaveAlone:
+      return "leave_alone";
+    case VerdictAction::kPoolerReconnect:
+      return "pooler_reconnect";
+    case VerdictAction::kInvestigate:
+      return "investigate";
+  }
+  return "investigate";
+}
+
+namespace {
+
+// The advisory locks held by each pid: one pass over the poll's locks (100k at scale), not one per
+// root.
+using HeldByPid = std::unordered_map<int, std::vector<std::string>>;
+
+RootFacts FactsOf(const BlockingRoot& r, const PollData& data, const PollIndex& index,
+                  const HeldByPid& held, const TargetView& view) {
+  RootFacts f;
+  f.root = r.root;
+  f.state_seconds = r.state_seconds;
+  f.blocked = static_cast<int64_t>(r.blocked_pids.size());
+  f.strong_request = r.strong_request;
+  const int pid = r.root.id.pid;
+  if (pid == 0) return f;
+  if (const Session* s = index.Find(pid); s != nullptr && s->xact_start) {
+    f.xact_seconds = std::max(0.0, data.now - *s->xact_start);
+  }
+  for (const LockParty& p : data.lock_parties) {
+    if (p.pid == pid) f.activity_query = p.query;
+  }
+  if (const auto it = held.find(pid); it != held.end()) f.advisory_locks = it->second;
+  for (const PoolerView& p : view.poolers) {
+    for (const PooledLockRow& l : p.locks) {
+      if (l.pid == pid)
+        f.pooled = PooledRoot{p.name, l.database, l.user, l.first_client, l.current_client};
+    }
+  }
+  if (f.strong_request) {
+    std::tie(f.lock_timeout, f.lock_timeout_source) = LockTimeoutOf(
+        f.strong_request->datid, f.strong_request->roleid, data.settings, data.overrides);
+  }
+  return f;
+}
+
+}  // namespace
+
+void AttachVerdicts(const PollData& data, const PollIndex& index, const LockNames* names,
+                    TargetView* view) {
+  if (view->blocking_roots.empty()) return;
+  HeldByPid held;
+  for (const BlockingRoot& r : view->blocking_roots) held[r.root.id.pid];
+  for (const AdvisoryLock& l : data.locks) {
+    const auto it = held.find(l.pid);
+    if (it != held.end() && l.granted) it->second.push_back(LockLabel(l.key, names));
+  }
+  for (BlockingRoot& r : view->blocking_roots) {
+    r.verdict = DecideVerdict(FactsOf(r, data, index, held, *view));
+  }
+}
+
+}  // namespace pglock

@@ -1,0 +1,75 @@
+// What on-call should do about a root blocker: the command that frees its waiters with the least
+// damage, how many it frees, and what it costs. DecideVerdict() is a pure function of what one
+// poll shows of the root (RootFacts, shaped as pg_stat_activity and pg_prepared_xacts give
+// them); AttachVerdicts() gathers those facts for every root of a view. The exporter only says
+// the command, it never runs it. Pure; thread-safe.
+//
+// The cases, first match wins:
+//   a strong lock request (ALTER TABLE, DROP, VACUUM FULL, REINDEX ...) waits on the root with
+//       sessions queued behind it -> cancel that request, not the root; retry it with
+//       SET lock_timeout (and say whether its role or database already has one);
+//   a prepared transaction          -> ROLLBACK PREPARED '<gid>' after checking with its owner;
+//   a pooled server connection holding a session lock -> the pooler's RECONNECT of that pool;
+//   an autovacuum worker            -> cancel it, unless it runs "(to prevent wraparound)": then
+//                                      leave it alone (it comes back at once);
+//   idle, or idle in transaction    -> terminate (a cancel does nothing to an idle session); its
+//                                      transaction rolls back and its advisory locks are dropped;
+//   running a statement             -> cancel, then terminate if the cancel does not end it;
+//   anything else                   -> investigate (no command is known to be safe).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exporter/snapshot/lock_names.h"
+#include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/poll_index.h"
+#include "exporter/snapshot/snapshot.h"
+
+namespace pglock {
+
+// A pooled server connection the root's backend serves (PgBouncer, transaction or statement
+// mode) with a session lock known held on it.
+struct PooledRoot {
+  std::string pooler;
+  std::string database;  // the pool's
+  std::string user;
+  std::string first_client;
+  std::string current_client;
+};
+
+struct RootFacts {
+  LockParticipant root;  // pid 0 and gid for a prepared transaction
+  double state_seconds = 0;
+  std::optional<double> xact_seconds;  // how long its transaction has been open
+  // pg_stat_activity.query of a background process (autovacuum: "autovacuum: VACUUM public.t
+  // (to prevent wraparound)"); not needed for client sessions.
+  std::string activity_query;
+  std::vector<std::string> advisory_locks;  // held by the root's session: names, else keys
+  std::optional<PooledRoot> pooled;
+  std::optional<StrongRequest> strong_request;
+  int64_t blocked = 0;  // sessions blocked through the root
+  // The strong request's effective lock_timeout and where it comes from (LockTimeoutOf()).
+  double lock_timeout = 0;
+  std::string lock_timeout_source;
+};
+
+Verdict DecideVerdict(const RootFacts& facts);
+
+// The lock_timeout a session of (datid, roleid) gets from pg_db_role_setting or the server, and
+// where it comes from ("role app in database shop", "role app", "database shop", "all roles",
+// "server"); 0 and "" when none.
+std::pair<double, std::string> LockTimeoutOf(uint32_t datid, uint32_t roleid,
+                                             const std::vector<ServerSetting>& settings,
+                                             const std::vector<SettingOverride>& overrides);
+
+// Fills the verdict of every root in view->blocking_roots from the poll (sessions, their locks,
+// background processes) and the view's pooled locks. REQUIRES: the view is complete.
+void AttachVerdicts(const PollData& data, const PollIndex& index, const LockNames* names,
+                    TargetView* view);
+
+// The name of an action as /api/v1/locks writes it: "terminate", "cancel", ...
+const char* VerdictActionName(VerdictAction a);
+
+}  // namespace pglock

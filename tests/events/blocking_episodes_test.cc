@@ -1,0 +1,165 @@
+#include "exporter/events/blocking_episodes.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "exporter/collectors/registry.h"
+#include "exporter/events/judge.h"
+
+namespace pglock {
+namespace {
+
+constexpr uint32_t kDb = 16384;
+constexpr double kStart = 1'700'000'000;
+
+Session Client(int pid, const std::string& state) {
+  Session s;
+  s.pid = pid;
+  s.datid = kDb;
+  s.datname = "shop";
+  s.usesysid = 10;
+  s.usename = "app";
+  s.application_name = "checkout";
+  s.state = state;
+  s.backend_start = kStart - 3600;
+  s.state_change = kStart - 10;
+  s.query_start = kStart - 10;
+  if (state != "idle") s.xact_start = kStart - 20;
+  return s;
+}
+
+// A poll at kStart + t: root 100 idle in transaction, `waiters` sessions waiting for its row.
+PollData Poll(double t, int waiters, int64_t killed = 0, int64_t deadlocks = 0) {
+  PollData d;
+  d.now = kStart + t;
+  d.server_version_num = 150000;
+  d.postmaster_start = kStart - 86400;
+  d.sessions.push_back(Client(100, "idle in transaction"));
+  for (int i = 0; i < waiters; ++i) {
+    Session w = Client(200 + i, "active");
+    w.waiting_on_lock = true;
+    w.blocked_by = {100};
+    d.sessions.push_back(w);
+    d.lock_waits.push_back(
+        {200 + i, "transactionid", "ShareLock", kDb, "", "900", "transactionid:900", kStart});
+  }
+  DatabaseStats st;
+  st.datid = kDb;
+  st.datname = "shop";
+  st.sessions_killed = killed;
+  st.deadlocks = deadlocks;
+  d.database_stats = std::vector<DatabaseStats>{st};
+  return d;
+}
+
+class Episodes : public ::testing::Test {
+ protected:
+  std::vector<Event> Judge(const PollData& d) {
+    HoldHistory history;
+    std::map<std::string, int64_t> dropped;
+    const TargetView view = Analyze(d, AnalyzeOptions{}, &history, &dropped);
+    std::vector<Event> events;
+    JudgeBlocking(d, view, &tracker_, &counters_, &events);
+    return events;
+  }
+  double Ended(const std::string& outcome) {
+    return counters_.blocking_episodes.at({"shop", outcome});
+  }
+
+  BlockingEpisodeTracker tracker_;
+  Counters counters_;
+};
+
+TEST_F(Episodes, BlockingThenReleasedWhenTheRootCommits) {
+  EXPECT_TRUE(Judge(Poll(0, 1)).empty());  // state: blocking
+  EXPECT_TRUE(Judge(Poll(5, 3)).empty());  // still blocking, peak 3
+  PollData after = Poll(10, 0);
+  after.sessions[0] = Client(100, "idle");  // committed: a new state_change, no transaction
+  after.sessions[0].state_change = kStart + 8;
+  const std::vector<Event> events = Judge(after);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, "blocking_episode");
+  EXPECT_EQ(events[0].outcome, "released");
+  EXPECT_EQ(events[0].previous.pid, 100);
+  EXPECT_EQ(events[0].peak_blocked, 3);
+  EXPECT_DOUBLE_EQ(events[0].duration, 10);
+  EXPECT_DOUBLE_EQ(events[0].started, kStart);
+  EXPECT_EQ(Ended("released"), 1);
+  EXPECT_EQ(Ended("waiters_left"), 0);
+  EXPECT_EQ(counters_.episode_seconds.count, 1);
+  EXPECT_EQ(tracker_.open(), 0u);
+}
+
+TEST_F(Episodes, WaitersLeftWhileTheRootStillHolds) {
+  Judge(Poll(0, 2));
+  const std::vector<Event> events = Judge(Poll(5, 0));  // root unchanged: same xact, same state
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].outcome, "waiters_left");
+  EXPECT_EQ(Ended("waiters_left"), 1);
+}
+
+TEST_F(Episodes, RootTerminatedEndsWithItsCause) {
+  Judge(Poll(0, 2));
+  PollData gone = Poll(5, 0, /*killed=*/1);
+  gone.sessions.clear();
+  const std::vector<Event> events = Judge(gone);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].outcome, "root_ended");
+  EXPECT_EQ(events[0].cause, "terminated");
+  EXPECT_EQ(Ended("root_ended"), 1);
+}
+
+TEST_F(Episodes, RootGoneBeforeItsEndIsCountedWaitsOnePollInEnding) {
+  Judge(Poll(0, 2));
+  PollData gone = Poll(5, 0);
+  gone.sessions.clear();
+  EXPECT_TRUE(Judge(gone).empty());  // state: ending
+  EXPECT_EQ(tracker_.open(), 1u);
+  PollData counted = Poll(10, 0, /*killed=*/1);
+  counted.sessions.clear();
+  const std::vector<Event> events = Judge(counted);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].cause, "terminated");
+}
+
+TEST_F(Episodes, FailedPollsInBetweenNeitherEndNorRestartTheEpisode) {
+  Judge(Poll(0, 2));
+  // Polls at 5..25 failed (a reconnect): the tracker is simply not called.
+  EXPECT_TRUE(Judge(Poll(30, 2)).empty());
+  const std::vector<Event> events = Judge(Poll(35, 0));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_DOUBLE_EQ(events[0].started, kStart);
+  EXPECT_EQ(Ended("waiters_left"), 1);
+  EXPECT_EQ(Ended("released") + Ended("root_ended"), 0);
+}
+
+TEST_F(Episodes, DeadlocksMirrorTheServerCounter) {
+  Judge(Poll(0, 0, 0, 7));
+  EXPECT_EQ(counters_.deadlocks.at("shop"), 0);
+  Judge(Poll(5, 0, 0, 9));
+  EXPECT_EQ(counters_.deadlocks.at("shop"), 2);
+}
+
+TEST_F(Episodes, DeadlockCycleSeenByAPollIsOneEvent) {
+  PollData d = Poll(0, 0);
+  Session a = Client(300, "active"), b = Client(301, "active");
+  a.waiting_on_lock = b.waiting_on_lock = true;
+  a.blocked_by = {301};
+  b.blocked_by = {300};
+  d.sessions = {a, b};
+  d.lock_waits = {{300, "transactionid", "ShareLock", kDb, "", "11", "transactionid:11", kStart},
+                  {301, "transactionid", "ShareLock", kDb, "", "12", "transactionid:12", kStart}};
+  std::vector<Event> events = Judge(d);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, "deadlock");
+  EXPECT_NE(events[0].detail.find("pid 300"), std::string::npos) << events[0].detail;
+  EXPECT_NE(events[0].detail.find("pid 301"), std::string::npos);
+  d.now += 5;
+  EXPECT_TRUE(Judge(d).empty());  // the same cycle again
+}
+
+}  // namespace
+}  // namespace pglock

@@ -1,0 +1,202 @@
+#include "exporter/snapshot/verdict.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "exporter/collectors/registry.h"
+
+namespace pglock {
+namespace {
+
+constexpr uint32_t kDb = 16384;
+constexpr uint32_t kRole = 16500;
+constexpr double kNow = 1'700'000'000;
+
+// A client backend as pg_stat_activity shows it.
+Session Client(int pid, const std::string& state, double since) {
+  Session s;
+  s.pid = pid;
+  s.datid = kDb;
+  s.datname = "shop";
+  s.usesysid = kRole;
+  s.usename = "app";
+  s.application_name = "checkout";
+  s.client_addr = "10.0.0.7";
+  s.state = state;
+  s.backend_start = kNow - 7200;
+  s.state_change = kNow - since;
+  s.query_start = kNow - since;
+  if (state != "idle") s.xact_start = kNow - since - 5;
+  return s;
+}
+
+Session Waiter(int pid, std::vector<int> blocked_by, double since) {
+  Session s = Client(pid, "active", since);
+  s.waiting_on_lock = true;
+  s.blocked_by = std::move(blocked_by);
+  return s;
+}
+
+LockWaitRow Wants(int pid, const std::string& mode, double since) {
+  return {pid, "relation", mode, kDb, "public.orders", "", "relation:16384:24576", kNow - since};
+}
+
+// The checkout request left idle in transaction, an ALTER TABLE queued behind it, two readers
+// behind the ALTER TABLE: as pg_stat_activity and pg_locks give them.
+PollData DdlBehindIdleCheckout() {
+  PollData d;
+  d.now = kNow;
+  d.server_version_num = 150000;
+  d.sessions = {Client(100, "idle in transaction", 240), Waiter(200, {100}, 60),
+                Waiter(301, {200}, 30), Waiter(302, {200}, 20)};
+  d.sessions[1].application_name = "migrate";
+  d.lock_waits = {Wants(200, "AccessExclusiveLock", 60), Wants(301, "AccessShareLock", 30),
+                  Wants(302, "AccessShareLock", 20)};
+  d.locks.push_back({{kDb, 0, 7742, 1}, 100, true, true, std::nullopt, false});
+  return d;
+}
+
+TargetView ViewOf(const PollData& d, const LockNames* names = nullptr) {
+  AnalyzeOptions options;
+  options.names = names;
+  HoldHistory history;
+  std::map<std::string, int64_t> dropped;
+  return Analyze(d, options, &history, &dropped);
+}
+
+TEST(Verdict, DdlQueuedBehindIdleCheckoutCancelsTheDdlNotItsBlocker) {
+  const TargetView v = ViewOf(DdlBehindIdleCheckout());
+  ASSERT_EQ(v.blocking_roots.size(), 1u);
+  const Verdict& verdict = v.blocking_roots[0].verdict;
+  EXPECT_EQ(verdict.action, VerdictAction::kCancelStrongRequest);
+  EXPECT_EQ(verdict.pid, 200);
+  EXPECT_EQ(verdict.command, "SELECT pg_cancel_backend(200)");
+  EXPECT_EQ(verdict.frees, 2);
+  EXPECT_NE(verdict.then.find("lock_timeout"), std::string::npos);
+  EXPECT_NE(verdict.cost.find("No lock_timeout is set"), std::string::npos) << verdict.cost;
+  EXPECT_EQ(verdict.lock_timeout, 0);
+}
+
+TEST(Verdict, DdlCaseSaysWhichLockTimeoutItsRoleHas) {
+  PollData d = DdlBehindIdleCheckout();
+  d.settings = {{"lock_timeout", 0, "default"}};
+  d.overrides = {{"lock_timeout", 0, kRole, "*", "app", 3},
+                 {"lock_timeout", kDb, 0, "shop", "*", 9}};
+  const Verdict verdict = ViewOf(d).blocking_roots[0].verdict;
+  EXPECT_EQ(verdict.lock_timeout, 3);
+  EXPECT_EQ(verdict.lock_timeout_source, "role app");
+  EXPECT_NE(verdict.cost.find("gives up by itself"), std::string::npos) << verdict.cost;
+}
+
+TEST(Verdict, IdleInTransactionRootIsTerminatedAndItsLocksNamed) {
+  PollData d = DdlBehindIdleCheckout();
+  d.sessions.resize(2);  // only the ALTER TABLE waits: nothing queues behind it
+  d.lock_waits.resize(1);
+  LockNames names;
+  AddBigintName(7742, "report-daily", &names);
+  const Verdict verdict = ViewOf(d, &names).blocking_roots[0].verdict;
+  EXPECT_EQ(verdict.action, VerdictAction::kTerminate);
+  EXPECT_EQ(verdict.command, "SELECT pg_terminate_backend(100)");
+  EXPECT_EQ(verdict.frees, 1);
+  EXPECT_EQ(verdict.dropped_locks, std::vector<std::string>{"report-daily"});
+  EXPECT_NE(verdict.cost.find("open 4 min"), std::string::npos) << verdict.cost;
+  EXPECT_NE(verdict.cost.find("report-daily"), std::string::npos);
+  EXPECT_NE(verdict.cost.find("loss"), std::string::npos);
+}
+
+TEST(Verdict, ActiveRootIsCancelledFirst) {
+  PollData d = DdlBehindIdleCheckout();
+  d.sessions[0].state = "active";
+  d.sessions.resize(2);
+  d.lock_waits.resize(1);
+  const Verdict verdict = ViewOf(d).blocking_roots[0].verdict;
+  EXPECT_EQ(verdict.action, VerdictAction::kCancel);
+  EXPECT_EQ(verdict.command, "SELECT pg_cancel_backend(100)");
+  EXPECT_EQ(verdict.then,
+            "if it is still there a few seconds later: "
+            "SELECT pg_terminate_backend(100)");
+}
+
+// An autovacuum worker as pg_stat_activity shows it to pg_monitor.
+PollData BehindAutovacuum(const std::string& query) {
+  PollData d;
+  d.now = kNow;
+  d.server_version_num = 150000;
+  d.sessions = {Waiter(301, {55}, 30)};
+  d.lock_waits = {Wants(301, "ShareUpdateExclusiveLock", 30)};
+  LockParty av;
+  av.pid = 55;
+  av.backend_type = "autovacuum worker";
+  av.datid = kDb;
+  av.state = "active";
+  av.since = kNow - 600;
+  av.query = query;
+  d.lock_parties = {av};
+  return d;
+}
+
+TEST(Verdict, AutovacuumToPreventWraparoundIsLeftAlone) {
+  const TargetView v =
+      ViewOf(BehindAutovacuum("autovacuum: VACUUM ANALYZE public.orders (to prevent wraparound)"));
+  ASSERT_EQ(v.blocking_roots.size(), 1u);
+  const Verdict& verdict = v.blocking_roots[0].verdict;
+  EXPECT_EQ(verdict.action, VerdictAction::kLeaveAlone);
+  EXPECT_EQ(verdict.command, "");
+  EXPECT_NE(verdict.cost.find("must not be cancelled"), std::string::npos);
+}
+
+TEST(Verdict, OrdinaryAutovacuumIsCancelled) {
+  const Verdict verdict =
+      ViewOf(BehindAutovacuum("autovacuum: VACUUM public.orders")).blocking_roots[0].verdict;
+  EXPECT_EQ(verdict.action, VerdictAction::kCancelAutovacuum);
+  EXPECT_EQ(verdict.command, "SELECT pg_cancel_backend(55)");
+}
+
+TEST(Verdict, PreparedTransactionIsRolledBackByGid) {
+  PollData d;
+  d.now = kNow;
+  d.server_version_num = 150000;
+  d.sessions = {Waiter(301, {0}, 30)};
+  d.lock_waits = {{301, "transactionid", "ShareLock", 0, "", "777", "transactionid:777", kNow}};
+  LockParty p;
+  p.backend_type = "prepared transaction";
+  p.datid = kDb;
+  p.usename = "billing";
+  p.gid = "pay-o'42";
+  p.xid = "777";
+  p.since = kNow - 90;
+  d.lock_parties = {p};
+  const Verdict verdict = ViewOf(d).blocking_roots[0].verdict;
+  EXPECT_EQ(verdict.action, VerdictAction::kRollbackPrepared);
+  EXPECT_EQ(verdict.pid, 0);
+  EXPECT_EQ(verdict.command, "ROLLBACK PREPARED 'pay-o''42'");
+  EXPECT_NE(verdict.then.find("billing"), std::string::npos);
+}
+
+TEST(Verdict, PooledLeakedSessionLockIsFreedByThePooler) {
+  RootFacts f;
+  f.root.id = {100, "worker", "10.0.0.7", "app", "idle", ""};
+  f.blocked = 3;
+  f.advisory_locks = {"sweep"};
+  f.pooled = PooledRoot{"bouncer", "shop", "app", "worker@10.0.0.7", "web@10.0.0.9"};
+  const Verdict v = DecideVerdict(f);
+  EXPECT_EQ(v.action, VerdictAction::kPoolerReconnect);
+  EXPECT_EQ(v.command, "RECONNECT shop");
+  EXPECT_NE(v.then.find("Not pg_terminate_backend"), std::string::npos);
+  EXPECT_EQ(v.frees, 3);
+}
+
+TEST(Verdict, InvisibleRootGetsNoCommand) {
+  RootFacts f;
+  f.root.id.pid = 4242;
+  f.root.backend_type = "";
+  const Verdict v = DecideVerdict(f);
+  EXPECT_EQ(v.action, VerdictAction::kInvestigate);
+  EXPECT_EQ(v.command, "");
+}
+
+}  // namespace
+}  // namespace pglock
