@@ -108,6 +108,7 @@ bool Leak(TestSession& leaker, int64_t* next, int n, std::string* error) {
 TEST(LockTable, LeakedSessionLocksFillTheTableAndTheExporterStillSeesIt) {
   TestSession leaker(Pg().Dsn() + " application_name=leaky-worker");
   const std::string leaker_pid = std::to_string(leaker.Pid());
+  const int64_t nominal = ExpectedSlots();  // a new connection fails once the table is full
   // Opened before the table fills: a new connection needs an entry too (its database lock).
   TestSession observer(Pg().Dsn());
   const std::string count_held =
@@ -138,7 +139,7 @@ TEST(LockTable, LeakedSessionLocksFillTheTableAndTheExporterStillSeesIt) {
       "first out of shared memory (%s): leaker holds %s locks, %lld nominal slots; the "
       "last good poll before it saw %.3f of them\n",
       poll_failed ? "the exporter's poll" : "the leaker", held_then.c_str(),
-      static_cast<long long>(ExpectedSlots()), last_ratio);
+      static_cast<long long>(nominal), last_ratio);
   EXPECT_TRUE(warned_before_full) << "entries/slots never passed 0.7 before the table was full";
   // The leaker goes on until the server refuses it too: the table is full for every session.
   while (error.empty()) {
