@@ -216,7 +216,8 @@ Status ReadFullLockTable(PgConnection& conn, const QueryTimeouts& timeouts,
 void LockTableCollector::ExposeCounters(const TargetSnapshot& snap, Families* f) const {
   const std::string& tg = snap.target;
   f->Add(kFull, {tg}, snap.lock_table_full ? 1 : 0);
-  if (!snap.lock_table) return;
+  // A poll that failed for another reason shows none: stale figures must not hold an alert.
+  if (!snap.lock_table || !(snap.up || snap.lock_table_full)) return;
   const LockTableView& v = *snap.lock_table;
   if (v.slots > 0) f->Add(kSlots, {tg}, static_cast<double>(v.slots));
   // A wait on an LWLock lasts microseconds: only this poll's count means anything.
