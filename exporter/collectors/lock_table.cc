@@ -41,7 +41,8 @@ const MetricDesc kFull{
     "pglock_lock_table_full",
     MetricType::Gauge,
     "1 when the last poll failed with out of shared memory (SQLSTATE 53200): the shared lock "
-    "table is full, and the lock-table series are the last good poll's.",
+    "table is full. The lock-table series then come from a read of the table alone, else from "
+    "the last good poll.",
     {"target"}};
 const MetricDesc kAge{
     "pglock_lock_table_last_good_age_seconds",
