@@ -42,6 +42,9 @@ expected_alerts=(
   PglockLockWaitCritical
   PglockBlockingRootIdleInTransaction
   PglockLockQueue
+  PglockLockTableFilling
+  PglockLockTableNearlyFull
+  PglockLockManagerContention
 )
 
 # Lease alerts whose runbooks and tests wait for the lease hand-over change: they are in the audit

@@ -2,13 +2,17 @@
 -- state and timings read as NULL: such rows are kept (and counted as hidden) when they belong to
 -- a role, so a missing privilege is visible instead of silently shrinking every metric. pg_blocking_pids() is evaluated only for sessions
 -- that wait on a lock: it takes the lock manager's partition locks, so it must not run per row.
+-- The function rather than the pg_stat_activity view, and the user name from the catalog cache
+-- (pg_get_userbyid): the view joins the shared catalog pg_authid, whose locks never take a
+-- backend's fast path, so every poll would take entries of the server's shared lock table for it
+-- and its two indexes (docs/lock-table.md).
 -- The query column is left(a.query, 1024) with web.show_query_text = true, else NULL: query texts can hold
 -- secrets and are read only when the on-call page is allowed to show them.
 SELECT a.pid,
        a.datid,
-       a.datname,
+       d.datname,
        a.usesysid,
-       a.usename,
+       pg_get_userbyid(a.usesysid) AS usename,
        a.application_name,
        host(a.client_addr) AS client_addr,
        a.state,
@@ -21,6 +25,7 @@ SELECT a.pid,
        CASE WHEN a.wait_event_type = 'Lock'
             THEN array_to_string(pg_blocking_pids(a.pid), ',') END AS blocked_by,
        {query} AS query
-FROM pg_stat_activity a
+FROM pg_stat_get_activity(NULL) a
+LEFT JOIN pg_database d ON d.oid = a.datid
 WHERE (a.backend_type = 'client backend' OR (a.backend_type IS NULL AND a.usesysid IS NOT NULL))
   AND a.pid <> pg_backend_pid()

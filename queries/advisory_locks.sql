@@ -9,10 +9,14 @@
 --                      the server evaluates it once, as a gate, before reading pg_locks: while
 --                      nobody waits, pg_locks is not read at all. It reads the same
 --                      pg_stat_activity snapshot as the activity statement of this poll.
+-- The inventory also counts the shared lock table (exporter/collectors/lock_table.h): every row
+-- outside the fast path is an entry, so the rows it does not return already (granted locks of
+-- other types, the exporter's own, prepared transactions') come back as counted_only rows with
+-- their pid and locktype alone. The cheap tier counts nothing: it must not read every lock.
 -- {waitstart}: pg_locks.waitstart on 14+, NULL on 12/13 (no such column there).
 -- For pending requests only (NULL on granted rows, which are all advisory and can be 100k: a
 -- test of a boolean per row costs next to nothing, a text comparison would not):
---   locktype, mode, transactionid (the xid waited for);
+--   locktype (and on counted_only rows), mode, transactionid (the xid waited for);
 --   relation: schema.table where the OID can be resolved here (a relation of the polled database
 --             or a shared catalog), else the OID: another database's OID means nothing in this
 --             one; '' for lock types without a relation;
@@ -26,7 +30,8 @@ SELECT l.pid,
        l.mode = 'ExclusiveLock' AS exclusive,
        l.granted,
        {waitstart} AS waitstart,
-       CASE WHEN NOT l.granted THEN l.locktype END AS locktype,
+       NOT k.detail AS counted_only,
+       CASE WHEN NOT l.granted OR NOT k.detail THEN l.locktype END AS locktype,
        CASE WHEN NOT l.granted THEN l.mode END AS mode,
        CASE WHEN l.granted THEN NULL
             WHEN l.relation IS NULL THEN ''
@@ -43,8 +48,10 @@ SELECT l.pid,
             THEN concat_ws(':', l.locktype, l.database, l.relation, l.page, l.tuple, l.virtualxid,
                            l.transactionid, l.classid, l.objid, l.objsubid) END AS locktag
 FROM pg_locks l
-WHERE l.pid <> pg_backend_pid()
-  AND (NOT l.granted OR ({inventory} AND l.locktype = 'advisory'))
+CROSS JOIN LATERAL (SELECT coalesce(l.pid <> pg_backend_pid()
+                                    AND (NOT l.granted OR ({inventory} AND l.locktype = 'advisory')),
+                                    false) AS detail) k
+WHERE (k.detail OR ({inventory} AND NOT l.fastpath))
   AND ({inventory}
        OR EXISTS (SELECT 1
                   FROM pg_stat_get_activity(NULL) a

@@ -191,6 +191,7 @@ namespace {
 struct LockColumns {
   int pid, database, classid, objid, objsubid, exclusive, granted, waitstart;
   int locktype, mode, relation, transactionid, locktag;  // pending requests only
+  int counted_only;
 };
 
 // The pending request of another lock type than advisory, for the lock-wait metrics.
@@ -254,17 +255,23 @@ Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& r
   data->inventory = plan.inventory;
   data->locks.clear();
   data->lock_waits.clear();
+  data->counted_locks.clear();
   const PgResult* r = results.Find(name());
   if (r == nullptr) return Status::Ok();
   Columns c(*r, "advisory_locks");
-  const LockColumns k{c["pid"],      c["database"],  c["classid"],  c["objid"],
-                      c["objsubid"], c["exclusive"], c["granted"],  c["waitstart"],
-                      c["locktype"], c["mode"],      c["relation"], c["transactionid"],
-                      c["locktag"]};
+  const LockColumns k{c["pid"],      c["database"],    c["classid"],  c["objid"],
+                      c["objsubid"], c["exclusive"],   c["granted"],  c["waitstart"],
+                      c["locktype"], c["mode"],        c["relation"], c["transactionid"],
+                      c["locktag"],  c["counted_only"]};
   if (Status s = c.status(); !s.ok()) return s;
   data->locks.reserve(static_cast<size_t>(r->Rows()));
   for (int i = 0; i < r->Rows(); ++i) {
-    // locktype is NULL on granted rows, which are all advisory.
+    if (r->Bool(i, k.counted_only)) {
+      data->counted_locks.push_back(
+          {static_cast<int>(r->Int(i, k.pid).value_or(0)), r->String(i, k.locktype)});
+      continue;
+    }
+    // locktype is NULL on the other granted rows, which are all advisory.
     if (r->IsNull(i, k.locktype) || r->Text(i, k.locktype) == "advisory") {
       data->locks.push_back(ParseAdvisory(*r, i, k));
     } else {

@@ -4,7 +4,9 @@
 // (releases, losses, takeovers). On a tiered poll only waiters' locks are read (InventoryTier).
 // Its statement is the poll's one read of pg_locks: it also brings the pending requests of every
 // other lock type, which it parses into PollData::lock_waits for the lock-wait collector
-// (lock_waits.h) rather than let that one pay a second read. Stateless; thread-safe.
+// (lock_waits.h) rather than let that one pay a second read, and on an inventory the other rows
+// outside the fast path, into PollData::counted_locks for the lock-table collector (lock_table.h).
+// Stateless; thread-safe.
 #pragma once
 
 #include "exporter/collectors/collector.h"

@@ -6,6 +6,7 @@
 #include "exporter/collectors/advisory_locks.h"
 #include "exporter/collectors/database_stats.h"
 #include "exporter/collectors/leases.h"
+#include "exporter/collectors/lock_table.h"
 #include "exporter/collectors/lock_waits.h"
 #include "exporter/collectors/poolers.h"
 #include "exporter/collectors/server.h"
@@ -22,6 +23,7 @@ struct Instances {
   ActivityCollector activity;
   AdvisoryLocksCollector advisory_locks;
   LockWaitsCollector lock_waits;
+  LockTableCollector lock_table;
   SettingsCollector settings;
   SettingOverridesCollector setting_overrides;
   DatabaseStatsCollector database_stats;
@@ -48,10 +50,11 @@ const std::vector<const Collector*>& Collectors() {
   // its lock and counted its end but was still listed was common, and its end was explained by no
   // one (or pinned on someone else). A session that counted its end and left between the first two
   // reads is gone with no end counted: EventTracker::Settle reads the counters again for it.
+  // The lock table parses after the advisory collector, whose pg_locks rows it counts.
   const Instances& c = Get();
   static const std::vector<const Collector*> all = {
-      &c.server,   &c.database_stats,    &c.activity, &c.advisory_locks, &c.lock_waits,
-      &c.settings, &c.setting_overrides, &c.leases,   &c.poolers,
+      &c.server,     &c.database_stats, &c.activity,          &c.advisory_locks, &c.lock_waits,
+      &c.lock_table, &c.settings,       &c.setting_overrides, &c.leases,         &c.poolers,
   };
   return all;
 }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <set>
 
+#include "exporter/collectors/lock_table.h"
 #include "exporter/collectors/registry.h"
 #include "exporter/events/judge.h"
 #include "exporter/log.h"
@@ -312,6 +313,21 @@ void Poller::PublishFailure(const Status& status, std::shared_ptr<TargetSnapshot
   Publish(std::move(snap));
 }
 
+std::shared_ptr<const LockTableView> Poller::LockTableWhenFull(SteadyClock::time_point deadline) {
+  if (conn_ && !conn_->Broken()) {
+    auto fresh = std::make_shared<LockTableView>();
+    const Status s = ReadFullLockTable(*conn_, QueryTimeouts::ForPoll(poll_.timeout), deadline,
+                                       static_cast<size_t>(std::max(poll_.top_n, 1)),
+                                       last_lock_table_.get(), fresh.get());
+    if (s.ok()) return fresh;
+    spdlog::debug("target {}: reading the full lock table: {}", target_.name, s.message());
+  }
+  if (!last_lock_table_) return nullptr;
+  auto kept = std::make_shared<LockTableView>(*last_lock_table_);
+  kept->age += SecondsSince(last_lock_table_at_);
+  return kept;
+}
+
 std::string Poller::NoteRole(const PollData& data) {
   const std::string role = data.in_recovery ? "standby" : "primary";
   if (!role_.empty() && role != role_) {
@@ -335,6 +351,9 @@ bool Poller::PollOnce() {
   snap->target = target_.name;
   snap->poll_duration = SecondsSince(started);
   if (!status.ok()) {
+    // A full lock table fails the poll, yet is the incident itself: its figures stay visible.
+    snap->lock_table_full = LockTableFull(status);
+    if (snap->lock_table_full) snap->lock_table = LockTableWhenFull(deadline);
     PublishFailure(status, std::move(snap));
     return false;
   }
@@ -383,6 +402,9 @@ bool Poller::PollOnce() {
   snap->role = role;
   snap->poll_errors = poll_errors_;
   snap->last_success = last_success_;
+  last_lock_table_ = std::make_shared<const LockTableView>(view->lock_table);
+  last_lock_table_at_ = SteadyClock::now();
+  snap->lock_table = last_lock_table_;
   snap->view = std::move(view);
   snap->collectors = std::move(statuses);
   snap->counters = counters_;

@@ -82,6 +82,9 @@ class Poller {
   void CountCollectorErrors(const PollData& data);
   // Publishes the snapshot of a failed poll (pglock_up 0, counters and events kept).
   void PublishFailure(const Status& status, std::shared_ptr<TargetSnapshot> snap);
+  // The shared lock table after a poll failed with it full: read alone on the live connection
+  // (ReadFullLockTable), else the last good poll's with its age grown; null when neither exists.
+  std::shared_ptr<const LockTableView> LockTableWhenFull(SteadyClock::time_point deadline);
   // "primary" or "standby" at this poll; warns when it changed since the last good poll.
   std::string NoteRole(const PollData& data);
   void Publish(std::shared_ptr<const TargetSnapshot> snapshot) EXCLUDES(mu_);
@@ -120,6 +123,10 @@ class Poller {
   Counters counters_;
   double poll_errors_ = 0;
   double last_success_ = 0;
+  // The shared lock table of the last good poll and when it was published: what a poll failing
+  // with the table full keeps exporting (TargetSnapshot::lock_table), its age grown.
+  std::shared_ptr<const LockTableView> last_lock_table_;
+  SteadyClock::time_point last_lock_table_at_{};
   int consecutive_failures_ = 0;
   bool ever_polled_ = false;
   bool was_up_ = false;

@@ -206,6 +206,25 @@ struct PoolerView {
   std::vector<PooledLockRow> locks;
 };
 
+// One session's entries in the shared lock table, of one lock type.
+struct SessionLockTableEntries {
+  std::string datname;
+  Identity session;  // pid 0: prepared transactions
+  std::string locktype;
+  int64_t entries = 0;
+};
+
+// The server's shared lock table as one poll saw it (exporter/collectors/lock_table.h).
+struct LockTableView {
+  bool counted = false;  // entries known: some inventory poll of this server run read pg_locks
+  int64_t entries = 0;   // pg_locks rows outside the fast path, exact
+  int64_t slots = 0;     // the nominal size from the settings; 0 when unknown
+  // The top_n (session, lock type) pairs by entries.
+  std::vector<SessionLockTableEntries> sessions;
+  int64_t lock_manager_waiters = 0;
+  double age = 0;  // seconds between the pg_locks read that counted entries and this poll
+};
+
 // Everything a successful poll shows at one point in time.
 struct TargetView {
   std::map<std::string, DatabaseAggregate> databases;
@@ -225,6 +244,7 @@ struct TargetView {
   std::vector<SettingOverride> overrides;
   std::vector<LeaseTableView> leases;
   std::vector<PoolerView> poolers;
+  LockTableView lock_table;
   int64_t hidden_sessions = 0;  // sessions whose details the exporter's role cannot see
   bool inventory = true;
 };
@@ -285,7 +305,13 @@ struct TargetSnapshot {
   std::string role;   // "primary" or "standby" at the last good poll
   std::string state;  // "connecting", "up", "down": for the landing page
   std::string last_error;
-  std::shared_ptr<const TargetView> view;   // null when the last poll failed
+  std::shared_ptr<const TargetView> view;  // null when the last poll failed
+  // The shared lock table: this poll's view, or, while polls fail because the table is full, the
+  // last good poll's with its age grown (the only figures a failed poll keeps). Null otherwise.
+  std::shared_ptr<const LockTableView> lock_table;
+  // This poll failed with out of shared memory (SQLSTATE 53200): the lock table is full. False
+  // before the first poll and after any other outcome.
+  bool lock_table_full = false;
   std::vector<CollectorStatus> collectors;  // empty before the first poll
   Counters counters;
   // The target's recent events, oldest first (web.event_log_size); kept across failed polls.

@@ -1251,5 +1251,37 @@ TEST(EventTrackerTest, LeaseNamesAreCappedPerTable) {
   EXPECT_EQ(e.TotalLeaseTransitions(), static_cast<double>(kMaxLeaseCounterNames + 5));
 }
 
+// ---- The tiered poll ---------------------------------------------------------------------------
+
+// The shared lock table's entries are counted at inventories only: a cheap poll carries the last
+// inventory's with the time of that read (the age the exporter shows), not across a restart.
+TEST(InventoryTierTest, CheapPollCarriesTheLastInventorysLockTableEntries) {
+  InventoryTier tier(std::chrono::seconds(30));
+  auto inventory = std::make_shared<PollData>();
+  inventory->postmaster_start = kPostmasterStart;
+  inventory->now = kStart;
+  inventory->lock_table_use = {{10, "advisory", 4000}, {11, "relation", 3}};
+  inventory->lock_table_read_at = kStart;
+  const SteadyClock::time_point t0{};
+  tier.Complete(t0, &inventory);
+
+  auto cheap = std::make_shared<PollData>();
+  cheap->inventory = false;
+  cheap->postmaster_start = kPostmasterStart;
+  cheap->now = kStart + 10;
+  tier.Complete(t0 + std::chrono::seconds(10), &cheap);
+  ASSERT_EQ(cheap->lock_table_use.size(), 2u);
+  EXPECT_EQ(cheap->lock_table_use[0].entries, 4000);
+  EXPECT_EQ(cheap->lock_table_read_at, kStart);
+
+  auto restarted = std::make_shared<PollData>();
+  restarted->inventory = false;
+  restarted->postmaster_start = kPostmasterStart + 5;
+  restarted->now = kStart + 20;
+  tier.Complete(t0 + std::chrono::seconds(20), &restarted);
+  EXPECT_TRUE(restarted->lock_table_use.empty());
+  EXPECT_EQ(restarted->lock_table_read_at, 0);
+}
+
 }  // namespace
 }  // namespace pglock

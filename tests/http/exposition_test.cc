@@ -108,7 +108,14 @@ std::shared_ptr<TargetSnapshot> FullSnapshot(const std::string& target,
   pooler.session_locks[{"app" + text, "alice" + text}] = 2;
   v->poolers = {pooler};
   v->hidden_sessions = 1;
+  v->lock_table.counted = true;
+  v->lock_table.entries = 2100;
+  v->lock_table.slots = 2688;
+  v->lock_table.lock_manager_waiters = 1;
+  v->lock_table.sessions = {
+      {db, {77, "leaky" + text, "10.0.0.3", "bob" + text, "idle"}, "advisory", 2000}};
   t->view = v;
+  t->lock_table = std::make_shared<LockTableView>(v->lock_table);
 
   Counters& c = t->counters;
   c.releases[{db, "unnamed", "unlocked"}] = 4;
@@ -191,6 +198,11 @@ const char* const kViewFamilies[] = {
     "pglock_pooler_up",
     "pglock_pooled_session_advisory_locks",
     "pglock_sessions_hidden",
+    "pglock_lock_table_entries",
+    "pglock_lock_table_slots",
+    "pglock_session_lock_table_entries",
+    "pglock_lock_manager_waiters",
+    "pglock_lock_table_last_good_age_seconds",
 };
 
 const char* const kCounterFamilies[] = {
@@ -278,6 +290,27 @@ TEST(BuildFamiliesTest, DownTargetKeepsHealthAndCountersOnly) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0]->counter.value, 2);
   EXPECT_EQ(ForTarget(families, "pglock_last_poll_success_timestamp_seconds", "b").size(), 1u);
+}
+
+// A poll failing with out of shared memory keeps the lock table's figures (read alone, or the last
+// good poll's), but not the waiters of the LWLock, which only the poll's own read can tell.
+TEST(BuildFamiliesTest, FullLockTableKeepsItsFiguresWhileDown) {
+  auto full = DownSnapshot("b");
+  full->lock_table_full = true;
+  const auto families = BuildFamilies(Targets({FullSnapshot("a"), full}), kBuild);
+  const auto flag = ForTarget(families, "pglock_lock_table_full", "b");
+  ASSERT_EQ(flag.size(), 1u);
+  EXPECT_EQ(flag[0]->gauge.value, 1);
+  const auto entries = ForTarget(families, "pglock_lock_table_entries", "b");
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0]->gauge.value, 2100);
+  const auto top = ForTarget(families, "pglock_session_lock_table_entries", "b");
+  ASSERT_EQ(top.size(), 1u);
+  EXPECT_EQ(Label(*top[0], "pid"), "77");
+  EXPECT_EQ(Label(*top[0], "application_name"), "leaky");
+  EXPECT_TRUE(ForTarget(families, "pglock_lock_manager_waiters", "b").empty());
+  EXPECT_EQ(ForTarget(families, "pglock_lock_table_full", "a")[0]->gauge.value, 0);
+  EXPECT_TRUE(ForTarget(families, "pglock_advisory_locks_held", "b").empty());
 }
 
 TEST(BuildFamiliesTest, NeverPolledTargetHasNoSuccessTimestamp) {
