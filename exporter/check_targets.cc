@@ -183,7 +183,7 @@ Status CountRows(const PollContext& ctx, const std::string& relation, std::optio
 
 // The problem as "file:line: key: message": the collector's own problems already are.
 std::string Located(const LeaseTableConfig& t, const std::string& error) {
-  return error.rfind(t.file + ":", 0) == 0 ? error : t.Problem("table", error);
+  return error.rfind(t.origin.file + ":", 0) == 0 ? error : t.Problem("table", error);
 }
 
 // Reads the table as the exporter's first poll would, then counts its rows by judgement.
@@ -282,7 +282,7 @@ void CheckPooler(const PoolerConfig& p, const TargetCheck& tc) {
   if (s.ok()) s = conn->ExecOne(queries::kPgbouncerPools, {}, tc.Deadline(), &pools);
   if (!s.ok()) {
     tc.report->Problem(
-        p.Problem(DsnKey(p.lines, "admin_dsn"),
+        p.Problem(DsnKey(p.origin.lines, "admin_dsn"),
                   "pooler \"" + p.name + "\": admin console did not answer: " + s.message()),
         "check admin_dsn: PgBouncer's listen address and port, dbname=pgbouncer, and a user "
         "listed in its stats_users or admin_users");
@@ -318,7 +318,7 @@ void CheckOnServer(PgConnection& conn, TargetCheck* tc) {
     s = CheckLock(conn, tc->target->locks[i], *tc);
   }
   if (!s.ok()) {
-    tc->report->Problem(tc->target->Problem(DsnKey(tc->target->lines, "dsn"), s.message()),
+    tc->report->Problem(tc->target->Problem(DsnKey(tc->target->origin.lines, "dsn"), s.message()),
                         "check the server and run again");
     return;
   }
@@ -330,7 +330,7 @@ void CheckTarget(const TargetConfig& t, const PollConfig& poll, Report* report) 
   TargetCheck tc{&t, &poll, QueryTimeouts::ForPoll(poll.timeout), "", report};
   std::unique_ptr<PgConnection> conn;
   if (Status s = OpenSession(t.dsn, "", tc.Deadline(), nullptr, &conn); !s.ok()) {
-    report->Problem(t.Problem(DsnKey(t.lines, "dsn"),
+    report->Problem(t.Problem(DsnKey(t.origin.lines, "dsn"),
                               "target \"" + t.name + "\": cannot connect: " + s.message()),
                     "check the DSN, that the server runs, and that pg_hba.conf and the password "
                     "let this user in");

@@ -446,8 +446,8 @@ void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigErro
   for (const toml::value* t : r.Tables("locks")) {
     TableReader lr(*t, r.Dotted("locks"), file, errors);
     LockNameConfig lock;
-    lock.file = file;
-    lock.lines = KeyLinesOf(*t);
+    lock.origin.file = file;
+    lock.origin.lines = KeyLinesOf(*t);
     ParseLock(lr, &lock);
     if (!lock.name.empty() && !lock_names.insert(lock.name).second) {
       lr.TableError("name",
@@ -459,8 +459,8 @@ void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigErro
   for (const toml::value* t : r.Tables("leases")) {
     TableReader lr(*t, r.Dotted("leases"), file, errors);
     LeaseTableConfig lease;
-    lease.file = file;
-    lease.lines = KeyLinesOf(*t);
+    lease.origin.file = file;
+    lease.origin.lines = KeyLinesOf(*t);
     ParseLease(lr, &lease);
     if (!lease.table.empty() && !tables.insert(lease.label()).second) {
       lr.TableError("table", "lease table \"" + lease.label() + "\" listed twice");
@@ -471,8 +471,8 @@ void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigErro
   for (const toml::value* t : r.Tables("poolers")) {
     TableReader pr(*t, r.Dotted("poolers"), file, errors);
     PoolerConfig pooler;
-    pooler.file = file;
-    pooler.lines = KeyLinesOf(*t);
+    pooler.origin.file = file;
+    pooler.origin.lines = KeyLinesOf(*t);
     ParsePooler(pr, &pooler, secret);
     if (!pooler.name.empty() && !poolers.insert(pooler.name).second) {
       pr.TableError("name", "duplicate pooler name \"" + pooler.name + "\"");
@@ -562,8 +562,8 @@ void ParseDocument(const toml::value& doc, const std::string& file, Config* conf
   for (const toml::value* t : root.Tables("targets")) {
     TableReader r(*t, "targets", file, errors);
     TargetConfig target;
-    target.file = file;
-    target.lines = KeyLinesOf(*t);
+    target.origin.file = file;
+    target.origin.lines = KeyLinesOf(*t);
     ParseTarget(r, file, errors, &target, &config->world_readable_secret);
     if (!target.name.empty() && !names.insert(target.name).second) {
       r.TableError("name", "duplicate target name \"" + target.name + "\"");
@@ -733,19 +733,19 @@ std::string ProblemAt(const std::string& file, const std::map<std::string, int>&
 }  // namespace
 
 std::string LockNameConfig::Problem(const std::string& key, const std::string& message) const {
-  return ProblemAt(file, lines, "targets.locks.", key, message);
+  return ProblemAt(origin.file, origin.lines, "targets.locks.", key, message);
 }
 
 std::string TargetConfig::Problem(const std::string& key, const std::string& message) const {
-  return ProblemAt(file, lines, "targets.", key, message);
+  return ProblemAt(origin.file, origin.lines, "targets.", key, message);
 }
 
 std::string PoolerConfig::Problem(const std::string& key, const std::string& message) const {
-  return ProblemAt(file, lines, "targets.poolers.", key, message);
+  return ProblemAt(origin.file, origin.lines, "targets.poolers.", key, message);
 }
 
 std::string LeaseTableConfig::Problem(const std::string& key, const std::string& message) const {
-  return ProblemAt(file, lines, "targets.leases.", key, message);
+  return ProblemAt(origin.file, origin.lines, "targets.leases.", key, message);
 }
 
 std::string ConfigError::ToString() const {

@@ -24,6 +24,16 @@ struct ConfigError {
   std::string ToString() const;
 };
 
+// Where a config entry was written: the file and the line of each key, for messages that name
+// them. Not part of the entry's identity (operator== ignores it), so a reload that only moved
+// lines (a comment added above) keeps the running poller and its judgement state.
+struct ConfigOrigin {
+  std::string file;
+  std::map<std::string, int> lines;  // key -> line in `file`
+
+  bool operator==(const ConfigOrigin&) const { return true; }
+};
+
 // A human name for an advisory lock key, resolved by the server's own hash functions or by the
 // operator's SQL expressions.
 struct LockNameConfig {
@@ -39,8 +49,7 @@ struct LockNameConfig {
   std::string key1_sql;   // kPairSql: key1 = (key1_sql)::int4, key2 = (key2_sql)::int4
   std::string key2_sql;
   // Where the lock was configured, so a run-time failure of an expression names its key.
-  std::string file;
-  std::map<std::string, int> lines;  // key -> line in `file`
+  ConfigOrigin origin;
 
   // "file:line: targets.locks.<key>: message".
   std::string Problem(const std::string& key, const std::string& message) const;
@@ -82,8 +91,7 @@ struct LeaseTableConfig {
   bool read_on_standby = false;
 
   // Where the table was configured, so the run-time type check names the file, line and key.
-  std::string file;
-  std::map<std::string, int> lines;  // key -> line in `file`
+  ConfigOrigin origin;
 
   bool has_expiry() const { return expires_at.present() || ttl > Duration(0); }
   // The `table` label: `table`, or "database/table" for a table in another database, so the
@@ -99,8 +107,7 @@ struct PoolerConfig {
   std::string name;
   std::string admin_dsn;
   // Where the pooler was configured, for --check-targets' problems.
-  std::string file{};
-  std::map<std::string, int> lines{};  // key -> line in `file`
+  ConfigOrigin origin;
 
   // "file:line: targets.poolers.<key>: message".
   std::string Problem(const std::string& key, const std::string& message) const;
@@ -115,8 +122,7 @@ struct TargetConfig {
   std::vector<LeaseTableConfig> leases;
   std::vector<PoolerConfig> poolers;
   // Where the target was configured (empty without a config file), for --check-targets.
-  std::string file{};
-  std::map<std::string, int> lines{};  // key -> line in `file`
+  ConfigOrigin origin;
 
   // "file:line: targets.<key>: message" (without a file: "targets.<key>: message").
   std::string Problem(const std::string& key, const std::string& message) const;

@@ -1061,9 +1061,30 @@ TEST(ParseFlagsTest, UsageListsEveryFlag) {
   const std::string usage = FlagsUsage();
   for (const char* flag : {"--config.file", "--web.listen-address", "--web.telemetry-path",
                            "--postgres.dsn", "--poll.interval", "--log.level", "--log.format",
-                           "--check-config", "--version", "--help"}) {
+                           "--check-config", "--check-targets", "--version", "--help"}) {
     EXPECT_NE(usage.find(flag), std::string::npos) << flag;
   }
+}
+
+// A reload that only moves lines (a comment added above a target) must not look like a changed
+// target: that would restart its poller and lose what it judges between polls.
+TEST(ConfigTest, WhereAnEntryWasWrittenIsNotPartOfItsIdentity) {
+  const std::string body =
+      "[[targets]]\nname = \"main\"\ndsn = \"host=x\"\n"
+      "  [[targets.locks]]\n  name = \"sweep\"\n  key = 42\n"
+      "  [[targets.leases]]\n  table = \"leases\"\n"
+      "  [[targets.poolers]]\n  name = \"pgb\"\n  admin_dsn = \"host=y\"\n";
+  Config before, after;
+  std::vector<ConfigError> errors;
+  ASSERT_TRUE(ParseConfigText(body, kFile, &before, &errors)) << Dump(errors);
+  ASSERT_TRUE(ParseConfigText("# a comment\n\n" + body, kFile, &after, &errors)) << Dump(errors);
+  ASSERT_EQ(after.targets.size(), 1u);
+  EXPECT_NE(after.targets[0].origin.lines, before.targets[0].origin.lines);
+  EXPECT_NE(after.targets[0].locks[0].origin.lines, before.targets[0].locks[0].origin.lines);
+  EXPECT_TRUE(after.targets[0] == before.targets[0]);
+  // The new lines are still the ones messages name.
+  EXPECT_NE(after.targets[0].locks[0].Problem("key", "x").find(":8:"), std::string::npos)
+      << after.targets[0].locks[0].Problem("key", "x");
 }
 
 }  // namespace
