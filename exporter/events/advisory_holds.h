@@ -37,7 +37,9 @@
 //   - kBackendEnding: the lock is gone while its session, still listed, ran no statement (same
 //     state and state_change). Nothing the client sent released it: the backend is ending (it
 //     releases its locks before it counts its end and leaves pg_stat_activity). A client that
-//     unlocks runs a statement, which moves state_change, so an unlock never waits here.
+//     unlocks runs a statement for it, which moves state_change; one that unlocks inside a
+//     statement still running waits here an inventory and ends as an unlock: its session is still
+//     there. Waiting adds no evidence of a loss; only the end counters do.
 //   - kAwaitingEndCount: the session's idle time reached its timeout, but no fatal end is counted
 //     yet (a poll may fall between the two writes an exit spans). A clean close after the same
 //     idle time looks identical, so the hold goes the way of a clean close (kSettling) if no count
