@@ -97,31 +97,37 @@ bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_
 
 using LostKeys = std::map<AdvisoryKey, LostKey>;
 
-// True when a lock held at the previous inventory is gone now while its session is still listed and
-// ran no statement in between (same state, same state_change): nothing the client sent released it,
-// so the backend is ending (it releases its locks before it counts its end and leaves
-// pg_stat_activity), and the next inventory tells how.
-std::set<SessionId> HoldersEnding(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
-                                  const PollIndex& prev_index, const PollIndex& cur_index) {
-  std::set<SessionId> out;
-  for (size_t i = 0; i < prev_holds.size(); ++i) {
-    const auto now_held = cur_holds.Find(prev_holds.key(i));
-    for (const Hold& h : prev_holds.holds(i)) {
-      if (std::any_of(now_held.begin(), now_held.end(),
-                      [&](const Hold& c) { return c.session == h.session; })) {
-        continue;
-      }
-      const Session* before = prev_index.Find(h.session.first);
-      const Session* after = cur_index.Find(h.session.first);
-      if (before == nullptr || after == nullptr || after->backend_start != h.session.second ||
-          !before->state_change || before->state_change != after->state_change ||
-          before->state != after->state) {
-        continue;
-      }
-      out.insert(h.session);
+// Calls f(key, held_before, held_now) for every key held at `prev` or at `cur`, in key order: both
+// indexes are sorted, so one merge walk instead of a binary search for every key.
+template <typename F>
+void ForEachKey(const HoldIndex& prev, const HoldIndex& cur, F&& f) {
+  size_t i = 0, j = 0;
+  while (i < prev.size() || j < cur.size()) {
+    if (j == cur.size() || (i < prev.size() && prev.key(i) < cur.key(j))) {
+      f(prev.key(i), prev.holds(i), std::span<const Hold>{});
+      ++i;
+    } else if (i == prev.size() || cur.key(j) < prev.key(i)) {
+      f(cur.key(j), std::span<const Hold>{}, cur.holds(j));
+      ++j;
+    } else {
+      f(prev.key(i), prev.holds(i), cur.holds(j));
+      ++i;
+      ++j;
     }
   }
-  return out;
+}
+
+// True when `session`, whose lock held at the previous inventory is gone now, is still listed and
+// ran no statement in between (same state, same state_change): nothing the client sent released
+// the lock, so the backend is ending (it releases its locks before it counts its end and leaves
+// pg_stat_activity), and the next inventory tells how.
+bool BackendEnding(const SessionId& session, const PollIndex& prev_index,
+                   const PollIndex& cur_index) {
+  const Session* before = prev_index.Find(session.first);
+  const Session* after = cur_index.Find(session.first);
+  return before != nullptr && after != nullptr && after->backend_start == session.second &&
+         before->state_change && before->state_change == after->state_change &&
+         before->state == after->state;
 }
 
 // Changes of exclusive holder between prev and cur: a takeover when the key was lost (in this
@@ -130,47 +136,47 @@ void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
                         const PollIndex& prev_index, const PollIndex& cur_index, double now,
                         const LockNames* names, const std::set<AdvisoryKey>& waiting_keys,
                         LostKeys* lost_keys, Counters* counters, std::vector<Event>* events) {
-  for (size_t i = 0; i < cur_holds.size(); ++i) {
-    const AdvisoryKey& key = cur_holds.key(i);
-    const auto now_held = cur_holds.holds(i);
-    const auto before = prev_holds.Find(key);
-    // Usually one holder on each side: compare in place, without allocating.
-    bool held_now = false, held_before = false, same_holder = false;
-    const Hold* previous = nullptr;
-    const Hold* current = nullptr;
-    for (const Hold& b : before) {
-      if (b.exclusive && previous == nullptr) previous = &b;
-      held_before = held_before || b.exclusive;
-    }
-    for (const Hold& h : now_held) {
-      if (!h.exclusive) continue;
-      held_now = true;
-      if (current == nullptr) current = &h;
-      for (const Hold& b : before)
-        same_holder = same_holder || (b.exclusive && b.session == h.session);
-    }
-    if (!held_now || same_holder) continue;
-    // Its holder's judgement waits: the change of holder is judged with how it ended.
-    if (previous != nullptr && waiting_keys.count(key) != 0) continue;
-    Event e;
-    e.time = now;
-    e.datname = cur_index.Datname(key.datid);
-    e.lock = LockLabel(key, names);
-    e.current = IdentityOf(cur_index.Find(current->session.first), current->session.first);
-    if (const auto lost = lost_keys->find(key); lost != lost_keys->end()) {
-      counters->takeovers[{e.datname, CounterLock(key, names)}] += 1;
-      e.kind = "lock_takeover";
-      e.previous = lost->second.holder;
-      lost_keys->erase(lost);  // one takeover per loss
-    } else if (held_before) {
-      counters->handovers[{e.datname, CounterLock(key, names)}] += 1;
-      e.kind = "lock_handover";
-      e.previous = IdentityOf(prev_index.Find(previous->session.first), previous->session.first);
-    } else {
-      continue;
-    }
-    if (events != nullptr) events->push_back(std::move(e));
-  }
+  ForEachKey(
+      prev_holds, cur_holds,
+      [&](const AdvisoryKey& key, std::span<const Hold> before, std::span<const Hold> now_held) {
+        // Usually one holder on each side: compare in place, without allocating.
+        bool held_now = false, held_before = false, same_holder = false;
+        const Hold* previous = nullptr;
+        const Hold* current = nullptr;
+        for (const Hold& b : before) {
+          if (b.exclusive && previous == nullptr) previous = &b;
+          held_before = held_before || b.exclusive;
+        }
+        for (const Hold& h : now_held) {
+          if (!h.exclusive) continue;
+          held_now = true;
+          if (current == nullptr) current = &h;
+          for (const Hold& b : before)
+            same_holder = same_holder || (b.exclusive && b.session == h.session);
+        }
+        if (!held_now || same_holder) return;
+        // Its holder's judgement waits: the change of holder is judged with how it ended.
+        if (previous != nullptr && waiting_keys.count(key) != 0) return;
+        Event e;
+        e.time = now;
+        e.datname = cur_index.Datname(key.datid);
+        e.lock = LockLabel(key, names);
+        e.current = IdentityOf(cur_index.Find(current->session.first), current->session.first);
+        if (const auto lost = lost_keys->find(key); lost != lost_keys->end()) {
+          counters->takeovers[{e.datname, CounterLock(key, names)}] += 1;
+          e.kind = "lock_takeover";
+          e.previous = lost->second.holder;
+          lost_keys->erase(lost);  // one takeover per loss
+        } else if (held_before) {
+          counters->handovers[{e.datname, CounterLock(key, names)}] += 1;
+          e.kind = "lock_handover";
+          e.previous =
+              IdentityOf(prev_index.Find(previous->session.first), previous->session.first);
+        } else {
+          return;
+        }
+        if (events != nullptr) events->push_back(std::move(e));
+      });
 }
 
 }  // namespace
@@ -456,35 +462,41 @@ void AdvisoryHolds::JudgeHeldHolds(const JudgedInterval& in, const EndJudgement&
                                    const LockNames* names, Counters* counters,
                                    std::vector<Event>* events,
                                    std::set<AdvisoryKey>* waiting_keys) {
-  const std::set<SessionId> ending =
-      in.restarted ? std::set<SessionId>{}
-                   : HoldersEnding(in.prev_holds, in.cur_holds, in.prev_index, in.cur_index);
-  for (size_t i = 0; i < in.prev_holds.size(); ++i) {
-    const AdvisoryKey& key = in.prev_holds.key(i);
-    const auto now_held = in.restarted ? std::span<const Hold>{} : in.cur_holds.Find(key);
-    for (const Hold& h : in.prev_holds.holds(i)) {
-      HoldEvidence e;
-      e.still_held = std::any_of(now_held.begin(), now_held.end(),
-                                 [&](const Hold& c) { return c.session == h.session; });
-      if (e.still_held) continue;  // kHeld stays kHeld: the common case, without the lookups
-      e.restarted = in.restarted;
-      e.can_settle = in.settle;
-      e.backend_ending = ending.count(h.session) != 0;
-      e.end_count_awaited = ended.pending.count(h.session) != 0;
-      if (const auto it = ended.causes.find(h.session); it != ended.causes.end()) {
-        e.session_end = it->second;
-      }
-      const HoldTransition t = NextHoldState(HoldState::kHeld, e);
-      if (t.to == HoldState::kEnded) {
-        CountEnded(in, key, h, t.end, names, counters, events);
-        continue;
-      }
-      PendingHold d = in.Waiting(key, h, t.to);
-      in.NoteTaker(&d);
-      if (h.exclusive) waiting_keys->insert(key);
-      pending_.push_back(std::move(d));
-    }
+  const HoldIndex nothing_held{PollData{}};
+  // Everything is lost at a restart: nothing is still held.
+  ForEachKey(
+      in.prev_holds, in.restarted ? nothing_held : in.cur_holds,
+      [&](const AdvisoryKey& key, std::span<const Hold> before, std::span<const Hold> now_held) {
+        for (const Hold& h : before)
+          JudgeHeldHold(in, ended, key, h, now_held, names, counters, events, waiting_keys);
+      });
+}
+
+void AdvisoryHolds::JudgeHeldHold(const JudgedInterval& in, const EndJudgement& ended,
+                                  const AdvisoryKey& key, const Hold& h,
+                                  std::span<const Hold> now_held, const LockNames* names,
+                                  Counters* counters, std::vector<Event>* events,
+                                  std::set<AdvisoryKey>* waiting_keys) {
+  HoldEvidence e;
+  e.still_held = std::any_of(now_held.begin(), now_held.end(),
+                             [&](const Hold& c) { return c.session == h.session; });
+  if (e.still_held) return;  // kHeld stays kHeld: the common case, without the lookups
+  e.restarted = in.restarted;
+  e.can_settle = in.settle;
+  e.backend_ending = !in.restarted && BackendEnding(h.session, in.prev_index, in.cur_index);
+  e.end_count_awaited = ended.pending.count(h.session) != 0;
+  if (const auto it = ended.causes.find(h.session); it != ended.causes.end()) {
+    e.session_end = it->second;
   }
+  const HoldTransition t = NextHoldState(HoldState::kHeld, e);
+  if (t.to == HoldState::kEnded) {
+    CountEnded(in, key, h, t.end, names, counters, events);
+    return;
+  }
+  PendingHold d = in.Waiting(key, h, t.to);
+  in.NoteTaker(&d);
+  if (h.exclusive) waiting_keys->insert(key);
+  pending_.push_back(std::move(d));
 }
 
 void AdvisoryHolds::CountEnded(const JudgedInterval& in, const AdvisoryKey& key, const Hold& h,

@@ -57,6 +57,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <vector>
 
 #include "exporter/events/event_log.h"
@@ -163,6 +164,11 @@ class AdvisoryHolds {
   void JudgeHeldHolds(const JudgedInterval& in, const EndJudgement& ended, const LockNames* names,
                       Counters* counters, std::vector<Event>* events,
                       std::set<AdvisoryKey>* waiting_keys);
+  // One kHeld hold `h` of `key` at `prev`, with the key's holds at `cur`.
+  void JudgeHeldHold(const JudgedInterval& in, const EndJudgement& ended, const AdvisoryKey& key,
+                     const Hold& h, std::span<const Hold> now_held, const LockNames* names,
+                     Counters* counters, std::vector<Event>* events,
+                     std::set<AdvisoryKey>* waiting_keys);
   // Counts one hold of `prev` that ended as `end` at once (a loss remembers its key).
   void CountEnded(const JudgedInterval& in, const AdvisoryKey& key, const Hold& h, HoldEnd end,
                   const LockNames* names, Counters* counters, std::vector<Event>* events);

@@ -20,6 +20,8 @@ namespace pglock {
 
 // gtest prints a HoldEnd by its label.
 void PrintTo(HoldEnd e, std::ostream* os) { *os << HoldEndLabel(e); }
+// ... and a HoldState by its name.
+void PrintTo(HoldState s, std::ostream* os) { *os << HoldStateName(s); }
 
 namespace {
 
@@ -792,9 +794,6 @@ TEST(InferLossCauseTest, SlackOfOneSecond) {
 }
 
 // ---- Advisory hold states ---------------------------------------------------------------------
-
-// gtest prints a HoldState by its name.
-void PrintTo(HoldState s, std::ostream* os) { *os << HoldStateName(s); }
 
 SessionId SessionOf(int pid) { return {pid, kStart - 1000 - pid}; }
 
