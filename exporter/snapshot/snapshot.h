@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "exporter/snapshot/collector_parts.h"
 #include "exporter/snapshot/poll_data.h"
 
 namespace pglock {
@@ -92,22 +93,6 @@ struct IdleHolder {
   std::optional<double> remaining;  // effective idle_in_transaction_session_timeout - idle
 };
 
-struct ClientKey {
-  std::string datname;
-  std::string application_name;
-  std::string client_addr;
-  std::string usename;
-  auto Tie() const { return std::tie(datname, application_name, client_addr, usename); }
-  bool operator<(const ClientKey& o) const { return Tie() < o.Tie(); }
-};
-
-struct ClientRow {
-  ClientKey key;
-  std::map<std::string, int> sessions_by_state;
-  int total = 0;
-  int idle_lock_holders = 0;
-};
-
 struct DatabaseAggregate {
   int64_t advisory_locks_held = 0;
   int64_t advisory_waiters = 0;
@@ -169,13 +154,14 @@ struct TargetView {
   std::vector<LockWaitEdge> lock_waits;
   std::vector<BlockingRoot> blocking_roots;
   std::vector<IdleHolder> idle_holders;
-  std::vector<ClientRow> clients;
   std::vector<ServerSetting> settings;
   std::vector<SettingOverride> overrides;
   std::vector<LeaseTableView> leases;
   std::vector<PoolerView> poolers;
   int64_t hidden_sessions = 0;  // sessions whose details the exporter's role cannot see
   bool inventory = true;
+  // What one collector alone builds and exposes (e.g. ActivityCollector's clients).
+  CollectorParts parts;
 };
 
 // Cumulative counters of one target; they survive failed polls and reconnects.

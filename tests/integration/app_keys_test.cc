@@ -13,6 +13,7 @@
 #include "tests/support/log_capture.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
@@ -22,6 +23,7 @@ using testing::Pg;
 using testing::PollAndScrape;
 using testing::Sample;
 using testing::Select;
+using testing::TestPoll;
 using testing::TestSession;
 using testing::Value;
 
@@ -35,13 +37,6 @@ TargetConfig ParseTarget(const std::string& toml) {
   for (const ConfigError& e : errors) all += e.ToString() + "\n";
   EXPECT_TRUE(ok) << all;
   return config.targets.empty() ? TargetConfig{} : config.targets[0];
-}
-
-PollConfig FastPoll() {
-  PollConfig p;
-  p.interval = Duration(1000);
-  p.timeout = Duration(3000);
-  return p;
 }
 
 // --- Keys ---------------------------------------------------------------------------------------
@@ -66,7 +61,7 @@ TEST(AppKeys, Sha256KeyAsOneBigintAndAsTwoInt4) {
   const std::string hex = app.Query("SELECT encode(sha256('payouts'), 'hex')");
   app.Query("SELECT pg_advisory_lock(('x' || '" + hex.substr(0, 8) +
             "')::bit(32)::int4, ('x' || '" + hex.substr(8, 8) + "')::bit(32)::int4)");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "invoices"}}).size(),
             1u);
@@ -87,7 +82,7 @@ TEST(AppKeys, MigrationToolConstantKey) {
 )");
   TestSession migrate(Pg().Dsn() + " application_name=prisma-migrate");
   migrate.Query("SELECT pg_advisory_lock(72707369)");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   const auto samples = PollAndScrape(poller);
   const auto held = Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "migrations"}});
   ASSERT_EQ(held.size(), 1u);
@@ -108,7 +103,7 @@ TEST(AppKeys, FailingKeyExpressionIsReportedWithItsKey) {
 )");
   TestSession app(Pg().Dsn());
   app.Query("SELECT pg_advisory_lock(4242)");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   auto samples = PollAndScrape(poller);
   samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_up"), 1);
@@ -134,7 +129,7 @@ TEST(AppKeys, FlagOnlyLockTable) {
   held_sql = "is_locked = 1"
   max_hold = "30m"
 )");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   auto samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_lease_table_up"), 1);
   EXPECT_EQ(Value(samples, "pglock_leases", {{"state", "held"}}), 0);
@@ -187,7 +182,7 @@ TEST(AppKeys, JobTableWithTtl) {
   ttl = "10m"
   where_sql = "locked_at IS NOT NULL"
 )");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_lease_table_up"), 1);
   EXPECT_EQ(Value(samples, "pglock_leases", {{"state", "held"}}), 1);
@@ -237,7 +232,7 @@ TEST_P(AppKeysWrongType, IsNamedByFileLineAndKey) {
 )");
   TestSession app(Pg().Dsn());
   app.Query("SELECT pg_advisory_lock(9090)");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   std::vector<Sample> samples;
   for (int i = 0; i < 3; ++i) samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_up"), 1);
@@ -280,7 +275,7 @@ TEST(AppKeys, FailingLeaseExpressionsAreNamedByTheirKey) {
   held_sql = "is_locked = 1"
   where_sql = "1 / (id - 1) = 1"
 )");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   auto samples = PollAndScrape(poller);
   samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_up"), 1);
