@@ -199,51 +199,16 @@ fi
 # --- 3. the exporter ---------------------------------------------------------------------------------
 config=$tmp/pglock_exporter.toml
 dsn_common="host=127.0.0.1 user=pglock_exporter passfile=$tmp/pgpass"
-cat >"$config" <<EOF
-# pglock_exporter demo configuration (written by scripts/demo.sh)
-[poll]
-interval = "2s"
-
-[[targets]]
-name = "demo"
-dsn = "$dsn_common port=$pg_port dbname=app"
-
-  [[targets.locks]]
-  name = "report-daily"
-  key1 = 7742
-  key2_text = "report-daily"
-
-  [[targets.locks]]
-  name = "rebuild:run"
-  key_text = "rebuild:run"
-
-  # billing-worker's four jobs (the pool of four), locked with pg_try_advisory_lock(hashtext(job)).
-  [[targets.locks]]
-  name = "sweep"
-  key = $key_sweep
-  [[targets.locks]]
-  name = "alerts"
-  key = $key_alerts
-  [[targets.locks]]
-  name = "mail-checks"
-  key = $key_mail
-  [[targets.locks]]
-  name = "uptime:node-a"
-  key = $key_uptime
-
-  [[targets.leases]]
-  table = "public.leases"
-  holder_pattern = '^([^:]+):([0-9]+):'
-  holder_labels = ["holder_host", "holder_pid"]
-EOF
-if [[ -n $pgbouncer_port ]]; then
-  cat >>"$config" <<EOF
-
-  [[targets.poolers]]
-  name = "pgbouncer"
-  admin_dsn = "$dsn_common port=$pgbouncer_port dbname=pgbouncer"
-EOF
-fi
+# The packaged example config, with billing-worker's four jobs (the pool of four), locked with
+# pg_try_advisory_lock(hashtext(job)), among the lock names.
+poolers=()
+[[ -n $pgbouncer_port ]] && poolers=(--pooler "pgbouncer=$dsn_common port=$pgbouncer_port dbname=pgbouncer")
+python3 "$repo/scripts/lib/example_config.py" \
+  --comment "pglock_exporter demo configuration (written by scripts/demo.sh)" \
+  --name demo --dsn "$dsn_common port=$pg_port dbname=app" --poll interval=2s --named-locks \
+  --lock "name=sweep,key=$key_sweep" --lock "name=alerts,key=$key_alerts" \
+  --lock "name=mail-checks,key=$key_mail" --lock "name=uptime:node-a,key=$key_uptime" \
+  --lease public.leases:holder_parts "${poolers[@]}" >"$config"
 "$exporter" --config.file="$config" --check-config >/dev/null || die "the demo config is invalid"
 
 exporter_url=http://127.0.0.1:$exporter_port

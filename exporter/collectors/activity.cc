@@ -93,7 +93,8 @@ void BuildClients(const PollData& data, const std::unordered_set<int>& advisory_
     ++row.total;
     if (s.NotRunning() && advisory_holders.count(s.pid) != 0) ++row.idle_lock_holders;
   }
-  for (auto& [key, row] : clients) view->clients.push_back(std::move(row));
+  std::vector<ClientRow>& rows = view->parts.Mutable<ClientSessions>()->rows;
+  for (auto& [key, row] : clients) rows.push_back(std::move(row));
 }
 
 }  // namespace
@@ -163,12 +164,13 @@ void ActivityCollector::BuildView(const PollData& data, const ViewContext& ctx,
         return a.seconds > b.seconds;
       });
   (*ctx.dropped)[kClientSessions.name] =
-      KeepTopN(&view->clients, ctx.top_n, [](const ClientRow& a, const ClientRow& b) {
-        if (a.idle_lock_holders != b.idle_lock_holders) {
-          return a.idle_lock_holders > b.idle_lock_holders;
-        }
-        return a.total > b.total;
-      });
+      KeepTopN(&view->parts.Mutable<ClientSessions>()->rows, ctx.top_n,
+               [](const ClientRow& a, const ClientRow& b) {
+                 if (a.idle_lock_holders != b.idle_lock_holders) {
+                   return a.idle_lock_holders > b.idle_lock_holders;
+                 }
+                 return a.total > b.total;
+               });
 }
 
 void ActivityCollector::ExposeView(const TargetSnapshot& snap, const TargetView& v,
@@ -190,7 +192,8 @@ void ActivityCollector::ExposeView(const TargetSnapshot& snap, const TargetView&
     f->Add(kIdleHolderSeconds, l, h.seconds);
     if (h.remaining) f->Add(kIdleRemaining, l, *h.remaining);
   }
-  for (const ClientRow& c : v.clients) {
+  const ClientSessions* clients = v.parts.Find<ClientSessions>();
+  for (const ClientRow& c : clients != nullptr ? clients->rows : std::vector<ClientRow>{}) {
     for (const auto& [state, n] : c.sessions_by_state) {
       f->Add(kClientSessions,
              {tg, c.key.datname, c.key.application_name, AddrLabel(c.key.client_addr),

@@ -5,9 +5,36 @@
 // the exporter's role cannot see. Stateless; thread-safe.
 #pragma once
 
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "exporter/collectors/collector.h"
 
 namespace pglock {
+
+struct ClientKey {
+  std::string datname;
+  std::string application_name;
+  std::string client_addr;
+  std::string usename;
+  auto Tie() const { return std::tie(datname, application_name, client_addr, usename); }
+  bool operator<(const ClientKey& o) const { return Tie() < o.Tie(); }
+};
+
+struct ClientRow {
+  ClientKey key;
+  std::map<std::string, int> sessions_by_state;
+  int total = 0;
+  int idle_lock_holders = 0;
+};
+
+// This collector's part of the view (TargetView::parts): the top_n clients, those with idle lock
+// holders first.
+struct ClientSessions {
+  std::vector<ClientRow> rows;
+};
 
 class ActivityCollector : public Collector {
  public:

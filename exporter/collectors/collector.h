@@ -9,8 +9,10 @@
 //   5. ExposeView()/ExposeCounters(): on each scrape, its series from the latest snapshot.
 // Batch statements must succeed (their failure fails the poll); an optional collector's own
 // failure is its own (`pglock_collector_up 0`) and never fails the poll.
-// Collectors are stateless and shared by every target and thread; per-target state lives in a
-// CollectorState owned by that target's poller thread.
+// What only one collector parses, builds and exposes goes into PollData::parts / TargetView::parts
+// under a type declared in its own header (snapshot/collector_parts.h): adding such a signal edits
+// no shared struct. Collectors are stateless and shared by every target and thread; per-target
+// state lives in a CollectorState owned by that target's poller thread.
 #pragma once
 
 #include <atomic>

@@ -11,6 +11,8 @@
 #include <tuple>
 #include <vector>
 
+#include "exporter/snapshot/collector_parts.h"
+
 namespace pglock {
 
 // An advisory lock key as pg_locks shows it: objsubid 1 = one bigint (classid = high 32 bits,
@@ -167,7 +169,8 @@ struct LeaseRow {
 };
 
 // A lease table's cumulative write counters (pg_stat_all_tables.n_tup_upd, n_tup_del). They are
-// the evidence that a lease was given back before it changed holder (exporter/events/events.h).
+// the evidence that a lease was given back before it changed holder
+// (exporter/events/lease_transitions.h).
 struct TableWrites {
   int64_t updated = 0;
   int64_t deleted = 0;
@@ -240,6 +243,8 @@ struct PollData {
   std::vector<PoolerData> poolers;
   // False when the exporter's role cannot see other sessions' details (no pg_monitor).
   bool full_visibility = true;
+  // What one collector alone parses and reads (collector_parts.h).
+  CollectorParts parts;
 };
 
 }  // namespace pglock

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "exporter/snapshot/collector_parts.h"
 #include "exporter/snapshot/poll_data.h"
 
 namespace pglock {
@@ -140,22 +141,6 @@ struct IdleHolder {
   std::optional<double> remaining;  // effective idle_in_transaction_session_timeout - idle
 };
 
-struct ClientKey {
-  std::string datname;
-  std::string application_name;
-  std::string client_addr;
-  std::string usename;
-  auto Tie() const { return std::tie(datname, application_name, client_addr, usename); }
-  bool operator<(const ClientKey& o) const { return Tie() < o.Tie(); }
-};
-
-struct ClientRow {
-  ClientKey key;
-  std::map<std::string, int> sessions_by_state;
-  int total = 0;
-  int idle_lock_holders = 0;
-};
-
 struct DatabaseAggregate {
   int64_t advisory_locks_held = 0;
   int64_t advisory_waiters = 0;
@@ -239,7 +224,6 @@ struct TargetView {
   std::vector<BlockingRoot> all_blocking_roots;
   std::vector<DeadlockCycle> deadlock_cycles;
   std::vector<IdleHolder> idle_holders;
-  std::vector<ClientRow> clients;
   std::vector<ServerSetting> settings;
   std::vector<SettingOverride> overrides;
   std::vector<LeaseTableView> leases;
@@ -247,6 +231,8 @@ struct TargetView {
   LockTableView lock_table;
   int64_t hidden_sessions = 0;  // sessions whose details the exporter's role cannot see
   bool inventory = true;
+  // What one collector alone builds and exposes (e.g. ActivityCollector's clients).
+  CollectorParts parts;
 };
 
 // A cumulative histogram: counts per upper bound (le), their sum and count.

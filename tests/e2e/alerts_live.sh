@@ -189,45 +189,14 @@ say "PgBouncer (transaction pooling) on 127.0.0.1:$PGB_PORT"
 # --- 2. the exporter -----------------------------------------------------------------------------------
 exporter_port=$(free_port)
 config=$tmp/pglock_exporter.toml
-cat >"$config" <<EOF
-# written by tests/e2e/alerts_live.sh
-[poll]
-interval = "1s"
-
-[[targets]]
-name = "e2e"
-dsn = "host=127.0.0.1 port=$pg_port dbname=postgres user=pglock_exporter passfile=$tmp/pgpass"
-
-  # a. the long-held lock
-  [[targets.locks]]
-  name = "report-daily"
-  key1 = 7742
-  key2_text = "report-daily"
-
-  # b. the rebuild job's lock: pg_try_advisory_lock(hashtextextended('rebuild:run', 0))
-  [[targets.locks]]
-  name = "rebuild:run"
-  key_text = "rebuild:run"
-
-  # scenario f's job loop
-  [[targets.locks]]
-  name = "job-loop"
-  key_text = "job-loop"
-
-  # scenario g's transaction locks through PgBouncer
-  [[targets.locks]]
-  name = "pooled-xact"
-  key_text = "pooled-xact"
-
-  [[targets.leases]]
-  table = "public.leases"
-  holder_pattern = '^([^:]+):([0-9]+):'
-  holder_labels = ["holder_host", "holder_pid"]
-
-  [[targets.poolers]]
-  name = "pgbouncer"
-  admin_dsn = "host=127.0.0.1 port=$PGB_PORT dbname=pgbouncer user=pglock_exporter passfile=$tmp/pgpass"
-EOF
+# The packaged example config with the locks each scenario names: a. the long-held lock, b. the
+# rebuild job's lock, f. the job loop, g. the transaction locks through PgBouncer.
+"$py" "$repo/scripts/lib/example_config.py" --comment "written by tests/e2e/alerts_live.sh" \
+  --name e2e --dsn "host=127.0.0.1 port=$pg_port dbname=postgres user=pglock_exporter passfile=$tmp/pgpass" \
+  --poll interval=1s --named-locks --lock name=job-loop,key_text=job-loop \
+  --lock name=pooled-xact,key_text=pooled-xact --lease public.leases:holder_parts \
+  --pooler "pgbouncer=host=127.0.0.1 port=$PGB_PORT dbname=pgbouncer user=pglock_exporter passfile=$tmp/pgpass" \
+  >"$config"
 "$exporter" --config.file="$config" --check-config >"$logs/check-config.log" 2>&1 ||
   fail "the exporter rejects the test config" "$(cat "$logs/check-config.log")"
 say "pglock_exporter ($exporter) on 127.0.0.1:$exporter_port"

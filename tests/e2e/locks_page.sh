@@ -54,21 +54,11 @@ INSERT INTO orders SELECT g, g FROM generate_series(1, 100) g;
 ALTER TABLE orders OWNER TO migrator;
 SQL
 port=$(free_port)
-cat >"$tmp/config.toml" <<TOML
-[poll]
-interval = "1s"
-top_n = 200
-max_leases = 2000   # above the table's rows: transitions are judged only on complete reads
-[[targets]]
-name = "main"
-dsn = "host=127.0.0.1 port=$PG_PORT dbname=postgres user=postgres"
-  [[targets.locks]]
-  name = "report-daily"
-  key1 = 7742
-  key2_text = "report-daily"
-  [[targets.leases]]
-  table = "leases"
-TOML
+# max_leases above the table's rows: transitions are judged only on complete reads.
+python3 "$repo/scripts/lib/example_config.py" --name main \
+  --dsn "host=127.0.0.1 port=$PG_PORT dbname=postgres user=postgres" \
+  --poll interval=1s --poll top_n=200 --poll max_leases=2000 \
+  --lock name=report-daily,key1=7742,key2_text=report-daily --lease leases >"$tmp/config.toml"
 "$exporter" --config.file="$tmp/config.toml" --web.listen-address="127.0.0.1:$port" \
   >"$tmp/logs/exporter.log" 2>&1 &
 pids+=($!)

@@ -20,6 +20,8 @@ namespace pglock {
 
 // gtest prints a HoldEnd by its label.
 void PrintTo(HoldEnd e, std::ostream* os) { *os << HoldEndLabel(e); }
+// ... and a HoldState by its name.
+void PrintTo(HoldState s, std::ostream* os) { *os << HoldStateName(s); }
 
 namespace {
 
@@ -789,6 +791,82 @@ TEST(InferLossCauseTest, SlackOfOneSecond) {
   EXPECT_EQ(InferLossCause(iit, 1000, 1005, 106, 0, &none, false),
             HoldEnd::kIdleInTransactionTimeout);
   EXPECT_EQ(InferLossCause(iit, 1000, 1005, 107, 0, &none, false), HoldEnd::kCleanClose);
+}
+
+// ---- Advisory hold states ---------------------------------------------------------------------
+
+SessionId SessionOf(int pid) { return {pid, kStart - 1000 - pid}; }
+
+TEST(AdvisoryHoldStateTest, HeldThenBackendEndingThenSettlingThenEndedLost) {
+  // pg_terminate_backend as two polls and the second read see it: the lock gone from a session
+  // still listed that ran nothing since (kBackendEnding), then the session gone with no end
+  // counted (kSettling), then the termination counted by the second read (kEnded: lost).
+  InventoryTier tier{std::chrono::milliseconds(0)};
+  EventTracker tracker;
+  LockNames names;
+  Counters counters;
+  std::optional<HoldState> at_second_read;
+  const auto judge = [&](const PollData& p, std::optional<DatabaseStats> later) {
+    auto data = std::make_shared<PollData>(p);
+    const ReadCountersAgain read_again = [&]() {
+      at_second_read = tracker.holds().StateOf(Key(1), SessionOf(10));
+      return CountersReadAgain{std::vector<DatabaseStats>{later.value_or(Stats(0, 0, 0))}, 0.3};
+    };
+    JudgePoll(SteadyClock::now(), &data, &tier, &tracker, &names, read_again, &counters, nullptr);
+  };
+  const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "active", kStart - 5);
+  judge(Poll(kStart, {a, b}, {Held(10, 1), Held(11, 2)}), std::nullopt);
+  judge(Poll(kStart + 5, {a, b}, {Held(10, 1), Held(11, 2)}), std::nullopt);
+  EXPECT_EQ(tracker.holds().StateOf(Key(1), SessionOf(10)), HoldState::kHeld);
+  judge(Poll(kStart + 10, {a, b}, {Held(11, 2)}), std::nullopt);
+  EXPECT_EQ(tracker.holds().StateOf(Key(1), SessionOf(10)), HoldState::kBackendEnding);
+  EXPECT_FALSE(at_second_read.has_value()) << "nothing settles while the session is listed";
+  judge(Poll(kStart + 15, {b}, {Held(11, 2)}), Stats(0, 1, 0));
+  EXPECT_EQ(at_second_read, HoldState::kSettling);
+  EXPECT_EQ(tracker.holds().StateOf(Key(1), SessionOf(10)), std::nullopt) << "ended: forgotten";
+  EXPECT_EQ(Get(counters.losses, std::make_tuple(std::string("appdb"), std::string("unnamed"),
+                                                 std::string("terminated"))),
+            1);
+  EXPECT_EQ(tracker.holds().StateOf(Key(2), SessionOf(11)), HoldState::kHeld);
+}
+
+TEST(AdvisoryHoldStateTest, TheTransitionsAndTheirEvidence) {
+  const auto next = [](HoldState from, HoldEvidence e) { return NextHoldState(from, e); };
+  HoldEvidence still;
+  still.still_held = true;
+  EXPECT_EQ(next(HoldState::kHeld, still).to, HoldState::kHeld);
+  HoldEvidence restart;
+  restart.restarted = true;
+  for (HoldState from :
+       {HoldState::kHeld, HoldState::kBackendEnding, HoldState::kAwaitingEndCount}) {
+    EXPECT_EQ(next(from, restart).to, HoldState::kEnded) << HoldStateName(from);
+    EXPECT_EQ(next(from, restart).end, HoldEnd::kServerRestart) << HoldStateName(from);
+  }
+  HoldEvidence ending;
+  ending.backend_ending = true;
+  EXPECT_EQ(next(HoldState::kHeld, ending).to, HoldState::kBackendEnding);
+  HoldEvidence awaited;
+  awaited.end_count_awaited = true;
+  awaited.session_end = HoldEnd::kCleanClose;
+  EXPECT_EQ(next(HoldState::kHeld, awaited).to, HoldState::kAwaitingEndCount);
+  // Gone from a connected session: an unlock, wherever the hold comes from.
+  for (HoldState from :
+       {HoldState::kHeld, HoldState::kBackendEnding, HoldState::kAwaitingEndCount}) {
+    EXPECT_EQ(next(from, {}).to, HoldState::kEnded);
+    EXPECT_EQ(next(from, {}).end, HoldEnd::kStillConnected);
+  }
+  HoldEvidence clean;
+  clean.session_end = HoldEnd::kCleanClose;
+  EXPECT_EQ(next(HoldState::kHeld, clean).end, HoldEnd::kCleanClose) << "12/13: no second read";
+  clean.can_settle = true;
+  EXPECT_EQ(next(HoldState::kHeld, clean).to, HoldState::kSettling);
+  EXPECT_EQ(next(HoldState::kAwaitingEndCount, clean).to, HoldState::kSettling);
+  HoldEvidence killed;
+  killed.session_end = HoldEnd::kTerminated;
+  killed.can_settle = true;
+  EXPECT_EQ(next(HoldState::kHeld, killed).end, HoldEnd::kTerminated);
+  EXPECT_EQ(next(HoldState::kSettling, killed).end, HoldEnd::kTerminated);
+  EXPECT_EQ(next(HoldState::kSettling, {}).end, HoldEnd::kCleanClose) << "no late count";
 }
 
 // ---- Takeovers ------------------------------------------------------------------------------

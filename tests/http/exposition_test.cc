@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "exporter/collectors/activity.h"
 #include "exporter/metrics/labels.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/utf8_check.h"
@@ -77,7 +78,7 @@ std::shared_ptr<TargetSnapshot> FullSnapshot(const std::string& target,
   client.sessions_by_state = {{"idle", 4}, {"unknown", 1}};
   client.total = 5;
   client.idle_lock_holders = 4;
-  v->clients.push_back(client);
+  v->parts.Mutable<ClientSessions>()->rows.push_back(client);
 
   v->settings = {{"idle_in_transaction_session_timeout", 60, "configuration file"},
                  {"lock_timeout", 0, "default"}};

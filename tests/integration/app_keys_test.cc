@@ -15,6 +15,7 @@
 #include "tests/support/log_capture.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
@@ -24,6 +25,7 @@ using testing::Pg;
 using testing::PollAndScrape;
 using testing::Sample;
 using testing::Select;
+using testing::TestPoll;
 using testing::TestSession;
 using testing::Value;
 
@@ -37,13 +39,6 @@ TargetConfig ParseTarget(const std::string& toml) {
   for (const ConfigError& e : errors) all += e.ToString() + "\n";
   EXPECT_TRUE(ok) << all;
   return config.targets.empty() ? TargetConfig{} : config.targets[0];
-}
-
-PollConfig FastPoll() {
-  PollConfig p;
-  p.interval = Duration(1000);
-  p.timeout = Duration(3000);
-  return p;
 }
 
 // --- Keys ---------------------------------------------------------------------------------------
@@ -81,7 +76,7 @@ TEST_P(AppKeysSha256, RecipeNamesTheLibrarysLock) {
   TestSession app(Pg().Dsn() + " application_name=sha-app");
   const std::string keys = LibraryKeys(r.form, r.name);
   app.Query("SELECT pg_advisory_lock(" + keys + ")");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   const auto samples = PollAndScrape(poller);
   const auto held = Select(samples, "pglock_advisory_lock_held_seconds");
   ASSERT_EQ(held.size(), 1u) << r.library;
@@ -129,7 +124,7 @@ TEST(AppKeys, BigEndianRecipeDoesNotNameALittleEndianLock) {
   TestSession app(Pg().Dsn());
   std::string keys = LibraryKeys("int4-le", "refunds");
   app.Query("SELECT pg_advisory_lock(" + keys + ")");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   const auto held = Select(PollAndScrape(poller), "pglock_advisory_lock_held_seconds");
   ASSERT_EQ(held.size(), 1u);
   keys.replace(keys.find(", "), 2, ":");
@@ -151,7 +146,7 @@ TEST(AppKeys, HashtextKeys) {
   TestSession app(Pg().Dsn());
   app.Query("SELECT pg_advisory_lock(hashtext('nightly-report'))");
   app.Query("SELECT pg_advisory_lock(7742, hashtext('report-daily'))");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   const auto samples = PollAndScrape(poller);
   for (const char* name : {"nightly-report", "report-daily"}) {
     EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", name}}).size(), 1u)
@@ -168,7 +163,7 @@ TEST(AppKeys, MigrationToolConstantKey) {
 )");
   TestSession migrate(Pg().Dsn() + " application_name=prisma-migrate");
   migrate.Query("SELECT pg_advisory_lock(72707369)");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   const auto samples = PollAndScrape(poller);
   const auto held = Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "migrations"}});
   ASSERT_EQ(held.size(), 1u);
@@ -189,7 +184,7 @@ TEST(AppKeys, FailingKeyExpressionIsReportedWithItsKey) {
 )");
   TestSession app(Pg().Dsn());
   app.Query("SELECT pg_advisory_lock(4242)");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   auto samples = PollAndScrape(poller);
   samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_up"), 1);
@@ -221,7 +216,7 @@ TargetConfig KnexLockTable(const std::string& extra = "") {
 // flag cleared is a release.
 TEST(AppKeys, FlagOnlyLockTable) {
   const TargetConfig t = KnexLockTable("  max_hold = \"30m\"\n");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   auto samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_lease_table_up"), 1);
   EXPECT_EQ(Value(samples, "pglock_leases", {{"state", "held"}}), 0);
@@ -264,7 +259,7 @@ TEST(AppKeys, FlagSetInsideTheMigrationsTransactionIsNotSeen) {
   TestSession migrate(Pg().Dsn() + " application_name=knex-migrate");
   migrate.Query("BEGIN");
   migrate.Query("UPDATE knex_migrations_lock SET is_locked = 1 WHERE is_locked = 0");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_lease_table_up"), 1);
   EXPECT_EQ(Value(samples, "pglock_leases", {{"state", "held"}}), 0);
@@ -291,7 +286,7 @@ TEST(AppKeys, JobTableWithTtl) {
   ttl = "10m"
   where_sql = "locked_at IS NOT NULL"
 )");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_lease_table_up"), 1);
   EXPECT_EQ(Value(samples, "pglock_leases", {{"state", "held"}}), 1);
@@ -341,7 +336,7 @@ TEST_P(AppKeysWrongType, IsNamedByFileLineAndKey) {
 )");
   TestSession app(Pg().Dsn());
   app.Query("SELECT pg_advisory_lock(9090)");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   std::vector<Sample> samples;
   for (int i = 0; i < 3; ++i) samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_up"), 1);
@@ -384,7 +379,7 @@ TEST(AppKeys, FailingLeaseExpressionsAreNamedByTheirKey) {
   held_sql = "is_locked = 1"
   where_sql = "1 / (id - 1) = 1"
 )");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   auto samples = PollAndScrape(poller);
   samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_up"), 1);

@@ -17,11 +17,13 @@
 #include "exporter/snapshot/verdict.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/pgbouncer.h"
+#include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
 
 using testing::Pg;
+using testing::TestPoll;
 using testing::TestSession;
 using testing::WaitFor;
 
@@ -37,13 +39,6 @@ TargetConfig Target() {
   sweep.key = kSweepKey;
   t.locks = {sweep};
   return t;
-}
-
-PollConfig Poll() {
-  PollConfig p;
-  p.interval = Duration(500);
-  p.timeout = Duration(3000);
-  return p;
 }
 
 class Blocking : public ::testing::Test {
@@ -96,7 +91,7 @@ class Blocking : public ::testing::Test {
     }
   }
 
-  Poller poller_{Target(), Poll()};
+  Poller poller_{Target(), TestPoll({.interval_ms = 500})};
   std::shared_ptr<const TargetSnapshot> snap_;
 };
 
@@ -225,7 +220,7 @@ TEST_F(Blocking, PooledLeakedSessionLockIsFreedByThePoolerReconnect) {
   ASSERT_TRUE(bouncer.started());
   TargetConfig target = Target();
   target.poolers = {{"pgb", bouncer.Dsn("pgbouncer")}};
-  Poller pooled(target, Poll());
+  Poller pooled(target, TestPoll({.interval_ms = 500}));
   TestSession client(bouncer.Dsn("postgres") + " application_name=worker");
   client.Query("SELECT pg_advisory_lock(6001)");  // leaked: the pool keeps the server connection
   const std::string server_pid =
@@ -336,7 +331,7 @@ TEST_F(Blocking, AnEpisodeOutlivesAReconnectAndAReloadAndIsCountedOnce) {
       "WHERE application_name = 'pglock_exporter'");
   poller_.PollOnceForTest();
   EXPECT_FALSE(poller_.Latest()->up);  // the failed poll
-  poller_.Reconfigure(Target(), Poll());
+  poller_.Reconfigure(Target(), TestPoll({.interval_ms = 500}));
   ASSERT_TRUE(WaitFor(10, [&] {
     poller_.PollOnceForTest();
     return poller_.Latest()->up;

@@ -11,6 +11,7 @@
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/pgbouncer.h"
+#include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
@@ -21,6 +22,7 @@ using testing::Sample;
 using testing::Select;
 using testing::Sum;
 using testing::SumPresent;
+using testing::TestPoll;
 using testing::TestSession;
 using testing::Value;
 using testing::WaitFor;
@@ -35,13 +37,6 @@ TargetConfig Target() {
   rebuild.key_text = "rebuild:run";
   t.locks = {rebuild};
   return t;
-}
-
-PollConfig Poll() {
-  PollConfig p;
-  p.interval = Duration(500);
-  p.timeout = Duration(3000);
-  return p;
 }
 
 double Losses(const std::vector<Sample>& s, const std::string& cause, const std::string& lock) {
@@ -66,7 +61,7 @@ TEST(Events, IdleInTransactionTimeoutDropsLockAndAnotherRunTakesIt) {
   Pg().Exec("CREATE ROLE rebuild_job LOGIN");
   Pg().Exec(
       "ALTER ROLE rebuild_job IN DATABASE postgres SET idle_in_transaction_session_timeout = '2s'");
-  Poller poller(Target(), Poll());
+  Poller poller(Target(), TestPoll({.interval_ms = 500}));
 
   TestSession first(Pg().Dsn("postgres", "rebuild_job") + " application_name=rebuild-1");
   first.Query("BEGIN");  // the driver's implicit transaction, never committed
@@ -111,7 +106,7 @@ TEST(Events, TerminateBackendIsATerminatedLoss) {
   if (Pg().VersionNum() < 140000) {
     GTEST_SKIP() << "needs pg_stat_database.sessions_killed (PostgreSQL 14+)";
   }
-  Poller poller(Target(), Poll());
+  Poller poller(Target(), TestPoll({.interval_ms = 500}));
   TestSession victim(Pg().Dsn() + " application_name=victim");
   victim.Query("SELECT pg_advisory_lock(31337)");
   auto samples = PollAndScrape(poller);
@@ -138,7 +133,7 @@ TEST(Events, TerminateBackendIsATerminatedLoss) {
 }
 
 TEST(Events, CleanUnlockIsAReleaseAndNoLoss) {
-  Poller poller(Target(), Poll());
+  Poller poller(Target(), TestPoll({.interval_ms = 500}));
   TestSession s(Pg().Dsn());
   s.Query("SELECT pg_advisory_lock(hashtextextended('rebuild:run', 0))");
   PollAndScrape(poller);
@@ -152,7 +147,7 @@ TEST(Events, CleanUnlockIsAReleaseAndNoLoss) {
 }
 
 TEST(Events, ClientThatClosesItsSessionIsAReleaseNotALoss) {
-  Poller poller(Target(), Poll());
+  Poller poller(Target(), TestPoll({.interval_ms = 500}));
   auto s = std::make_unique<TestSession>(Pg().Dsn());
   s->Query("SELECT pg_advisory_lock(8080)");
   const int pid = s->Pid();
@@ -184,7 +179,7 @@ TEST(Events, FollowUpReadSpendsThePollsOneDeadline) {
   ASSERT_TRUE(proxy.started());
   TargetConfig t = Target();
   t.dsn = "host=127.0.0.1 port=" + std::to_string(proxy.port()) + " dbname=postgres user=postgres";
-  PollConfig p = Poll();
+  PollConfig p = TestPoll({.interval_ms = 500});
   p.timeout = Duration(2000);
   Poller poller(t, p);
   auto holder = std::make_unique<TestSession>(Pg().Dsn());
@@ -208,7 +203,7 @@ TEST(Events, FollowUpReadSpendsThePollsOneDeadline) {
 }
 
 TEST(Events, HandoverBetweenTwoPollsWithoutSeeingTheRelease) {
-  Poller poller(Target(), Poll());
+  Poller poller(Target(), TestPoll({.interval_ms = 500}));
   auto a = std::make_unique<TestSession>(Pg().Dsn());
   a->Query("SELECT pg_advisory_lock(hashtextextended('rebuild:run', 0))");
   PollAndScrape(poller);
@@ -233,7 +228,7 @@ TEST(Events, LeaseSequenceCountsEachTransitionOnce) {
   LeaseTableConfig lease;
   lease.table = lease.relation = "leases";
   t.leases = {lease};
-  Poller poller(t, Poll());
+  Poller poller(t, TestPoll({.interval_ms = 500}));
   auto take = [](const std::string& holder, double secs) {
     return "INSERT INTO leases (name, holder, taken_at, expires_at) VALUES ('sweep', '" + holder +
            "', now(), now() + make_interval(secs => " + std::to_string(secs) +
@@ -288,7 +283,7 @@ TEST(Events, SessionLockLeakedThroughTransactionPoolerIsCounted) {
   TargetConfig t = Target();
   t.poolers = {{.name = "pgb", .admin_dsn = bouncer.Dsn("pgbouncer")},
                {.name = "gone", .admin_dsn = "host=127.0.0.1 port=1 dbname=pgbouncer"}};
-  Poller poller(t, Poll());
+  Poller poller(t, TestPoll({.interval_ms = 500}));
   {
     TestSession client(bouncer.Dsn("postgres"));
     client.Query("SELECT pg_advisory_lock(4242)");  // session lock on a pooled server connection
@@ -309,7 +304,7 @@ TEST(Events, SessionLockLeakedThroughTransactionPoolerIsCounted) {
 
 // Last: restarts the server, which ends every session.
 TEST(Events, ServerRestartLosesEverythingHeld) {
-  Poller poller(Target(), Poll());
+  Poller poller(Target(), TestPoll({.interval_ms = 500}));
   TestSession a(Pg().Dsn()), b(Pg().Dsn());
   a.Query("SELECT pg_advisory_lock(hashtextextended('rebuild:run', 0))");
   b.Query("SELECT pg_advisory_lock(5150)");

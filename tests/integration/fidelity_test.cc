@@ -22,6 +22,7 @@
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/pgbouncer.h"
+#include "tests/support/test_poll.h"
 
 extern char** environ;
 
@@ -32,6 +33,7 @@ using testing::Pg;
 using testing::Sample;
 using testing::Sum;
 using testing::SumPresent;
+using testing::TestPoll;
 using testing::TestSession;
 using testing::Value;
 using testing::WaitFor;
@@ -58,17 +60,13 @@ TargetConfig Target(std::vector<LockNameConfig> names) {
 
 // The shipped default interval is 5 s; the tests poll every second, a tighter timing than the
 // default, with a generous deadline for a loaded machine.
-PollConfig Poll() {
-  PollConfig p;
-  p.interval = Duration(1000);
-  p.timeout = Duration(10000);
-  return p;
-}
-
 // A poller on its own thread, as in production; tests read its published snapshots.
 class LivePoller {
  public:
-  explicit LivePoller(const TargetConfig& target) : poller_(target, Poll()) { poller_.Start(); }
+  explicit LivePoller(const TargetConfig& target)
+      : poller_(target, TestPoll({.timeout_ms = 10000})) {
+    poller_.Start();
+  }
 
   std::shared_ptr<const TargetSnapshot> Latest() const { return poller_.Latest(); }
 

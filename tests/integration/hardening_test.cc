@@ -11,6 +11,7 @@
 #include "exporter/util/utf8.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
@@ -18,16 +19,9 @@ namespace {
 using testing::Pg;
 using testing::Sample;
 using testing::Select;
+using testing::TestPoll;
 using testing::TestSession;
 using testing::Value;
-
-PollConfig Poll(int top_n = 20) {
-  PollConfig p;
-  p.interval = Duration(1000);
-  p.timeout = Duration(3000);
-  p.top_n = top_n;
-  return p;
-}
 
 bool ValidUtf8(const std::string& s) { return ToValidUtf8(s) == s; }
 
@@ -71,7 +65,7 @@ TEST(Hardening, InvalidUtf8AndHugeLeaseValuesInASqlAsciiDatabase) {
   lease.holder_pattern = "^([^:]+):([0-9]+):";
   lease.holder_labels = {"holder_host", "holder_pid"};
   t.leases = {lease};
-  Poller poller(t, Poll());
+  Poller poller(t, TestPoll());
   const auto samples = PollAndCheck(poller);
   EXPECT_EQ(Value(samples, "pglock_up"), 1);
   EXPECT_EQ(Select(samples, "pglock_lease_held").size(), 3u);
@@ -103,7 +97,7 @@ TEST(Hardening, QuotesAndNewlinesInDatabaseRoleAndApplicationNames) {
   TargetConfig t;
   t.name = "quotes";
   t.dsn = Pg().Dsn();
-  Poller poller(t, Poll());
+  Poller poller(t, TestPoll());
   const auto samples = PollAndCheck(poller);
   const auto held = Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "99"}});
   ASSERT_EQ(held.size(), 1u);
@@ -128,7 +122,7 @@ TEST(Hardening, LockedLeaseTableFailsFastWithoutWaitingAndTheTargetStaysUp) {
   LeaseTableConfig lease;
   lease.table = lease.relation = "locked_leases";
   t.leases = {lease};
-  Poller poller(t, Poll());
+  Poller poller(t, TestPoll());
   const auto samples = PollAndCheck(poller);
   EXPECT_EQ(Value(samples, "pglock_up"), 1);
   EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "locked_leases"}}), 0);
@@ -153,7 +147,7 @@ TEST(Hardening, ThousandsOfSeriesAreCappedAndAggregatesStayExact) {
   TargetConfig t;
   t.name = "many";
   t.dsn = Pg().Dsn();
-  Poller poller(t, Poll(/*top_n=*/10));
+  Poller poller(t, TestPoll({.top_n = 10}));
   const auto samples = PollAndCheck(poller);
   EXPECT_EQ(Value(samples, "pglock_advisory_locks_held", {{"datname", "postgres"}}), 6000);
   EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds").size(), 10u);
@@ -192,7 +186,7 @@ TEST(Hardening, LeastPrivilegeRoleWorksAndAMissingPgMonitorIsVisible) {
   LeaseTableConfig lease;
   lease.table = lease.relation = "priv_leases";
   TargetConfig monitor{"monitor", Pg().Dsn("postgres", "lp_monitor"), {}, {lease}, {}};
-  Poller with_monitor(monitor, Poll());
+  Poller with_monitor(monitor, TestPoll());
   auto samples = PollAndCheck(with_monitor);
   EXPECT_EQ(Value(samples, "pglock_up"), 1);
   EXPECT_EQ(Value(samples, "pglock_sessions_hidden"), 0);
@@ -203,7 +197,7 @@ TEST(Hardening, LeastPrivilegeRoleWorksAndAMissingPgMonitorIsVisible) {
   EXPECT_EQ(edges[0].labels.at("blocker_client_addr"), "127.0.0.1");
 
   TargetConfig nobody{"nobody", Pg().Dsn("postgres", "lp_nobody"), {}, {lease}, {}};
-  Poller without_monitor(nobody, Poll());
+  Poller without_monitor(nobody, TestPoll());
   samples = PollAndCheck(without_monitor);
   EXPECT_EQ(Value(samples, "pglock_up"), 1);
   EXPECT_GE(*Value(samples, "pglock_sessions_hidden"), 2);  // the holder and the waiter
@@ -225,7 +219,7 @@ TEST(Hardening, TheExportersSessionOutlivesAShortIdleSessionTimeout) {
   Pg().Exec("CREATE ROLE reaped_monitor LOGIN IN ROLE pg_monitor");
   Pg().Exec("ALTER ROLE reaped_monitor SET idle_session_timeout = '1s'");
   TargetConfig target{"reaped", Pg().Dsn("postgres", "reaped_monitor"), {}, {}, {}};
-  Poller poller(target, Poll());
+  Poller poller(target, TestPoll());
   EXPECT_EQ(Value(PollAndCheck(poller), "pglock_up"), 1);
   const std::string pid = Pg().Scalar(
       "SELECT pid FROM pg_stat_activity WHERE usename = 'reaped_monitor' AND "
@@ -250,7 +244,7 @@ TEST(Hardening, TheServersIdleSessionTimeoutIsReportedThoughTheExportersSessionT
   Pg().Exec("ALTER SYSTEM SET idle_session_timeout = '7min'");
   Pg().Exec("SELECT pg_reload_conf()");
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  Poller poller(TargetConfig{"reaping", Pg().Dsn(), {}, {}, {}}, Poll());
+  Poller poller(TargetConfig{"reaping", Pg().Dsn(), {}, {}, {}}, TestPoll());
   const auto samples = PollAndCheck(poller);
   Pg().Exec("ALTER SYSTEM RESET idle_session_timeout");
   Pg().Exec("SELECT pg_reload_conf()");
@@ -277,7 +271,7 @@ TEST(Hardening, WrongColumnTypeIsALeaseErrorAndASlowServerIsBoundedByTheDeadline
   typed.table = typed.relation = "typed_leases";
   t.leases = {typed};
   {
-    Poller poller(t, Poll());
+    Poller poller(t, TestPoll());
     const auto samples = PollAndCheck(poller);
     EXPECT_EQ(Value(samples, "pglock_up"), 1);
     EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "typed_leases"}}), 0);
@@ -285,7 +279,7 @@ TEST(Hardening, WrongColumnTypeIsALeaseErrorAndASlowServerIsBoundedByTheDeadline
   LeaseTableConfig slow;
   slow.table = slow.relation = "slow_leases";
   t.leases = {slow};
-  PollConfig p = Poll();
+  PollConfig p = TestPoll();
   p.timeout = Duration(1000);
   Poller poller(t, p);
   const auto start = std::chrono::steady_clock::now();

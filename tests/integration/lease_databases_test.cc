@@ -14,6 +14,7 @@
 #include "tests/support/log_capture.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
@@ -57,8 +58,7 @@ class LeaseDatabases : public ::testing::Test {
     target_.name = "one";
     target_.dsn = Pg().Dsn();
     target_.leases = {Leases(""), Leases(kTenant)};
-    poll_.interval = Duration(200);
-    poll_.timeout = Duration(2000);
+    poll_ = testing::TestPoll({.interval_ms = 200, .timeout_ms = 2000});
     poller_ = std::make_unique<Poller>(target_, poll_);
   }
   void TearDown() override {

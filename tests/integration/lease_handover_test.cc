@@ -17,6 +17,7 @@
 #include "exporter/poll/poller.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
@@ -85,10 +86,7 @@ class LeaseHandover : public ::testing::Test {
     LeaseTableConfig lease;
     lease.table = lease.relation = "leases";
     t.leases = {lease};
-    PollConfig p;
-    p.interval = Duration(1000);
-    p.timeout = Duration(3000);
-    poller_ = std::make_unique<Poller>(t, p);
+    poller_ = std::make_unique<Poller>(t, testing::TestPoll());
     Poll();
   }
 

@@ -8,6 +8,7 @@
 #include "exporter/poll/poller.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
@@ -16,6 +17,7 @@ using testing::Pg;
 using testing::PollAndScrape;
 using testing::Sample;
 using testing::Select;
+using testing::TestPoll;
 using testing::TestSession;
 using testing::Value;
 using testing::WaitFor;
@@ -25,14 +27,6 @@ TargetConfig Target(const std::string& db = "postgres") {
   t.name = "it";
   t.dsn = Pg().Dsn(db);
   return t;
-}
-
-PollConfig FastPoll(int top_n = 20) {
-  PollConfig p;
-  p.interval = Duration(1000);
-  p.timeout = Duration(3000);
-  p.top_n = top_n;
-  return p;
 }
 
 // Waits until `pid` waits on an advisory lock, as pg_stat_activity shows it.
@@ -47,7 +41,7 @@ void WaitUntilWaiting(int pid) {
 }
 
 TEST(LockHealth, TargetUpWithServerVersion) {
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll());
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_up", {{"target", "it"}}), 1);
   const auto info = Select(samples, "pglock_postgres_info");
@@ -69,7 +63,7 @@ TEST(LockHealth, WaiterBehindBigintHolderWithNegativeKey) {
   WaitUntilWaiting(waiter.Pid());
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
 
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll());
   const auto samples = PollAndScrape(poller);
   const auto edges = Select(samples, "pglock_advisory_lock_wait_seconds", {{"lock", "-42"}});
   ASSERT_EQ(edges.size(), 1u);
@@ -112,7 +106,7 @@ TEST(LockHealth, QueuedWaitersPointAtTheHolderNotAtEachOther) {
   EXPECT_EQ(
       Pg().Scalar("SELECT cardinality(pg_blocking_pids(" + std::to_string(second.Pid()) + "))"),
       "2");
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll());
   const auto samples = PollAndScrape(poller);
   const auto edges = Select(samples, "pglock_advisory_lock_wait_seconds", {{"lock", "515"}});
   ASSERT_EQ(edges.size(), 2u);  // one per waiter, both to the holder
@@ -130,7 +124,7 @@ TEST(LockHealth, TwoInt4KeysRenderSignedPair) {
   TestSession holder(Pg().Dsn());
   holder.Query("SELECT pg_advisory_lock(-5, -7)");
   holder.Query("SELECT pg_advisory_lock(2147483647, -2147483648)");
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll());
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "-5:-7"}}).size(), 1u);
   EXPECT_EQ(
@@ -144,14 +138,14 @@ TEST(LockHealth, SharedHoldersDoNotBlockEachOtherButBlockExclusive) {
   a.Query("SELECT pg_advisory_lock_shared(100)");
   b.Query("SELECT pg_advisory_lock_shared(100)");
   {
-    Poller poller(Target(), FastPoll());
+    Poller poller(Target(), TestPoll());
     const auto samples = PollAndScrape(poller);
     EXPECT_EQ(Value(samples, "pglock_advisory_lock_waiters", {{"datname", "postgres"}}), 0);
     EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", "100"}}).size(), 2u);
   }
   x.Send("SELECT pg_advisory_lock(100)");
   WaitUntilWaiting(x.Pid());
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll());
   const auto samples = PollAndScrape(poller);
   const auto edges = Select(samples, "pglock_advisory_lock_wait_seconds",
                             {{"lock", "100"}, {"waiter_pid", std::to_string(x.Pid())}});
@@ -169,7 +163,7 @@ TEST(LockHealth, SharedWaiterBehindExclusiveHolderIsBlocked) {
   x.Query("SELECT pg_advisory_lock(101)");
   s.Send("SELECT pg_advisory_lock_shared(101)");
   WaitUntilWaiting(s.Pid());
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll());
   const auto samples = PollAndScrape(poller);
   const auto edges = Select(samples, "pglock_advisory_lock_wait_seconds", {{"lock", "101"}});
   ASSERT_EQ(edges.size(), 1u);
@@ -200,7 +194,7 @@ TEST(LockHealth, ConfiguredNamesReplaceKeysUsingServerHashes) {
   s.Query("SELECT pg_advisory_lock(7742, hashtext('report-daily'))");
   s.Query("SELECT pg_advisory_lock(42)");
   s.Query("SELECT pg_advisory_lock(43)");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   const auto samples = PollAndScrape(poller);
   for (const char* name : {"rebuild:run", "report-daily", "sweep", "43"}) {
     EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds", {{"lock", name}}).size(), 1u)
@@ -225,7 +219,7 @@ TEST(LockHealth, IdleInTransactionHolderWithPerRoleTimeoutAndTimeLeft) {
   blocked.Send("SELECT pg_advisory_lock(555)");
   WaitUntilWaiting(blocked.Pid());
 
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll());
   const auto samples = PollAndScrape(poller);
   const std::map<std::string, std::string> who = {{"pid", std::to_string(worker.Pid())}};
   const auto holder = Select(samples, "pglock_idle_in_transaction_holder_seconds", who);
@@ -273,7 +267,7 @@ TEST(LockHealth, PoolOfFourAllHoldingLocksShowsFourNextToFour) {
     pool.push_back(std::make_unique<TestSession>(Pg().Dsn() + " application_name=billing-worker"));
     pool.back()->Query("SELECT pg_advisory_lock(9000 + " + std::to_string(i) + ")");
   }
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll());
   const auto samples = PollAndScrape(poller);
   const std::map<std::string, std::string> client = {{"application_name", "billing-worker"},
                                                      {"usename", "postgres"},
@@ -295,7 +289,7 @@ TEST(LockHealth, SettingOverridesNormalisedToSecondsWhateverTheUnit) {
   Pg().Exec("ALTER ROLE units_b SET tcp_keepalives_idle = 30");   // bare number: seconds
   const bool idle_session_timeout = Pg().VersionNum() >= 140000;  // new in 14
   if (idle_session_timeout) Pg().Exec("ALTER ROLE units_b SET idle_session_timeout = '10s'");
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll());
   const auto samples = PollAndScrape(poller);
   auto override = [&](const char* role, const char* name) {
     return Value(samples, "pglock_setting_override_seconds", {{"role", role}, {"name", name}});
@@ -318,7 +312,7 @@ TEST(LockHealth, SettingOverridesNormalisedToSecondsWhateverTheUnit) {
 TEST(LockHealth, TopNKeepsOldestHoldersAndCountsTheRest) {
   TestSession s(Pg().Dsn());
   for (int i = 0; i < 6; ++i) s.Query("SELECT pg_advisory_lock(700 + " + std::to_string(i) + ")");
-  Poller poller(Target(), FastPoll(/*top_n=*/3));
+  Poller poller(Target(), TestPoll({.top_n = 3}));
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(Select(samples, "pglock_advisory_lock_held_seconds").size(), 3u);
   EXPECT_EQ(Value(samples, "pglock_advisory_locks_held", {{"datname", "postgres"}}), 6);
@@ -330,7 +324,7 @@ TEST(LockHealth, TopNKeepsOldestHoldersAndCountsTheRest) {
 TEST(LockHealth, ExporterOwnSessionNeverAppears) {
   TestSession s(Pg().Dsn());
   s.Query("SELECT pg_advisory_lock(1)");
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll());
   const auto samples = PollAndScrape(poller);
   for (const Sample& x : samples) {
     for (const auto& [k, v] : x.labels) {
@@ -363,7 +357,7 @@ TEST(LockHealth, LeasesTableWithHolderPattern) {
   lease.holder_pattern = "^([^:]+):([0-9]+):";
   lease.holder_labels = {"holder_host", "holder_pid"};
   t.leases = {lease};
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "public.leases"}}), 1);
   EXPECT_EQ(Value(samples, "pglock_lease_held", {{"lease", "sweep"}}), 1);
@@ -397,7 +391,7 @@ TEST(LockHealth, MissingLeaseTableOrColumnIsItsOwnErrorNotADownTarget) {
   t.leases = {missing, wrong_column};
   TestSession s(Pg().Dsn());
   s.Query("SELECT pg_advisory_lock(77)");
-  Poller poller(t, FastPoll());
+  Poller poller(t, TestPoll());
   poller.PollOnceForTest();
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_up"), 1);
@@ -410,7 +404,7 @@ TEST(LockHealth, MissingLeaseTableOrColumnIsItsOwnErrorNotADownTarget) {
 }
 
 TEST(LockHealth, TieredPollSeesNewWaitersBetweenInventories) {
-  PollConfig tiered = FastPoll();
+  PollConfig tiered = TestPoll();
   tiered.inventory_interval = Duration(60'000);
   Poller poller(Target(), tiered);
   TestSession holder(Pg().Dsn() + " application_name=tier-holder");

@@ -11,6 +11,7 @@
 #include "exporter/poll/poller.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
@@ -19,6 +20,7 @@ using testing::Pg;
 using testing::PollAndScrape;
 using testing::Sample;
 using testing::Select;
+using testing::TestPoll;
 using testing::TestSession;
 using testing::Value;
 
@@ -27,14 +29,6 @@ TargetConfig Target() {
   t.name = "it";
   t.dsn = Pg().Dsn();
   return t;
-}
-
-PollConfig FastPoll() {
-  PollConfig p;
-  p.interval = Duration(1000);
-  p.timeout = Duration(5000);
-  p.top_n = 5;
-  return p;
 }
 
 int64_t Setting(const std::string& name) {
@@ -55,7 +49,7 @@ int64_t ExpectedSlots() {
 }
 
 TEST(LockTable, SlotsFollowTheServersFormula) {
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000, .top_n = 5}));
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_lock_table_slots", {{"target", "it"}}), ExpectedSlots());
   EXPECT_EQ(Value(samples, "pglock_lock_table_full", {{"target", "it"}}), 0);
@@ -78,7 +72,7 @@ TEST(LockTable, CountsEntriesOutsideTheFastPathBySessionAndType) {
       Pg().Scalar("SELECT count(*) FROM pg_locks WHERE pid = " + std::to_string(holder.Pid()) +
                   " AND NOT fastpath AND locktype <> 'advisory'");
 
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000, .top_n = 5}));
   const auto samples = PollAndScrape(poller);
   const std::string pid = std::to_string(holder.Pid());
   const auto advisory = Select(samples, "pglock_session_lock_table_entries",
@@ -113,7 +107,7 @@ TEST(LockTable, LeakedSessionLocksFillTheTableAndTheExporterStillSeesIt) {
   TestSession observer(Pg().Dsn());
   const std::string count_held =
       "SELECT count(*) FROM pg_locks WHERE pid = " + leaker_pid + " AND NOT fastpath";
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000, .top_n = 5}));
   double last_ratio = 0;
   bool warned_before_full = false;
   bool poll_failed = false;

@@ -11,11 +11,13 @@
 #include "exporter/http/server.h"
 #include "exporter/poll/poller.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
 
 using testing::Pg;
+using testing::TestPoll;
 using testing::TestSession;
 using testing::WaitFor;
 
@@ -36,14 +38,6 @@ TargetConfig Target() {
   rebuild.key_text = "rebuild:run";
   t.locks = {hostile, rebuild};
   return t;
-}
-
-PollConfig Poll(bool query_text = false) {
-  PollConfig p;
-  p.interval = Duration(500);
-  p.timeout = Duration(3000);
-  p.query_text = query_text;
-  return p;
 }
 
 struct Response {
@@ -97,7 +91,7 @@ class Served {
 TEST(OnCall, WaitForestShowsBlockerAndWaiterEscapedAndQueryTextOnlyWhenEnabled) {
   for (const bool query_text : {false, true}) {
     SCOPED_TRACE(query_text ? "show_query_text = true" : "show_query_text = false");
-    Served s(Poll(query_text));
+    Served s(TestPoll({.interval_ms = 500, .query_text = query_text}));
     TestSession holder(Pg().Dsn() + " application_name='" + kHostileApp + "'");
     holder.Query("SELECT pg_advisory_lock(4242), 'blocker-secret-text' AS marker");
     TestSession waiter(Pg().Dsn() + " application_name=waiter-app");
@@ -178,7 +172,7 @@ TEST(OnCall, LockWaitForestOfEveryTypeIsATreeAndEscaped) {
   payer.Send("UPDATE prep_rows SET v = 2");
   ASSERT_TRUE(waiting(payer));
 
-  Served s(Poll());
+  Served s(TestPoll({.interval_ms = 500}));
   s.poller().PollOnceForTest();
   const Response page = Get(s.Url("/locks"));
   ASSERT_EQ(page.code, 200);
@@ -257,7 +251,7 @@ TEST(OnCall, IdleInTransactionTimeoutLossWithCauseTakeoverAndTimeLeftInPageAndEv
   Pg().Exec("CREATE ROLE rebuild_job LOGIN");
   Pg().Exec(
       "ALTER ROLE rebuild_job IN DATABASE postgres SET idle_in_transaction_session_timeout = '3s'");
-  Served s(Poll());
+  Served s(TestPoll({.interval_ms = 500}));
   TestSession first(Pg().Dsn("postgres", "rebuild_job") + " application_name=rebuild-1");
   first.Query("BEGIN");
   ASSERT_EQ(first.Query("SELECT pg_try_advisory_lock(hashtextextended('rebuild:run', 0))"), "t");
@@ -322,7 +316,7 @@ TEST(OnCall, LeaseHoldersAreEscapedInPageAndValidJson) {
   table.table = "oncall_leases";
   table.relation = "oncall_leases";
   t.leases = {table};
-  Poller poller(t, Poll());
+  Poller poller(t, TestPoll({.interval_ms = 500}));
   poller.PollOnceForTest();
   const SnapshotList snaps = {poller.Latest()};
   const std::string html = RenderLocksPage(snaps, {});
@@ -350,7 +344,7 @@ TEST(OnCall, LeaseWithoutExpiryIsHeldWithNoExpiry) {
   table.holder = table.expires_at = LeaseField{};
   table.held_sql = "is_locked = 1";
   t.leases = {table};
-  Poller poller(t, Poll());
+  Poller poller(t, TestPoll({.interval_ms = 500}));
   poller.PollOnceForTest();
   const SnapshotList snaps = {poller.Latest()};
   const std::string json = RenderLocksJson(snaps, {});
@@ -366,7 +360,7 @@ TEST(OnCall, LeaseWithoutExpiryIsHeldWithNoExpiry) {
 }
 
 TEST(OnCall, RunbooksAreServedAndUnknownNamesAre404) {
-  Served s(Poll());
+  Served s(TestPoll({.interval_ms = 500}));
   const Response r = Get(s.Url("/runbooks/PglockAdvisoryLockLost"));
   EXPECT_EQ(r.code, 200);
   EXPECT_NE(r.body.find("<h1>PglockAdvisoryLockLost</h1>"), std::string::npos);

@@ -19,6 +19,7 @@
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/pgbouncer.h"
+#include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
@@ -26,6 +27,7 @@ namespace {
 using testing::Pg;
 using testing::Sample;
 using testing::Sum;
+using testing::TestPoll;
 using testing::TestSession;
 using testing::Value;
 using testing::WaitFor;
@@ -35,13 +37,6 @@ using Clock = std::chrono::steady_clock;
 const std::vector<int> kHotKeys = {5101, 5102};
 
 void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-PollConfig Poll(int interval_ms) {
-  PollConfig p;
-  p.interval = Duration(interval_ms);
-  p.timeout = Duration(10000);
-  return p;
-}
 
 TargetConfig Target(const testing::Pgbouncer& bouncer) {
   TargetConfig t;
@@ -206,7 +201,7 @@ class HotKeyTraffic {
 TEST(PooledLocks, TransactionLocksOnHotKeysAreNeverSessionLocks) {
   testing::Pgbouncer bouncer({.pool_mode = "transaction", .default_pool_size = 2});
   ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
-  Poller poller(Target(bouncer), Poll(1000));
+  Poller poller(Target(bouncer), TestPoll({.interval_ms = 1000, .timeout_ms = 10000}));
   poller.Start();
   HotKeyTraffic traffic(bouncer, 4, 20, 200);
   const Tally t = SampleUntil(poller, Clock::now() + std::chrono::seconds(62));
@@ -229,7 +224,7 @@ TEST(PooledLocks, TransactionLocksOnHotKeysAreNeverSessionLocks) {
 TEST(PooledLocks, TransactionLockTakenBetweenTheReadsIsNotASessionLock) {
   testing::Pgbouncer bouncer({.pool_mode = "transaction", .default_pool_size = 2});
   ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
-  Poller poller(Target(bouncer), Poll(100));
+  Poller poller(Target(bouncer), TestPoll({.interval_ms = 100, .timeout_ms = 10000}));
   poller.Start();
   HotKeyTraffic traffic(bouncer, 4, 0, 0);
   Tally t;
@@ -257,7 +252,7 @@ TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
   const int leak_every = soak != nullptr ? 120 : 1000;
   testing::Pgbouncer bouncer({.pool_mode = "transaction", .default_pool_size = 20});
   ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
-  Poller poller(Target(bouncer), Poll(1000));
+  Poller poller(Target(bouncer), TestPoll({.interval_ms = 1000, .timeout_ms = 10000}));
   poller.Start();
   HotKeyTraffic traffic(bouncer, 4, 20, 200);
   const auto start = Clock::now();
@@ -366,7 +361,7 @@ TEST(PooledLocks, PoolerReconnectAndKillReleaseALeakedLockTerminateLosesIt) {
     name.key = std::stoll(key);
     t.locks.push_back(name);
   }
-  Poller poller(t, Poll(500));
+  Poller poller(t, TestPoll({.interval_ms = 500, .timeout_ms = 10000}));
   for (const auto& [mode, key] : modes) {
     std::string pid;
     {

@@ -10,6 +10,7 @@
 #include "exporter/poll/poller.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
@@ -19,6 +20,7 @@ using testing::Sample;
 using testing::Select;
 using testing::Sum;
 using testing::SumPresent;
+using testing::TestPoll;
 using testing::TestPostgres;
 using testing::TestSession;
 using testing::Value;
@@ -40,13 +42,6 @@ TargetConfig Target(const std::string& name, const TestPostgres& pg) {
   t.dsn = pg.Dsn();
   t.leases = {Lease("leases", false), Lease("leases_everywhere", true)};
   return t;
-}
-
-PollConfig FastPoll() {
-  PollConfig p;
-  p.interval = Duration(1000);
-  p.timeout = Duration(10000);  // a loaded shared machine; nothing here waits on purpose
-  return p;
 }
 
 std::string PollAndScrapeText(Poller& poller) {
@@ -122,8 +117,8 @@ TEST_F(Standby, RoleOnBothAndLeasesOnlyWhereConfigured) {
   TestSession holder(standby->Dsn() + " application_name=standby-holder");
   holder.Query("SELECT pg_advisory_lock(4242)");
 
-  Poller on_primary(Target("primary", Pg()), FastPoll());
-  Poller on_standby(Target("standby", *standby), FastPoll());
+  Poller on_primary(Target("primary", Pg()), TestPoll({.timeout_ms = 10000}));
+  Poller on_standby(Target("standby", *standby), TestPoll({.timeout_ms = 10000}));
   const std::string primary_text = PollAndScrapeText(on_primary);
   const std::string standby_text = PollAndScrapeText(on_standby);
   PrintSeries("primary", primary_text);
@@ -151,7 +146,7 @@ TEST_F(Standby, PromotionSwitchesTheRoleWithoutLosses) {
   ASSERT_NE(standby, nullptr);
   TestSession holder(standby->Dsn() + " application_name=standby-holder");
   holder.Query("SELECT pg_advisory_lock(4242)");
-  Poller poller(Target("node", *standby), FastPoll());
+  Poller poller(Target("node", *standby), TestPoll({.timeout_ms = 10000}));
   PollAndScrapeText(poller);
   const std::string before = PollAndScrapeText(poller);
   PrintSeries("standby before promotion", before);

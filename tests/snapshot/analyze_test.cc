@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "exporter/collectors/activity.h"
 #include "exporter/collectors/registry.h"
 #include "exporter/config/holder_matcher.h"
 #include "exporter/snapshot/lock_names.h"
@@ -93,6 +94,13 @@ const HeldLock* FindHeld(const TargetView& v, int pid) {
     if (h.holder.pid == pid) return &h;
   }
   return nullptr;
+}
+
+// ActivityCollector's clients, as its part of the view.
+const std::vector<ClientRow>& Clients(const TargetView& v) {
+  static const std::vector<ClientRow> none;
+  const ClientSessions* c = v.parts.Find<ClientSessions>();
+  return c != nullptr ? c->rows : none;
 }
 
 const IdleHolder* FindIdle(const TargetView& v, int pid) {
@@ -504,9 +512,9 @@ TEST(AnalyzeTest, PoolOfIdleLockHoldersIsStarved) {
   d.locks.push_back(Held(20, BigintKey(99)));
 
   const Result r = AnalyzeData(d);
-  ASSERT_EQ(r.view.clients.size(), 2u);
+  ASSERT_EQ(Clients(r.view).size(), 2u);
   // Most idle lock holders first.
-  const ClientRow& pool = r.view.clients[0];
+  const ClientRow& pool = Clients(r.view)[0];
   EXPECT_EQ(pool.key.application_name, "pool");
   EXPECT_EQ(pool.key.datname, "appdb");
   EXPECT_EQ(pool.key.client_addr, "10.0.0.1");
@@ -514,7 +522,7 @@ TEST(AnalyzeTest, PoolOfIdleLockHoldersIsStarved) {
   EXPECT_EQ(pool.total, 4);
   EXPECT_EQ(pool.idle_lock_holders, 4);
   EXPECT_EQ(pool.sessions_by_state, (std::map<std::string, int>{{"idle", 4}}));
-  const ClientRow& cron = r.view.clients[1];
+  const ClientRow& cron = Clients(r.view)[1];
   EXPECT_EQ(cron.key.application_name, "cron");
   EXPECT_EQ(cron.total, 2);
   EXPECT_EQ(cron.idle_lock_holders, 0);
@@ -534,9 +542,9 @@ TEST(AnalyzeTest, ClientsSplitByAddressUserAndDatabase) {
   f.datname = "otherdb";
   d.sessions = {a, b, c, e, f};
   const Result r = AnalyzeData(d);
-  ASSERT_EQ(r.view.clients.size(), 4u);
+  ASSERT_EQ(Clients(r.view).size(), 4u);
   int unknown_states = 0;
-  for (const ClientRow& row : r.view.clients) {
+  for (const ClientRow& row : Clients(r.view)) {
     const auto it = row.sessions_by_state.find("unknown");
     if (it != row.sessions_by_state.end()) unknown_states += it->second;
   }
@@ -575,7 +583,7 @@ TEST(AnalyzeTest, TopNKeepsTheMostSevereAndCountsTheRest) {
   EXPECT_DOUBLE_EQ(r.view.waits[1].seconds, 25);
   EXPECT_EQ(r.dropped.at("pglock_advisory_lock_wait_seconds"), 1);
 
-  EXPECT_EQ(r.view.clients.size(), 2u);
+  EXPECT_EQ(Clients(r.view).size(), 2u);
   EXPECT_EQ(r.dropped.at("pglock_client_sessions"), 4);  // 5 holder clients + 1 waiter client
   EXPECT_EQ(r.dropped.at("pglock_idle_in_transaction_holder_seconds"), 0);
 

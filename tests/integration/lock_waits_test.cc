@@ -15,6 +15,7 @@
 #include "exporter/queries.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
@@ -23,6 +24,7 @@ using testing::Pg;
 using testing::PollAndScrape;
 using testing::Sample;
 using testing::Select;
+using testing::TestPoll;
 using testing::TestSession;
 using testing::Value;
 using testing::WaitFor;
@@ -32,14 +34,6 @@ TargetConfig Target() {
   t.name = "it";
   t.dsn = Pg().Dsn();
   return t;
-}
-
-PollConfig FastPoll() {
-  PollConfig p;
-  p.interval = Duration(1000);
-  p.timeout = Duration(5000);
-  p.top_n = 20;
-  return p;
 }
 
 std::string Pid(const TestSession& s) { return std::to_string(s.Pid()); }
@@ -81,7 +75,7 @@ TEST(LockWaits, PileUpBehindAnIdleTransaction) {
   WaitUntilWaiting(reader2, "relation");
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
 
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000}));
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(
       Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "relation"}}),
@@ -157,7 +151,7 @@ TEST(LockWaits, QueuedWaitersPointAtTheHolderNotAtEachOther) {
   // pg_blocking_pids() names the first waiter as a blocker of the second one too.
   EXPECT_EQ(Pg().Scalar("SELECT cardinality(pg_blocking_pids(" + Pid(second) + "))"), "2");
 
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000}));
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(EdgeOf(samples, first).at("blocker_pid"), Pid(holder));
   EXPECT_EQ(EdgeOf(samples, second).at("blocker_pid"), Pid(holder));
@@ -185,7 +179,7 @@ TEST(LockWaits, ChainOfRowLocksPointsAtEachHolder) {
   c.Send("UPDATE chain SET v = 3 WHERE id = 2");  // C waits for B's transaction
   WaitUntilWaiting(c, "transactionid");
 
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000}));
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_lock_waiters",
                   {{"datname", "postgres"}, {"locktype", "transactionid"}}),
@@ -221,7 +215,7 @@ TEST(LockWaits, PreparedTransactionIsARootWithItsGid) {
   WaitUntilWaiting(w, "transactionid");
   EXPECT_EQ(Pg().Scalar("SELECT pg_blocking_pids(" + Pid(w) + ")::text"), "{0}");
 
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000}));
   const auto samples = PollAndScrape(poller);
   const auto e = EdgeOf(samples, w);
   EXPECT_EQ(e.at("blocker_pid"), "0");
@@ -257,7 +251,7 @@ TEST(LockWaits, WaitInAnotherDatabaseShowsTheRelationOid) {
   waiter.Send("SELECT * FROM far");
   WaitUntilWaiting(waiter, "relation");
 
-  Poller poller(Target(), FastPoll());  // connected to "postgres"
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000}));  // connected to "postgres"
   const auto samples = PollAndScrape(poller);
   const auto e = EdgeOf(samples, waiter);
   EXPECT_EQ(e.at("datname"), "otherdb");
@@ -281,7 +275,7 @@ TEST(LockWaits, AdvisoryWaitsAreCountedUnderTheirLockType) {
   holder.Query("SELECT pg_advisory_lock(8080)");
   waiter.Send("SELECT pg_advisory_lock(8080)");
   WaitUntilWaiting(waiter, "advisory");
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000}));
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(
       Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "advisory"}}),
@@ -312,7 +306,7 @@ TEST(LockWaits, DeadlockInProgressIsACycleWithoutRoots) {
   b.Send("UPDATE deadlock SET v = 2 WHERE id = 1");
   WaitUntilWaiting(b, "transactionid");
 
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000}));
   const auto started = std::chrono::steady_clock::now();
   const auto samples = PollAndScrape(poller);
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(3));
@@ -345,7 +339,7 @@ TEST(LockWaits, CreateIndexConcurrentlyWaitsOnAnOldSnapshot) {
   ddl.Send("CREATE INDEX CONCURRENTLY cic_id ON cic (id)");
   WaitUntilWaiting(ddl, "virtualxid");
 
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000}));
   const auto samples = PollAndScrape(poller);
   const auto e = EdgeOf(samples, ddl);
   EXPECT_EQ(e.at("locktype"), "virtualxid");
@@ -391,7 +385,7 @@ TEST(LockWaits, ParallelWorkersCountUnderTheirLeader) {
                Pid(query)) == "2";
   })) << "the parallel workers never waited";
 
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000}));
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(
       Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "relation"}}),
@@ -487,7 +481,7 @@ TEST(LockWaits, WaitersOfEveryKindMeanOneReadOfPgLocks) {
     EXPECT_EQ(reads, 1);
   }
   // And the poll sees both waits, each under its lock type.
-  Poller poller(Target(), FastPoll());
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000}));
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(
       Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "relation"}}),

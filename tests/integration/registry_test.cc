@@ -2,6 +2,8 @@
 // columns by name (the same rows in another column order parse to the same data); a missing
 // column is an unexpected-shape error that names it. Also the tiered plan and the one-round-trip
 // batch with its SET LOCAL timeouts.
+#include "exporter/collectors/registry.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "exporter/collectors/registry.h"
 #include "exporter/pg/batch.h"
 #include "exporter/pg/connection.h"
 #include "exporter/poll/poller.h"

@@ -1,0 +1,616 @@
+#include "exporter/events/advisory_holds.h"
+
+#include <algorithm>
+#include <span>
+#include <string>
+#include <unordered_map>
+
+#include "exporter/snapshot/analyze.h"
+#include "exporter/snapshot/poll_index.h"
+
+namespace pglock {
+
+struct Hold {
+  SessionId session;
+  bool exclusive;
+};
+
+// The granted advisory locks of a poll grouped by key, in flat sorted arrays: at 100k locks a
+// std::map of vectors costs more than the rest of the poll.
+class HoldIndex {
+ public:
+  explicit HoldIndex(const PollData& data) {
+    std::unordered_map<int, double> backend_start;
+    for (const Session& s : data.sessions) backend_start[s.pid] = s.backend_start;
+    std::vector<std::pair<AdvisoryKey, Hold>> rows;
+    rows.reserve(data.locks.size());
+    for (const AdvisoryLock& l : data.locks) {
+      if (!l.granted) continue;
+      const auto it = backend_start.find(l.pid);
+      rows.push_back({l.key, {{l.pid, it == backend_start.end() ? 0 : it->second}, l.exclusive}});
+    }
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    holds_.reserve(rows.size());
+    for (const auto& [key, hold] : rows) {
+      if (keys_.empty() || !(keys_.back() == key)) {
+        keys_.push_back(key);
+        starts_.push_back(holds_.size());
+      }
+      holds_.push_back(hold);
+    }
+    starts_.push_back(holds_.size());
+  }
+
+  size_t size() const { return keys_.size(); }
+  const AdvisoryKey& key(size_t i) const { return keys_[i]; }
+  std::span<const Hold> holds(size_t i) const {
+    return {holds_.data() + starts_[i], starts_[i + 1] - starts_[i]};
+  }
+  // Holds of `key`; empty when nobody holds it.
+  std::span<const Hold> Find(const AdvisoryKey& key) const {
+    const auto it = std::lower_bound(keys_.begin(), keys_.end(), key);
+    if (it == keys_.end() || !(*it == key)) return {};
+    return holds(static_cast<size_t>(it - keys_.begin()));
+  }
+
+ private:
+  std::vector<AdvisoryKey> keys_;  // sorted, unique
+  std::vector<size_t> starts_;     // holds of keys_[i] are holds_[starts_[i] .. starts_[i+1])
+  std::vector<Hold> holds_;
+};
+
+namespace {
+
+std::string CounterLock(const AdvisoryKey& key, const LockNames* names) {
+  if (names != nullptr && names->count({key.classid, key.objid, key.objsubid}) != 0) {
+    return LockLabel(key, names);
+  }
+  return "unnamed";
+}
+
+// PostgreSQL 14 reads pg_stat_database from the stats collector's file, which a backend accepts
+// up to 500 ms old, while pg_stat_activity and pg_locks are current: a session that ended just
+// before the poll is gone with its locks but its end is not counted yet, so a termination or a
+// timeout would pass for a clean disconnect. True when that can be the case: the counters were
+// written before `ended_by` and a session that held a lock in `prev` (or whose hold waits) is gone
+// in `cur`.
+bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_by,
+                        const std::set<SessionId>& waiting) {
+  if (!cur.database_stats_snapshot || *cur.database_stats_snapshot >= ended_by ||
+      !prev.database_stats || prev.postmaster_start != cur.postmaster_start) {
+    return false;
+  }
+  std::set<SessionId> alive;
+  for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
+  std::unordered_map<int, double> backend_start;
+  for (const Session& s : prev.sessions) backend_start[s.pid] = s.backend_start;
+  return std::any_of(prev.locks.begin(), prev.locks.end(),
+                     [&](const AdvisoryLock& l) {
+                       const auto it = backend_start.find(l.pid);
+                       return l.granted && it != backend_start.end() &&
+                              alive.count({l.pid, it->second}) == 0;
+                     }) ||
+         std::any_of(waiting.begin(), waiting.end(),
+                     [&](const SessionId& sid) { return alive.count(sid) == 0; });
+}
+
+using LostKeys = std::map<AdvisoryKey, LostKey>;
+
+// Calls f(key, held_before, held_now) for every key held at `prev` or at `cur`, in key order: both
+// indexes are sorted, so one merge walk instead of a binary search for every key.
+template <typename F>
+void ForEachKey(const HoldIndex& prev, const HoldIndex& cur, F&& f) {
+  size_t i = 0, j = 0;
+  while (i < prev.size() || j < cur.size()) {
+    if (j == cur.size() || (i < prev.size() && prev.key(i) < cur.key(j))) {
+      f(prev.key(i), prev.holds(i), std::span<const Hold>{});
+      ++i;
+    } else if (i == prev.size() || cur.key(j) < prev.key(i)) {
+      f(cur.key(j), std::span<const Hold>{}, cur.holds(j));
+      ++j;
+    } else {
+      f(prev.key(i), prev.holds(i), cur.holds(j));
+      ++i;
+      ++j;
+    }
+  }
+}
+
+// True when `session`, whose lock held at the previous inventory is gone now, is still listed and
+// ran no statement in between (same state, same state_change): nothing the client sent released
+// the lock, so the backend is ending (it releases its locks before it counts its end and leaves
+// pg_stat_activity), and the next inventory tells how.
+bool BackendEnding(const SessionId& session, const PollIndex& prev_index,
+                   const PollIndex& cur_index) {
+  const Session* before = prev_index.Find(session.first);
+  const Session* after = cur_index.Find(session.first);
+  return before != nullptr && after != nullptr && after->backend_start == session.second &&
+         before->state_change && before->state_change == after->state_change &&
+         before->state == after->state;
+}
+
+// Changes of exclusive holder between prev and cur: a takeover when the key was lost (in this
+// interval, or within the takeover window), else a hand-over.
+void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
+                        const PollIndex& prev_index, const PollIndex& cur_index, double now,
+                        const LockNames* names, const std::set<AdvisoryKey>& waiting_keys,
+                        LostKeys* lost_keys, Counters* counters, std::vector<Event>* events) {
+  ForEachKey(
+      prev_holds, cur_holds,
+      [&](const AdvisoryKey& key, std::span<const Hold> before, std::span<const Hold> now_held) {
+        // Usually one holder on each side: compare in place, without allocating.
+        bool held_now = false, held_before = false, same_holder = false;
+        const Hold* previous = nullptr;
+        const Hold* current = nullptr;
+        for (const Hold& b : before) {
+          if (b.exclusive && previous == nullptr) previous = &b;
+          held_before = held_before || b.exclusive;
+        }
+        for (const Hold& h : now_held) {
+          if (!h.exclusive) continue;
+          held_now = true;
+          if (current == nullptr) current = &h;
+          for (const Hold& b : before)
+            same_holder = same_holder || (b.exclusive && b.session == h.session);
+        }
+        if (!held_now || same_holder) return;
+        // Its holder's judgement waits: the change of holder is judged with how it ended.
+        if (previous != nullptr && waiting_keys.count(key) != 0) return;
+        Event e;
+        e.time = now;
+        e.datname = cur_index.Datname(key.datid);
+        e.lock = LockLabel(key, names);
+        e.current = IdentityOf(cur_index.Find(current->session.first), current->session.first);
+        if (const auto lost = lost_keys->find(key); lost != lost_keys->end()) {
+          counters->takeovers[{e.datname, CounterLock(key, names)}] += 1;
+          e.kind = "lock_takeover";
+          e.previous = lost->second.holder;
+          lost_keys->erase(lost);  // one takeover per loss
+        } else if (held_before) {
+          counters->handovers[{e.datname, CounterLock(key, names)}] += 1;
+          e.kind = "lock_handover";
+          e.previous =
+              IdentityOf(prev_index.Find(previous->session.first), previous->session.first);
+        } else {
+          return;
+        }
+        if (events != nullptr) events->push_back(std::move(e));
+      });
+}
+
+}  // namespace
+
+// One interval of lock events: the two inventories it lies between, indexed.
+struct JudgedInterval {
+  JudgedInterval(const PollData& p, const PollData& c, std::shared_ptr<const HoldIndex> ph,
+                 std::shared_ptr<const HoldIndex> ch)
+      : prev(p),
+        cur(c),
+        prev_holds_owner(std::move(ph)),
+        cur_holds_owner(std::move(ch)),
+        prev_holds(*prev_holds_owner),
+        cur_holds(*cur_holds_owner),
+        prev_index(p),
+        cur_index(c),
+        restarted(p.postmaster_start != c.postmaster_start),
+        // Not before 14 (no session counters), and not at a restart (everything is lost then).
+        settle(!restarted && c.database_stats.has_value() && p.database_stats.has_value()) {}
+
+  // The key's exclusive holder at `cur` other than `d`'s session, into d->taken_by/taker.
+  void NoteTaker(PendingHold* d) const {
+    if (!d->exclusive || d->taken_by) return;
+    for (const Hold& c : cur_holds.Find(d->key)) {
+      if (!c.exclusive || c.session == d->session) continue;
+      d->taken_by = c.session;
+      d->taker = IdentityOf(cur_index.Find(c.session.first), c.session.first);
+      break;
+    }
+  }
+
+  // A hold of `prev` whose judgement waits, in `state`.
+  PendingHold Waiting(const AdvisoryKey& key, const Hold& h, HoldState state) const {
+    PendingHold d;
+    d.state = state;
+    d.key = key;
+    d.session = h.session;
+    d.exclusive = h.exclusive;
+    d.held_at = prev.now;
+    d.db = prev_index.Datname(key.datid);
+    d.holder = IdentityOf(prev_index.Find(h.session.first), h.session.first);
+    return d;
+  }
+
+  const PollData& prev;
+  const PollData& cur;
+  const std::shared_ptr<const HoldIndex> prev_holds_owner;
+  const std::shared_ptr<const HoldIndex> cur_holds_owner;
+  const HoldIndex& prev_holds;
+  const HoldIndex& cur_holds;
+  const PollIndex prev_index;
+  const PollIndex cur_index;
+  const bool restarted;
+  // A holder whose session closed with no end counted waits for Settle(): its count may be on
+  // its way.
+  const bool settle;
+};
+
+std::shared_ptr<const HoldIndex> AdvisoryHolds::HoldsOf(
+    const std::shared_ptr<const PollData>& poll) {
+  if (poll == indexed_poll_ && indexed_holds_ != nullptr) return indexed_holds_;
+  return std::make_shared<const HoldIndex>(*poll);
+}
+
+const char* HoldStateName(HoldState s) {
+  switch (s) {
+    case HoldState::kHeld:
+      return "held";
+    case HoldState::kBackendEnding:
+      return "backend_ending";
+    case HoldState::kAwaitingEndCount:
+      return "awaiting_end_count";
+    case HoldState::kSettling:
+      return "settling";
+    case HoldState::kEnded:
+      return "ended";
+  }
+  return "ended";
+}
+
+HoldTransition NextHoldState(HoldState from, const HoldEvidence& e) {
+  const auto ended = [](HoldEnd end) { return HoldTransition{HoldState::kEnded, end}; };
+  switch (from) {
+    case HoldState::kHeld:
+      if (e.restarted) return ended(HoldEnd::kServerRestart);
+      if (e.still_held) return {HoldState::kHeld};
+      if (e.end_count_awaited) return {HoldState::kAwaitingEndCount};
+      if (e.backend_ending) return {HoldState::kBackendEnding};
+      break;
+    case HoldState::kBackendEnding:
+    case HoldState::kAwaitingEndCount:
+      if (e.restarted) return ended(HoldEnd::kServerRestart);
+      break;
+    case HoldState::kSettling:
+      return ended(e.session_end.value_or(HoldEnd::kCleanClose));
+    case HoldState::kEnded:
+      return {HoldState::kEnded};
+  }
+  const HoldEnd end = e.session_end.value_or(HoldEnd::kStillConnected);
+  // Closed with no end counted, yet: the count may be on its way.
+  if (end == HoldEnd::kCleanClose && e.can_settle) return {HoldState::kSettling};
+  return ended(end);
+}
+
+bool AdvisoryHolds::settling() const {
+  return std::any_of(pending_.begin(), pending_.end(),
+                     [](const PendingHold& p) { return p.state == HoldState::kSettling; });
+}
+
+WaitingSessions AdvisoryHolds::Waiting() const {
+  WaitingSessions out;
+  for (const PendingHold& p : pending_) {
+    if (p.state == HoldState::kSettling) continue;
+    out.all.insert(p.session);
+    if (p.state == HoldState::kAwaitingEndCount) out.awaited.insert(p.session);
+  }
+  return out;
+}
+
+std::optional<HoldState> AdvisoryHolds::StateOf(const AdvisoryKey& key,
+                                                const SessionId& session) const {
+  for (const PendingHold& p : pending_) {
+    if (p.key == key && p.session == session) return p.state;
+  }
+  if (indexed_holds_ == nullptr) return std::nullopt;
+  for (const Hold& h : indexed_holds_->Find(key)) {
+    if (h.session == session) return HoldState::kHeld;
+  }
+  return std::nullopt;
+}
+
+void AdvisoryHolds::Observe(const std::shared_ptr<const PollData>& cur,
+                            const std::shared_ptr<const PollData>& last_inventory,
+                            const LockNames* names, Counters* counters,
+                            std::vector<Event>* events) {
+  Settle(std::nullopt, 0, names, counters, events);  // what the poller did not settle: clean closes
+  SeedZeroCounters(*cur, names, counters);
+  SeeSessions(*cur);
+  if (!cur->inventory) return;
+  if (last_inventory == nullptr) {
+    ForgetEndedSessions(*cur);  // the first inventory: nothing before it to explain
+    return;
+  }
+  const bool waiting = counter_wait_.baseline != nullptr;
+  std::shared_ptr<const PollData> baseline = waiting ? counter_wait_.baseline : last_inventory;
+  if (counter_wait_.waits < kMaxCounterWaits &&
+      SessionCountersLag(*baseline, *cur, waiting ? counter_wait_.since : cur->now,
+                         Waiting().all)) {
+    if (!waiting) counter_wait_.since = cur->now;
+    counter_wait_.baseline = std::move(baseline);
+    ++counter_wait_.waits;
+    return;
+  }
+  CountLockEvents(baseline, cur, names, counters, events);
+  if (settling()) settle_.poll = cur;
+  counter_wait_ = {};
+  ForgetEndedSessions(*cur);
+}
+
+void AdvisoryHolds::SeeSessions(const PollData& cur) {
+  for (const Session& s : cur.sessions) {
+    SessionSighting& seen = sightings_[{s.pid, s.backend_start}];
+    seen.datid = s.datid;
+    seen.usesysid = s.usesysid;
+    if (seen.state != s.state) seen.state = s.state;
+    seen.state_change = s.state_change;
+    seen.seen_at = cur.now;
+  }
+}
+
+void AdvisoryHolds::ForgetEndedSessions(const PollData& cur) {
+  std::set<SessionId> alive;
+  for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
+  const std::set<SessionId> waiting = Waiting().all;
+  for (auto it = sightings_.begin(); it != sightings_.end();) {
+    const SessionSighting& seen = it->second;
+    const bool keep = alive.count(it->first) != 0 || waiting.count(it->first) != 0 ||
+                      (seen.awaiting_end && cur.now - *seen.awaiting_end <= kLateSessionEndSeconds);
+    it = keep ? std::next(it) : sightings_.erase(it);
+  }
+}
+
+void AdvisoryHolds::SeedZeroCounters(const PollData& cur, const LockNames* names,
+                                     Counters* counters) {
+  // Series that exist at 0 before the first event let increase()/rate() see that event. A lock
+  // event needs a hold seen at an earlier poll, so the series of a database and lock name are
+  // made when a lock is first seen held there: a database without lock activity adds none.
+  // Bounded: databases x (configured names + "unnamed") x causes, and the leases of small tables.
+  std::set<std::pair<uint32_t, std::string>> held;  // (datid, counter lock label)
+  std::set<uint32_t> unnamed;
+  for (const AdvisoryLock& l : cur.locks) {
+    if (!l.granted) continue;
+    if (names != nullptr && !names->empty() &&
+        names->count({l.key.classid, l.key.objid, l.key.objsubid}) != 0) {
+      held.emplace(l.key.datid, CounterLock(l.key, names));
+    } else {
+      unnamed.insert(l.key.datid);
+    }
+  }
+  for (uint32_t datid : unnamed) held.emplace(datid, "unnamed");
+  if (held.empty() && cur.leases.empty()) return;
+  const PollIndex index(cur);
+  for (const auto& [datid, lock] : held) {
+    const std::string db = index.Datname(datid);
+    if (counters->takeovers.count({db, lock}) != 0) continue;  // seeded before
+    for (HoldEnd cause : kLossCauses) counters->losses[{db, lock, HoldEndLabel(cause)}] += 0;
+    for (const char* reason : {"unlocked", "session_closed"}) {
+      counters->releases[{db, lock, reason}] += 0;
+    }
+    counters->takeovers[{db, lock}] += 0;
+    counters->handovers[{db, lock}] += 0;
+  }
+}
+
+void AdvisoryHolds::CountLockEvents(const std::shared_ptr<const PollData>& prev_poll,
+                                    const std::shared_ptr<const PollData>& cur_poll,
+                                    const LockNames* names, Counters* counters,
+                                    std::vector<Event>* events) {
+  const PollData& prev = *prev_poll;
+  const PollData& cur = *cur_poll;
+  const JudgedInterval in(prev, cur, HoldsOf(prev_poll), HoldsOf(cur_poll));
+  // The next judgement's baseline is this one's `cur`: its holds are indexed once.
+  indexed_poll_ = cur_poll;
+  indexed_holds_ = in.cur_holds_owner;
+  // A restart ends every session: every lock held before is lost, and the next run that takes
+  // one of them may overlap a run that still believes it holds it.
+  if (in.restarted) {
+    sightings_.clear();
+    SeeSessions(cur);
+  }
+  const EndJudgement ended =
+      in.restarted ? EndJudgement{} : EndCauses(prev, cur, Waiting(), settled_ends_, &sightings_);
+  settled_ends_.clear();
+  settle_.stats = cur.database_stats.value_or(std::vector<DatabaseStats>{});
+  settle_.now = cur.now;
+  std::vector<PendingHold> waiting = std::move(pending_);
+  pending_.clear();
+  JudgeWaitingHolds(in, ended, std::move(waiting), names, counters, events);
+  // Keys whose change of holder is judged later, with how their holder's session ended.
+  std::set<AdvisoryKey> waiting_keys;
+  JudgeHeldHolds(in, ended, names, counters, events, &waiting_keys);
+  // Forget losses older than the takeover window: a key taken that much later is a new run.
+  for (auto it = lost_keys_.begin(); it != lost_keys_.end();) {
+    it = cur.now - it->second.lost_at > takeover_window_seconds_ ? lost_keys_.erase(it) : ++it;
+  }
+  const HoldIndex nothing_held{PollData{}};
+  CountHolderChanges(in.restarted ? nothing_held : in.prev_holds, in.cur_holds, in.prev_index,
+                     in.cur_index, cur.now, names, waiting_keys, &lost_keys_, counters, events);
+  while (lost_keys_.size() > kMaxLostKeys) {
+    auto oldest = std::min_element(
+        lost_keys_.begin(), lost_keys_.end(),
+        [](const auto& a, const auto& b) { return a.second.lost_at < b.second.lost_at; });
+    lost_keys_.erase(oldest);
+  }
+}
+
+void AdvisoryHolds::JudgeWaitingHolds(const JudgedInterval& in, const EndJudgement& ended,
+                                      std::vector<PendingHold> waiting, const LockNames* names,
+                                      Counters* counters, std::vector<Event>* events) {
+  for (PendingHold& d : waiting) {
+    const Session* s = in.cur_index.Find(d.session.first);
+    HoldEvidence e;
+    e.restarted = in.restarted;
+    e.can_settle = in.settle;
+    if (s == nullptr || s->backend_start != d.session.second) {
+      const auto it = ended.causes.find(d.session);
+      e.session_end = it == ended.causes.end() ? HoldEnd::kCleanClose : it->second;
+    }
+    // The key's next holder: who had it when the hold started to wait, else who has it now.
+    if (!in.restarted) in.NoteTaker(&d);
+    const HoldTransition t = NextHoldState(d.state, e);
+    if (t.to == HoldState::kSettling) {
+      d.state = HoldState::kSettling;
+      pending_.push_back(std::move(d));  // its key was not held by it at `prev`
+      continue;
+    }
+    // Everything is lost at a restart; the key's next holder is judged as after any restart.
+    CountEndedAfterWait(d, t.end, in.cur.now, names, counters, events);
+  }
+}
+
+void AdvisoryHolds::JudgeHeldHolds(const JudgedInterval& in, const EndJudgement& ended,
+                                   const LockNames* names, Counters* counters,
+                                   std::vector<Event>* events,
+                                   std::set<AdvisoryKey>* waiting_keys) {
+  const HoldIndex nothing_held{PollData{}};
+  // Everything is lost at a restart: nothing is still held.
+  ForEachKey(
+      in.prev_holds, in.restarted ? nothing_held : in.cur_holds,
+      [&](const AdvisoryKey& key, std::span<const Hold> before, std::span<const Hold> now_held) {
+        for (const Hold& h : before)
+          JudgeHeldHold(in, ended, key, h, now_held, names, counters, events, waiting_keys);
+      });
+}
+
+void AdvisoryHolds::JudgeHeldHold(const JudgedInterval& in, const EndJudgement& ended,
+                                  const AdvisoryKey& key, const Hold& h,
+                                  std::span<const Hold> now_held, const LockNames* names,
+                                  Counters* counters, std::vector<Event>* events,
+                                  std::set<AdvisoryKey>* waiting_keys) {
+  HoldEvidence e;
+  e.still_held = std::any_of(now_held.begin(), now_held.end(),
+                             [&](const Hold& c) { return c.session == h.session; });
+  if (e.still_held) return;  // kHeld stays kHeld: the common case, without the lookups
+  e.restarted = in.restarted;
+  e.can_settle = in.settle;
+  e.backend_ending = !in.restarted && BackendEnding(h.session, in.prev_index, in.cur_index);
+  e.end_count_awaited = ended.pending.count(h.session) != 0;
+  if (const auto it = ended.causes.find(h.session); it != ended.causes.end()) {
+    e.session_end = it->second;
+  }
+  const HoldTransition t = NextHoldState(HoldState::kHeld, e);
+  if (t.to == HoldState::kEnded) {
+    CountEnded(in, key, h, t.end, names, counters, events);
+    return;
+  }
+  PendingHold d = in.Waiting(key, h, t.to);
+  in.NoteTaker(&d);
+  if (h.exclusive) waiting_keys->insert(key);
+  pending_.push_back(std::move(d));
+}
+
+void AdvisoryHolds::CountEnded(const JudgedInterval& in, const AdvisoryKey& key, const Hold& h,
+                               HoldEnd end, const LockNames* names, Counters* counters,
+                               std::vector<Event>* events) {
+  // Labels only for the few locks that changed.
+  const std::string db = in.prev_index.Datname(key.datid), lock = CounterLock(key, names);
+  if (end == HoldEnd::kStillConnected) {
+    counters->releases[{db, lock, HoldEndLabel(end)}] += 1;
+    return;  // routine: no event
+  }
+  Event e;
+  e.time = in.cur.now;
+  e.datname = db;
+  e.lock = LockLabel(key, names);
+  e.previous = IdentityOf(in.prev_index.Find(h.session.first), h.session.first);
+  e.cause = HoldEndLabel(end);
+  if (end == HoldEnd::kCleanClose) {
+    counters->releases[{db, lock, e.cause}] += 1;
+    e.kind = "lock_released";
+  } else {
+    counters->losses[{db, lock, e.cause}] += 1;
+    e.kind = "lock_lost";
+    if (h.exclusive) lost_keys_[key] = {h.session.first, h.session.second, in.prev.now, e.previous};
+  }
+  if (events != nullptr) events->push_back(std::move(e));
+}
+
+void AdvisoryHolds::CountEndedAfterWait(const PendingHold& d, HoldEnd end, double now,
+                                        const LockNames* names, Counters* counters,
+                                        std::vector<Event>* events) {
+  const std::optional<Identity> next = d.taken_by ? std::optional<Identity>(d.taker) : std::nullopt;
+  const std::string lock = CounterLock(d.key, names);
+  Event e;
+  e.time = now;
+  e.datname = d.db;
+  e.lock = LockLabel(d.key, names);
+  e.previous = d.holder;
+  const bool lost = IsLoss(end);
+  if (end == HoldEnd::kStillConnected) {
+    counters->releases[{d.db, lock, HoldEndLabel(end)}] += 1;
+  } else {
+    e.cause = HoldEndLabel(end);
+    e.kind = lost ? "lock_lost" : "lock_released";
+    (lost ? counters->losses : counters->releases)[{d.db, lock, e.cause}] += 1;
+    if (events != nullptr) events->push_back(e);
+  }
+  if (!d.exclusive) return;
+  if (!next) {
+    if (lost) lost_keys_[d.key] = {d.session.first, d.session.second, d.held_at, d.holder};
+    return;
+  }
+  e.kind = lost ? "lock_takeover" : "lock_handover";
+  e.cause.clear();
+  e.current = *next;
+  (lost ? counters->takeovers : counters->handovers)[{d.db, lock}] += 1;
+  if (events != nullptr) events->push_back(std::move(e));
+}
+
+void AdvisoryHolds::ReserveOthersEnds(const PollData& poll, const std::set<SessionId>& settling,
+                                      double reservation_horizon,
+                                      std::map<uint32_t, SessionEndDeltas>* late) const {
+  std::set<SessionId> ending;
+  for (const PendingHold& d : pending_) {
+    if (d.state == HoldState::kBackendEnding && settling.count(d.session) == 0 &&
+        ending.insert(d.session).second) {
+      ClaimEnd(&(*late)[d.key.datid]);  // one end, any kind
+    }
+  }
+  for (const auto& [sid, seen] : sightings_) {
+    if (settling.count(sid) != 0) continue;
+    if (!TimeoutMatch(seen, reservation_horizon, poll)) continue;
+    SessionEndDeltas& left = (*late)[seen.datid];
+    if (left.fatal > 0) --left.fatal;
+  }
+}
+
+void AdvisoryHolds::Settle(const std::optional<std::vector<DatabaseStats>>& later,
+                           double seconds_after_poll, const LockNames* names, Counters* counters,
+                           std::vector<Event>* events) {
+  if (!settling()) return;
+  std::vector<PendingHold> holds, rest;
+  for (PendingHold& p : pending_) {
+    (p.state == HoldState::kSettling ? holds : rest).push_back(std::move(p));
+  }
+  pending_ = std::move(rest);
+  std::shared_ptr<const PollData> poll = std::move(settle_.poll);
+  settle_.poll.reset();
+  // Ends counted since the poll that judged these holds, per database.
+  std::map<uint32_t, SessionEndDeltas> late;
+  if (later) late = EndDeltasBetween(settle_.stats, *later);
+  std::set<SessionId> sessions;
+  for (const PendingHold& d : holds) sessions.insert(d.session);
+  if (later && poll != nullptr) {
+    ReserveOthersEnds(*poll, sessions, settle_.now + seconds_after_poll, &late);
+  }
+  // One cause per session, for all its locks; each end explains one session.
+  std::map<SessionId, HoldEnd> causes;
+  for (const PendingHold& d : holds) {
+    if (causes.count(d.session) != 0) continue;
+    SessionEndDeltas& left = late[d.key.datid];
+    const SessionEndDeltas before = left;
+    causes[d.session] = ClaimEnd(&left);
+    SessionEndDeltas& claimed = settled_ends_[d.key.datid];
+    claimed.fatal += before.fatal - left.fatal;
+    claimed.killed += before.killed - left.killed;
+    claimed.abandoned += before.abandoned - left.abandoned;
+  }
+  for (const PendingHold& d : holds) {
+    HoldEvidence e;
+    e.session_end = causes[d.session];
+    CountEndedAfterWait(d, NextHoldState(HoldState::kSettling, e).end, settle_.now, names, counters,
+                        events);
+  }
+}
+
+}  // namespace pglock

@@ -1,0 +1,122 @@
+// How a session that held a lock ended, from the evidence two polls leave: what was last seen of
+// it (idle since when, under which timeouts) and the session end counters of its database
+// (pg_stat_database sessions_fatal / _killed / _abandoned, PostgreSQL 14+). Each counted
+// abnormal end explains one session only; sessions that end as a timeout would claim the fatal
+// ends first, those holding nothing before lock holders, so that a server reaping idle sessions
+// cannot make a holder's clean close page. Pure functions over their arguments; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "exporter/snapshot/poll_data.h"
+
+namespace pglock {
+
+// Seconds of slack when deciding that a session was idle long enough for its timeout to fire.
+inline constexpr double kTimeoutSlackSeconds = 1.0;
+// How long a session that ended as a timeout would end it, but whose end the session counters do
+// not show yet, waits to claim its late count (a poll may fall between the two reads an exit spans;
+// on PostgreSQL 14 the counters may also be up to 500 ms old).
+inline constexpr double kLateSessionEndSeconds = 10.0;
+using SessionId = std::pair<int, double>;  // pid, backend_start: pids are reused
+
+// How a hold that is gone from pg_locks ended: its session still connected (an unlock or the end
+// of its transaction), a clean close of its session, or a loss and its cause.
+enum class HoldEnd {
+  kStillConnected,
+  kCleanClose,
+  kIdleInTransactionTimeout,
+  kIdleSessionTimeout,
+  kTerminated,
+  kConnectionLost,
+  kServerRestart,
+  kUnknown,  // an abnormal end that matches no rule
+};
+inline constexpr HoldEnd kLossCauses[] = {
+    HoldEnd::kIdleInTransactionTimeout, HoldEnd::kIdleSessionTimeout, HoldEnd::kTerminated,
+    HoldEnd::kConnectionLost,           HoldEnd::kServerRestart,      HoldEnd::kUnknown};
+inline bool IsLoss(HoldEnd e) { return e != HoldEnd::kStillConnected && e != HoldEnd::kCleanClose; }
+// The label value where metrics and JSON are written: the `cause` of a loss, the `reason` of a
+// release ("unlocked", "session_closed").
+const char* HoldEndLabel(HoldEnd e);
+
+// The abnormal session ends of one database not explained yet.
+struct SessionEndDeltas {
+  int64_t fatal = 0;
+  int64_t killed = 0;
+  int64_t abandoned = 0;
+};
+
+// A delta of a cumulative counter; a decrease is a reset, the new value counts from zero.
+inline int64_t CounterDelta(int64_t prev, int64_t cur) { return cur >= prev ? cur - prev : cur; }
+
+// The last sight of a session, from any poll (an inventory or not) since lock events were last
+// judged: a session that came and went between two inventories still takes part in explaining its
+// database's session end counters.
+struct SessionSighting {
+  uint32_t datid = 0;
+  uint32_t usesysid = 0;
+  std::string state;
+  std::optional<double> state_change;
+  double seen_at = 0;                  // now() of the poll that saw it
+  std::optional<double> awaiting_end;  // ended as a timeout would, its count not seen yet, since
+};
+using Sightings = std::map<SessionId, SessionSighting>;
+
+// How a session that held a lock ended, from what was last seen of it and the counter deltas of its
+// database: kCleanClose (a release), else the cause of the loss. Each abnormal end explains one
+// session (the delta is consumed). deltas_known is false before PostgreSQL 14 (no session
+// counters).
+HoldEnd InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
+                       double idle_in_transaction_timeout, double idle_session_timeout,
+                       SessionEndDeltas* deltas, bool deltas_known);
+
+// The cause of a session end that no timeout explains, consuming the delta that explains it
+// (kCleanClose: none left).
+HoldEnd ClaimEnd(SessionEndDeltas* deltas, bool deltas_known = true);
+
+// kIdleInTransactionTimeout / kIdleSessionTimeout when the session, last seen idle (in
+// transaction) at last_poll_now, would have reached that timeout by cur_poll_now (with
+// kTimeoutSlackSeconds of slack); else nullopt.
+std::optional<HoldEnd> TimeoutMatch(const Session& last_seen, double last_poll_now,
+                                    double cur_poll_now, double idle_in_transaction_timeout,
+                                    double idle_session_timeout);
+// The same for a sighting, under the timeouts `poll` gives its database and role.
+std::optional<HoldEnd> TimeoutMatch(const SessionSighting& seen, double cur_poll_now,
+                                    const PollData& poll);
+
+// Deltas of the session end counters per database from `before` to `after`; only databases in
+// both.
+std::map<uint32_t, SessionEndDeltas> EndDeltasBetween(const std::vector<DatabaseStats>& before,
+                                                      const std::vector<DatabaseStats>& after);
+
+// The sessions whose hold judgement waits (advisory_holds.h): those that still take part in
+// explaining the next interval's ends.
+struct WaitingSessions {
+  std::set<SessionId> all;      // every session of a hold that waits
+  std::set<SessionId> awaited;  // of those, gone as a timeout would end them, count not seen yet
+};
+
+// How the lock holders of an interval ended.
+struct EndJudgement {
+  std::map<SessionId, HoldEnd> causes;  // of the holders at `prev` gone at `cur`
+  // Holders at `prev` that ended as a timeout would, their end not counted yet (not those waiting
+  // already: a backend counts its end before it leaves, so one interval is enough).
+  std::set<SessionId> pending;
+};
+
+// How each session that held a lock at `prev` (or whose hold waits: `waiting`) and is gone at
+// `cur` ended: kCleanClose, else the cause of the loss. `settled` are the ends already given to a
+// holder judged at `prev` (not claimed again). `sightings` holds the last sight of every session
+// seen since `prev` (and of those ended earlier that still wait for their end count); those that
+// ended as a timeout would, but whose database shows no fatal end for them yet, are marked as
+// waiting for it.
+EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingSessions& waiting,
+                       const std::map<uint32_t, SessionEndDeltas>& settled, Sightings* sightings);
+
+}  // namespace pglock
