@@ -10,6 +10,10 @@
 --                      nobody waits, pg_locks is not read at all. It reads the same
 --                      pg_stat_activity snapshot as the activity statement of this poll.
 -- {waitstart}: pg_locks.waitstart on 14+, NULL on 12/13 (no such column there).
+-- {xids} true (a target with a row_lock table, inventory only): also every granted transactionid
+--   lock, top-level and subtransaction ids alike (one per session that wrote or locked a row), with
+--   its xid in `transactionid`: the row-lock tables' xmax are matched against them. Those rows'
+--   locktype is NULL like the advisory ones'; a granted row with a transactionid is one of them.
 -- For pending requests only (NULL on granted rows, which are all advisory and can be 100k: a
 -- test of a boolean per row costs next to nothing, a text comparison would not):
 --   locktype, mode, transactionid (the xid waited for);
@@ -38,13 +42,14 @@ SELECT l.pid,
                            WHERE c.oid = l.relation),
                           l.relation::text)
             ELSE l.relation::text END AS relation,
-       CASE WHEN NOT l.granted THEN l.transactionid::text END AS transactionid,
+       {transactionid} AS transactionid,
        CASE WHEN NOT l.granted
             THEN concat_ws(':', l.locktype, l.database, l.relation, l.page, l.tuple, l.virtualxid,
                            l.transactionid, l.classid, l.objid, l.objsubid) END AS locktag
 FROM pg_locks l
 WHERE l.pid <> pg_backend_pid()
-  AND (NOT l.granted OR ({inventory} AND l.locktype = 'advisory'))
+  AND (NOT l.granted OR ({inventory} AND l.locktype = 'advisory')
+       OR ({xids} AND l.locktype = 'transactionid'))
   AND ({inventory}
        OR EXISTS (SELECT 1
                   FROM pg_stat_get_activity(NULL) a
