@@ -4,7 +4,7 @@
 -- which rows are held ({expires_at} > now(), or true where held_sql already filters the rows),
 -- {where} which rows are read at all (where_sql AND held_sql, or true; for a row_lock table
 -- where_sql AND (held_sql OR the row lock of queries/row_lock_held.sql)), {xmax} the row's xmax
--- for a row_lock table, else NULL. {table} is the quoted
+-- and {row_locked} that row lock, for a row_lock table, else NULL and false. {table} is the quoted
 -- relation, {limit} poll.max_leases. The window counts run over every matching row before LIMIT,
 -- so the per-state totals stay exact.
 SELECT {name}::text AS name,
@@ -14,7 +14,8 @@ SELECT {name}::text AS name,
        count(*) FILTER (WHERE {held}) OVER () AS held,
        count(*) OVER () AS total,
        extract(epoch FROM now())::float8 AS now,
-       {xmax} AS xmax
+       {xmax} AS xmax,
+       {row_locked} AS row_locked
 FROM {table} AS t
 WHERE {where}
 ORDER BY ({expires_at})::timestamptz ASC NULLS FIRST, 1

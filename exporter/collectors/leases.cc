@@ -353,7 +353,7 @@ void StampFirstHeld(const LiveTransactions& live, TableState* st, LeaseTableData
   std::map<std::string, TableState::Seen> next;
   const double now = t->now;
   for (LeaseRow& row : t->rows) {
-    if (!IsHeld(*t, row) || (t->has_taken_at && row.pid == 0)) continue;
+    if (!IsHeld(*t, row) || (t->has_taken_at && !row.row_locked)) continue;
     const auto it = st->first_held.find(row.name);
     const bool same = it != st->first_held.end() && it->second.holder == row.holder;
     double since = now;
@@ -370,11 +370,16 @@ void StampFirstHeld(const LiveTransactions& live, TableState* st, LeaseTableData
   st->first_held = std::move(next);
 }
 
-// Names the holders of a row_lock table's rows whose xmax is a live transaction's.
+// Names the holders of a row_lock table's rows held by an open transaction: the session that
+// holds a lock on the row's xmax, else the transaction itself.
 void MatchRowLocks(const LiveTransactions& live, LeaseTableData* t) {
   for (LeaseRow& row : t->rows) {
-    const auto it = row.xid != 0 ? live.pids.find(row.xid) : live.pids.end();
-    if (it == live.pids.end()) continue;
+    if (!row.row_locked) continue;
+    const auto it = live.pids.find(row.xid);
+    if (it == live.pids.end()) {
+      row.holder = "transaction " + std::to_string(row.xid) + " (session unknown)";
+      continue;
+    }
     row.pid = it->second;
     const auto s = live.by_pid.find(row.pid);
     row.holder = SessionHolder(s == live.by_pid.end() ? nullptr : s->second, row.pid);
@@ -386,7 +391,7 @@ Status ParseRows(const PgResult& r, LeaseTableData* out) {
   Columns c(r, "lease_table");
   const int name = c["name"], holder = c["holder"], taken_at = c["taken_at"],
             expires_at = c["expires_at"], held = c["held"], total = c["total"], now = c["now"],
-            xmax = c["xmax"];
+            xmax = c["xmax"], row_locked = c["row_locked"];
   if (Status s = c.status(); !s.ok()) return s;
   for (int i = 0; i < r.Rows(); ++i) {
     LeaseRow row;
@@ -397,6 +402,7 @@ Status ParseRows(const PgResult& r, LeaseTableData* out) {
     row.taken_at = r.Double(i, taken_at).value_or(0);
     row.expires_at = r.Double(i, expires_at).value_or(0);
     row.xid = static_cast<uint32_t>(r.Int(i, xmax).value_or(0));
+    row.row_locked = r.Bool(i, row_locked);
     out->held = r.Int(i, held).value_or(0);
     out->total = r.Int(i, total).value_or(0);
     out->rows.push_back(std::move(row));
@@ -513,10 +519,9 @@ std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& tabl
   const std::string expires_at = ExpirySql(conn, table);
   std::string where = table.where_sql.empty() ? "true" : "(" + table.where_sql + ")";
   std::string held = table.held_sql.empty() ? "" : "(" + table.held_sql + ") IS TRUE";
-  if (table.row_lock) {
-    const std::string row_lock = FillTemplate(OneLine(queries::kRowLockHeld), {{"xids", xids}});
-    held = held.empty() ? row_lock : "(" + held + " OR " + row_lock + ")";
-  }
+  const std::string row_lock =
+      table.row_lock ? FillTemplate(OneLine(queries::kRowLockHeld), {{"xids", xids}}) : "false";
+  if (table.row_lock) held = held.empty() ? row_lock : "(" + held + " OR " + row_lock + ")";
   if (!held.empty()) where += " AND " + held;
   const std::vector<std::pair<std::string, std::string>> values = {
       {"table", relation},
@@ -528,6 +533,7 @@ std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& tabl
       {"where", where},
       {"limit", std::to_string(limit)},
       {"xmax", table.row_lock ? "t.xmax::text" : "NULL::text"},
+      {"row_locked", row_lock},
   };
   for (const auto& [k, v] : values) {
     if (v.empty()) return "";

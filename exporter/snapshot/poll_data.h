@@ -140,8 +140,11 @@ struct LeaseRow {
   double taken_at = 0;    // server epoch seconds; when the table has no taken_at, the now() of the
                           // read that first saw the row held (by this holder)
   double expires_at = 0;  // server epoch seconds; 0 when the table has no expiry
-  // row_lock tables: the session whose open transaction has locked or changed the row (its xmax),
-  // 0 when the row is held by held_sql only. The holder text is then that session's.
+  // row_lock tables: held because an open transaction has locked or changed the row (its xmax,
+  // `xid`), and that transaction's session (`pid`; 0 when no live session holds a lock on the id:
+  // a released savepoint, a prepared transaction). The holder text then names the session, or the
+  // transaction. False for rows held by held_sql only.
+  bool row_locked = false;
   int pid = 0;
   uint32_t xid = 0;
 };

@@ -172,14 +172,23 @@ TEST(RowLocks, LockInsideSavepoint) {
   samples = PollAndScrape(poller);
   EXPECT_EQ(HolderPid(samples, "b"), app.Pid()) << Dump(samples, "pglock_row");
   // Released into its parent, the subtransaction has ended: PostgreSQL drops its transactionid
-  // lock, though the row stays locked until the top level ends. The documented limit: no holder
-  // is named (and never a wrong one).
+  // lock, though the row stays locked until the top level ends. Still held, by a transaction in
+  // progress whose session is not known (never a wrong one).
   app.Query("RELEASE s3");
+  const std::string sub = Pg().Scalar("SELECT xmax FROM mutexes WHERE name = 'b'");
   samples = PollAndScrape(poller);
   EXPECT_EQ(HolderPid(samples, "b"), 0) << Dump(samples, "pglock_row");
+  EXPECT_EQ(Value(samples, "pglock_lease_held", {{"lease", "b"}}), 1)
+      << Dump(samples, "pglock_lease");
+  EXPECT_EQ(Select(samples, "pglock_lease_holder_info",
+                   {{"lease", "b"}, {"holder", "transaction " + sub + " (session unknown)"}})
+                .size(),
+            1u)
+      << Dump(samples, "pglock_lease_holder");
   app.Query("COMMIT");
   samples = PollAndScrape(poller);
   EXPECT_TRUE(Select(samples, "pglock_row_lock_held_seconds").empty());
+  EXPECT_TRUE(Select(samples, "pglock_lease_held").empty()) << Dump(samples, "pglock_lease");
 }
 
 // FOR SHARE by two sessions puts a multixact id in xmax: never an error and never a wrong holder.
