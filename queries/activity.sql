@@ -7,7 +7,8 @@
 -- backend's fast path, so every poll would take entries of the server's shared lock table for it
 -- and its two indexes (docs/lock-table.md).
 -- The query column is left(a.query, 1024) with web.show_query_text = true, else NULL: query texts can hold
--- secrets and are read only when the on-call page is allowed to show them.
+-- secrets and are read only when the on-call page is allowed to show them. backend_xid (the
+-- top-level transaction id) tells the holders of row locks in the polls that skip pg_locks.
 SELECT a.pid,
        a.datid,
        d.datname,
@@ -24,7 +25,8 @@ SELECT a.pid,
        a.wait_event_type IS NOT DISTINCT FROM 'Lock' AND a.wait_event = 'advisory' AS advisory_wait,
        CASE WHEN a.wait_event_type = 'Lock'
             THEN array_to_string(pg_blocking_pids(a.pid), ',') END AS blocked_by,
-       {query} AS query
+       {query} AS query,
+       a.backend_xid::text AS backend_xid
 FROM pg_stat_get_activity(NULL) a
 LEFT JOIN pg_database d ON d.oid = a.datid
 WHERE (a.backend_type = 'client backend' OR (a.backend_type IS NULL AND a.usesysid IS NOT NULL))

@@ -14,6 +14,10 @@
 -- other types, the exporter's own, prepared transactions') come back as counted_only rows with
 -- their pid and locktype alone. The cheap tier counts nothing: it must not read every lock.
 -- {waitstart}: pg_locks.waitstart on 14+, NULL on 12/13 (no such column there).
+-- {xids} true (a target with a row_lock table, inventory only): also every granted transactionid
+--   lock, top-level and subtransaction ids alike (one per session that wrote or locked a row), with
+--   its xid in `transactionid`: the row-lock tables' xmax are matched against them. Those rows'
+--   locktype is NULL like the advisory ones'; a granted row with a transactionid is one of them.
 -- For pending requests only (NULL on granted rows, which are all advisory and can be 100k: a
 -- test of a boolean per row costs next to nothing, a text comparison would not):
 --   locktype (and on counted_only rows), mode, transactionid (the xid waited for);
@@ -43,13 +47,14 @@ SELECT l.pid,
                            WHERE c.oid = l.relation),
                           l.relation::text)
             ELSE l.relation::text END AS relation,
-       CASE WHEN NOT l.granted THEN l.transactionid::text END AS transactionid,
+       {transactionid} AS transactionid,
        CASE WHEN NOT l.granted
             THEN concat_ws(':', l.locktype, l.database, l.relation, l.page, l.tuple, l.virtualxid,
                            l.transactionid, l.classid, l.objid, l.objsubid) END AS locktag
 FROM pg_locks l
 CROSS JOIN LATERAL (SELECT coalesce(l.pid <> pg_backend_pid()
-                                    AND (NOT l.granted OR ({inventory} AND l.locktype = 'advisory')),
+                                    AND (NOT l.granted OR ({inventory} AND l.locktype = 'advisory')
+                                         OR ({xids} AND l.locktype = 'transactionid')),
                                     false) AS detail) k
 WHERE (k.detail OR ({inventory} AND NOT l.fastpath))
   AND ({inventory}

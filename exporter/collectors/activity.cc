@@ -23,13 +23,15 @@ const MetricDesc kIdleMax{"pglock_idle_in_transaction_seconds_max",
 const MetricDesc kIdleHolders{
     "pglock_idle_in_transaction_lock_holders",
     MetricType::Gauge,
-    "Sessions idle in transaction that hold an advisory lock or block another session.",
+    "Sessions idle in transaction that hold an advisory lock or a row of a row_lock table, or "
+    "block another session.",
     {"target", "datname"}};
 const MetricDesc kIdleHolderSeconds{
     "pglock_idle_in_transaction_holder_seconds",
     MetricType::Gauge,
-    "Idle-in-transaction time of a session that holds an advisory lock or blocks someone (top_n, "
-    "least time left first).",
+    "Idle-in-transaction time of a session that holds an advisory lock or a row of a row_lock "
+    "table, or blocks someone (top_n, least time left first); holds lists advisory, row, "
+    "blocking.",
     {"target", "datname", "pid", "application_name", "client_addr", "usename", "holds"}};
 const MetricDesc kIdleRemaining{
     "pglock_idle_in_transaction_timeout_remaining_seconds", MetricType::Gauge,
@@ -56,6 +58,12 @@ const MetricDesc kHidden{"pglock_sessions_hidden",
 // Idle in transaction, and which of those sessions hold something others need.
 void BuildIdleHolders(const PollData& data, const std::unordered_set<int>& advisory_holders,
                       TargetView* view) {
+  std::unordered_set<int> row_holders;  // pids holding a row of a row_lock table
+  for (const LeaseTableData& t : data.leases) {
+    for (const LeaseRow& r : t.rows) {
+      if (r.pid != 0) row_holders.insert(r.pid);
+    }
+  }
   std::set<int> blockers;  // pids that block some waiting session
   for (const Session& s : data.sessions) blockers.insert(s.blocked_by.begin(), s.blocked_by.end());
   for (const Session& s : data.sessions) {
@@ -66,13 +74,19 @@ void BuildIdleHolders(const PollData& data, const std::unordered_set<int>& advis
     ++agg.idle_in_transaction;
     agg.idle_in_transaction_max = std::max(agg.idle_in_transaction_max, idle);
     const bool holds = advisory_holders.count(s.pid) != 0;
+    const bool rows = row_holders.count(s.pid) != 0;
     const bool blocks = blockers.count(s.pid) != 0;
-    if (!holds && !blocks) continue;
+    if (!holds && !rows && !blocks) continue;
     ++agg.idle_in_transaction_holders;
     IdleHolder h;
     h.datname = s.datname;
     h.holder = IdentityOf(&s, s.pid);
-    h.holds = holds && blocks ? "advisory,blocking" : holds ? "advisory" : "blocking";
+    for (const auto& [yes, what] :
+         {std::pair{holds, "advisory"}, {rows, "row"}, {blocks, "blocking"}}) {
+      if (!yes) continue;
+      if (!h.holds.empty()) h.holds += ',';
+      h.holds += what;
+    }
     h.seconds = idle;
     const double timeout = EffectiveTimeout("idle_in_transaction_session_timeout", s.datid,
                                             s.usesysid, data.settings, data.overrides);
@@ -115,7 +129,7 @@ Status ActivityCollector::Parse(const PollPlan&, const BatchResults& results,
             state = c["state"], backend_start = c["backend_start"], xact_start = c["xact_start"],
             state_change = c["state_change"], query_start = c["query_start"],
             waiting = c["waiting"], advisory_wait = c["advisory_wait"],
-            blocked_by = c["blocked_by"], query = c["query"];
+            blocked_by = c["blocked_by"], query = c["query"], backend_xid = c["backend_xid"];
   if (Status s = c.status(); !s.ok()) return s;
   data->sessions.clear();
   data->sessions.reserve(static_cast<size_t>(r->Rows()));
@@ -137,6 +151,7 @@ Status ActivityCollector::Parse(const PollPlan&, const BatchResults& results,
     s.advisory_wait = r->Bool(i, advisory_wait);
     if (!r->IsNull(i, blocked_by)) s.blocked_by = ParsePidList(r->Text(i, blocked_by));
     s.query = r->String(i, query);
+    if (const auto xid = r->Int(i, backend_xid)) s.backend_xid = static_cast<uint32_t>(*xid);
     // Without pg_monitor (or superuser) another role's state and timings read as NULL.
     if (r->IsNull(i, state)) data->full_visibility = false;
     data->sessions.push_back(std::move(s));

@@ -72,6 +72,8 @@ const MetricDesc kTakeovers{
 // pending requests, behind a gate.
 constexpr char kInventoryStatement[] = "advisory_locks_inventory";
 constexpr char kWaitersStatement[] = "advisory_locks_waiters";
+// The inventory with every granted transactionid lock too, for the row-lock tables.
+constexpr char kInventoryXidsStatement[] = "advisory_locks_inventory_xids";
 // After the inventory: pg_stat_activity afresh, to tell which holders stayed idle across it.
 constexpr char kIdleAfterStatement[] = "advisory_locks_idle_after";
 
@@ -172,15 +174,24 @@ std::vector<PreparedStatement> AdvisoryLocksCollector::Prepared(int server_versi
   // pg_locks.waitstart is 14+; without it BuildWaits falls back to the waiter's query_start.
   const char* waitstart =
       server_version_num >= 140000 ? "extract(epoch FROM l.waitstart)::float8" : "NULL::float8";
-  return {{kInventoryStatement, FillTemplate(queries::kAdvisoryLocks,
-                                             {{"waitstart", waitstart}, {"inventory", "true"}})},
-          {kWaitersStatement, FillTemplate(queries::kAdvisoryLocks,
-                                           {{"waitstart", waitstart}, {"inventory", "false"}})},
+  const char* pending_xid = "CASE WHEN NOT l.granted THEN l.transactionid::text END";
+  const auto variant = [&](const char* inventory, const char* xids, const char* transactionid) {
+    return FillTemplate(queries::kAdvisoryLocks, {{"waitstart", waitstart},
+                                                  {"inventory", inventory},
+                                                  {"xids", xids},
+                                                  {"transactionid", transactionid}});
+  };
+  return {{kInventoryStatement, variant("true", "false", pending_xid)},
+          {kInventoryXidsStatement, variant("true", "true", "l.transactionid::text")},
+          {kWaitersStatement, variant("false", "false", pending_xid)},
           {kIdleAfterStatement, queries::kIdleAfterLockRead}};
 }
 
 void AdvisoryLocksCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
-  batch->AddExecute(name(), plan.inventory ? kInventoryStatement : kWaitersStatement);
+  const char* statement = !plan.inventory  ? kWaitersStatement
+                          : plan.row_locks ? kInventoryXidsStatement
+                                           : kInventoryStatement;
+  batch->AddExecute(name(), statement);
   if (!plan.inventory) return;
   batch->AddExecute(kIdleAfterStatement, kIdleAfterStatement, StatementBatch::Phase::kAfterMain);
 }
@@ -253,9 +264,11 @@ AdvisoryLock ParseAdvisory(const PgResult& r, int i, const LockColumns& c) {
 Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& results,
                                      PollData* data) const {
   data->inventory = plan.inventory;
+  data->xact_locks_read = plan.inventory && plan.row_locks;
   data->locks.clear();
   data->lock_waits.clear();
   data->counted_locks.clear();
+  data->xact_locks.clear();
   const PgResult* r = results.Find(name());
   if (r == nullptr) return Status::Ok();
   Columns c(*r, "advisory_locks");
@@ -271,8 +284,12 @@ Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& r
           {static_cast<int>(r->Int(i, k.pid).value_or(0)), r->String(i, k.locktype)});
       continue;
     }
-    // locktype is NULL on the other granted rows, which are all advisory.
-    if (r->IsNull(i, k.locktype) || r->Text(i, k.locktype) == "advisory") {
+    // locktype is NULL on the other granted rows: advisory ones, and transactionid ones (with
+    // their xid, read for the row-lock tables).
+    if (r->IsNull(i, k.locktype) && !r->IsNull(i, k.transactionid)) {
+      data->xact_locks.push_back({static_cast<int>(r->Int(i, k.pid).value_or(0)),
+                                  static_cast<uint32_t>(r->Int(i, k.transactionid).value_or(0))});
+    } else if (r->IsNull(i, k.locktype) || r->Text(i, k.locktype) == "advisory") {
       data->locks.push_back(ParseAdvisory(*r, i, k));
     } else {
       data->lock_waits.push_back(ParseRequest(*r, i, k));

@@ -37,6 +37,8 @@ struct PollPlan {
   int server_version_num = 0;
   bool inventory = true;    // read every advisory lock (else only waiters': the tiered poll)
   bool query_text = false;  // web.show_query_text: read the sessions' query texts
+  // The target has a row_lock table: the inventory also reads the granted transactionid locks.
+  bool row_locks = false;
 };
 
 // Per-target state a collector keeps between polls (e.g. a pooler's admin connections). Owned

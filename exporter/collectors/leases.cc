@@ -4,6 +4,8 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "exporter/pg/columns.h"
@@ -51,6 +53,14 @@ const MetricDesc kTransitions{
     "broken).",
     {"target", "table", "lease", "kind"}};
 
+const MetricDesc kRowLockHeld{
+    "pglock_row_lock_held_seconds",
+    MetricType::Gauge,
+    "A row of a row_lock table held by a session's open transaction (it locked or changed the "
+    "row): seconds since the exporter first saw it held by that session, or since the session's "
+    "last state change when it was then not running a statement (top_n by age).",
+    {"target", "table", "lease", "pid", "application_name", "client_addr", "usename", "state"}};
+
 const MetricDesc kMaxHold{"pglock_lease_max_hold_seconds",
                           MetricType::Gauge,
                           "The table's configured max_hold: how long a lease may be held before "
@@ -77,11 +87,57 @@ struct DatabaseSession {
   std::string error;      // why the last attempt failed; its tables report it meanwhile
 };
 
+// The subtransaction ids a session held at the last inventory, under its top-level xid.
+struct SubXids {
+  uint32_t top = 0;
+  std::vector<uint32_t> subs;
+};
+
 class LeasesState : public CollectorState {
  public:
   std::map<std::string, TableState> tables;          // by table label
   std::map<std::string, DatabaseSession> databases;  // by database name
+  std::unordered_map<int, SubXids> subxids;          // by pid, from the last inventory
 };
+
+// The live transaction ids of this poll and their sessions (see leases.h). Refreshes st->subxids
+// on an inventory.
+std::unordered_map<uint32_t, int> LiveXids(const PollData& data, LeasesState* st) {
+  std::unordered_map<uint32_t, int> live;
+  std::unordered_map<int, uint32_t> top;  // pid -> backend_xid
+  for (const Session& s : data.sessions) {
+    if (s.backend_xid) top[s.pid] = *s.backend_xid;
+  }
+  if (data.xact_locks_read) {
+    st->subxids.clear();
+    for (const TransactionLock& l : data.xact_locks) {
+      live[l.xid] = l.pid;
+      const auto it = top.find(l.pid);
+      if (it == top.end() || it->second == l.xid) continue;
+      SubXids& sub = st->subxids[l.pid];
+      sub.top = it->second;
+      sub.subs.push_back(l.xid);
+    }
+    return live;
+  }
+  for (const auto& [pid, xid] : top) {
+    live[xid] = pid;
+    const auto it = st->subxids.find(pid);
+    if (it == st->subxids.end() || it->second.top != xid) continue;
+    for (uint32_t sub : it->second.subs) live[sub] = pid;
+  }
+  return live;
+}
+
+// The xid[] literal of `live`'s ids: '{1,2,3}'.
+std::string XidArray(const std::unordered_map<uint32_t, int>& live) {
+  std::string out = "'{";
+  for (const auto& [xid, pid] : live) {
+    if (out.size() > 2) out += ',';
+    out += std::to_string(xid);
+  }
+  return out + "}'";
+}
 
 // Polls to skip after `failures` consecutive failures before trying again: 0, 1, 3, 7, ... (the
 // target's own RetryDelay, counted in polls).
@@ -99,6 +155,22 @@ std::string QuotedRelation(const PgConnection& conn, const LeaseTableConfig& tab
     relation = schema + "." + relation;
   }
   return relation;
+}
+
+// An SQL fragment without its comment lines, on one line: it is spliced into another query's
+// template, whose own comments may quote its placeholder.
+std::string OneLine(std::string_view sql) {
+  std::string out;
+  while (!sql.empty()) {
+    const size_t end = std::min(sql.find('\n'), sql.size());
+    const std::string_view line = sql.substr(0, end);
+    if (line.substr(0, 2) != "--") {
+      if (!out.empty()) out += ' ';
+      out += line;
+    }
+    sql.remove_prefix(std::min(end + 1, sql.size()));
+  }
+  return out;
 }
 
 // A field as SQL over the row `t`: t."column", (expression), or `absent` when the table has none.
@@ -152,7 +224,7 @@ Status CheckField(const PollContext& ctx, const LeaseTableConfig& table,
                   const std::vector<std::string>& want, const std::string& want_text,
                   std::string* problem) {
   const bool column = f.sql.empty();
-  const std::string key = field + (column ? "_column" : "_sql");
+  const std::string key = field == "row_lock" ? field : field + (column ? "_column" : "_sql");
   const std::string shown = "\"" + (column ? f.column : f.sql) + "\"";
   std::string sql;
   if (column) {
@@ -213,6 +285,8 @@ Status CheckTable(const PollContext& ctx, const LeaseTableConfig& table,
       {"expires_at", table.expires_at, &kTime, "timestamptz or timestamp"},
       {"held", {"", table.held_sql}, &kBool, "boolean"},
       {"where", {"", table.where_sql}, &kBool, "boolean"},
+      // Views and foreign tables have no xmax: their rows cannot be row-locked.
+      {"row_lock", {"", table.row_lock ? "t.xmax" : ""}, &kAny, ""},
   };
   for (const Check& c : checks) {
     if (!c.f.present()) continue;
@@ -257,27 +331,67 @@ bool IsHeld(const LeaseTableData& t, const LeaseRow& row) {
   return !t.has_expiry || row.expires_at > t.now;
 }
 
-// Sets the taken_at of rows of a table without one: when this poller first saw the row held by
-// its holder (kept across polls in *st; a row not held, or gone, starts again).
-void StampFirstHeld(TableState* st, LeaseTableData* t) {
+// What a row_lock table's rows are matched against: this poll's live transaction ids.
+struct LiveTransactions {
+  std::unordered_map<uint32_t, int> pids;          // xid -> pid
+  std::string array = "'{}'";                      // the xid[] literal of pids' keys
+  std::unordered_map<int, const Session*> by_pid;  // the poll's sessions
+};
+
+// The holder text of a row held by a session's transaction: "application_name (pid N)".
+std::string SessionHolder(const Session* s, int pid) {
+  const std::string p = "pid " + std::to_string(pid);
+  return s == nullptr || s->application_name.empty() ? p : s->application_name + " (" + p + ")";
+}
+
+// Sets the taken_at of rows of a table without one, and of every row held by a row lock (its
+// taken_at column shows the version before the holder's change): when this poller first saw the
+// row held by its holder, or the holder's last state change when it was then not running a
+// statement (the lock was taken no later). Kept across polls in *st; a row not held, or gone,
+// starts again.
+void StampFirstHeld(const LiveTransactions& live, TableState* st, LeaseTableData* t) {
   std::map<std::string, TableState::Seen> next;
   const double now = t->now;
   for (LeaseRow& row : t->rows) {
-    if (!IsHeld(*t, row)) continue;
+    if (!IsHeld(*t, row) || (t->has_taken_at && !row.row_locked)) continue;
     const auto it = st->first_held.find(row.name);
     const bool same = it != st->first_held.end() && it->second.holder == row.holder;
-    TableState::Seen seen{row.holder, same ? it->second.since : now};
+    double since = now;
+    if (same) {
+      since = it->second.since;
+    } else if (const auto s = live.by_pid.find(row.pid);
+               s != live.by_pid.end() && s->second->NotRunning() && s->second->state_change) {
+      since = std::min(now, *s->second->state_change);
+    }
+    TableState::Seen seen{row.holder, since};
     row.taken_at = seen.since;
     next[row.name] = std::move(seen);
   }
   st->first_held = std::move(next);
 }
 
+// Names the holders of a row_lock table's rows held by an open transaction: the session that
+// holds a lock on the row's xmax, else the transaction itself.
+void MatchRowLocks(const LiveTransactions& live, LeaseTableData* t) {
+  for (LeaseRow& row : t->rows) {
+    if (!row.row_locked) continue;
+    const auto it = live.pids.find(row.xid);
+    if (it == live.pids.end()) {
+      row.holder = "transaction " + std::to_string(row.xid) + " (session unknown)";
+      continue;
+    }
+    row.pid = it->second;
+    const auto s = live.by_pid.find(row.pid);
+    row.holder = SessionHolder(s == live.by_pid.end() ? nullptr : s->second, row.pid);
+  }
+}
+
 // Parses the rows of lease_table.sql into *out.
 Status ParseRows(const PgResult& r, LeaseTableData* out) {
   Columns c(r, "lease_table");
   const int name = c["name"], holder = c["holder"], taken_at = c["taken_at"],
-            expires_at = c["expires_at"], held = c["held"], total = c["total"], now = c["now"];
+            expires_at = c["expires_at"], held = c["held"], total = c["total"], now = c["now"],
+            xmax = c["xmax"], row_locked = c["row_locked"];
   if (Status s = c.status(); !s.ok()) return s;
   for (int i = 0; i < r.Rows(); ++i) {
     LeaseRow row;
@@ -287,6 +401,8 @@ Status ParseRows(const PgResult& r, LeaseTableData* out) {
     // A NULL time makes the row unusable for ages; keep it visible as expired at the epoch.
     row.taken_at = r.Double(i, taken_at).value_or(0);
     row.expires_at = r.Double(i, expires_at).value_or(0);
+    row.xid = static_cast<uint32_t>(r.Int(i, xmax).value_or(0));
+    row.row_locked = r.Bool(i, row_locked);
     out->held = r.Int(i, held).value_or(0);
     out->total = r.Int(i, total).value_or(0);
     out->rows.push_back(std::move(row));
@@ -296,14 +412,15 @@ Status ParseRows(const PgResult& r, LeaseTableData* out) {
 }
 
 // Reads one table into *out; the Status is not ok only when the target's connection was lost.
-Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table, TableState* st,
-                 LeaseTableData* out) {
+Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
+                 const LiveTransactions& live, TableState* st, LeaseTableData* out) {
   out->table = table.label();
   out->has_expiry = table.has_expiry();
   out->has_taken_at = table.taken_at.present();
-  out->filtered = !table.held_sql.empty() || !table.where_sql.empty();
+  out->row_lock = table.row_lock;
+  out->filtered = !table.held_sql.empty() || !table.where_sql.empty() || table.row_lock;
   const std::string relation = QuotedRelation(*ctx.conn, table);
-  const std::string sql = LeaseTableSql(*ctx.conn, table, ctx.poll->max_leases);
+  const std::string sql = LeaseTableSql(*ctx.conn, table, ctx.poll->max_leases, live.array);
   const std::string writes_sql = LeaseTableWritesSql(*ctx.conn, table);
   if (relation.empty() || sql.empty() || writes_sql.empty()) {
     out->error = "cannot quote identifiers";
@@ -333,7 +450,8 @@ Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table, TableSta
     out->error = s.message();
     return Status::Ok();
   }
-  if (!out->has_taken_at) StampFirstHeld(st, out);
+  if (out->row_lock) MatchRowLocks(live, out);
+  if (!out->has_taken_at || out->row_lock) StampFirstHeld(live, st, out);
   out->ok = true;
   return Status::Ok();
 }
@@ -365,8 +483,8 @@ std::string EnsureDatabaseSession(const PollContext& ctx, const std::string& dat
 // Reads the tables of one other database through its own session. Every failure, the session's
 // included, is those tables' error: the target's poll never fails for them.
 void ReadDatabase(const PollContext& ctx, const std::string& database,
-                  const std::vector<const LeaseTableConfig*>& tables, LeasesState* st,
-                  PollData* data) {
+                  const std::vector<const LeaseTableConfig*>& tables, const LiveTransactions& live,
+                  LeasesState* st, PollData* data) {
   std::string error = EnsureDatabaseSession(ctx, database, tables, st);
   DatabaseSession& db = st->databases[database];
   PollContext db_ctx = ctx;
@@ -381,7 +499,7 @@ void ReadDatabase(const PollContext& ctx, const std::string& database,
       continue;
     }
     TableState& ts = st->tables[t->label()];
-    if (Status s = ReadTable(db_ctx, *t, &ts, &out); !s.ok()) {
+    if (Status s = ReadTable(db_ctx, *t, live, &ts, &out); !s.ok()) {
       ts.checked = false;
       db.conn.reset();
       error = db.error = "database \"" + database + "\": " + s.message();
@@ -395,12 +513,17 @@ void ReadDatabase(const PollContext& ctx, const std::string& database,
 
 }  // namespace
 
-std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& table, int limit) {
+std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& table, int limit,
+                          const std::string& xids) {
   const std::string relation = QuotedRelation(conn, table);
   if (relation.empty()) return "";
   const std::string expires_at = ExpirySql(conn, table);
   std::string where = table.where_sql.empty() ? "true" : "(" + table.where_sql + ")";
-  if (!table.held_sql.empty()) where += " AND (" + table.held_sql + ") IS TRUE";
+  std::string held = table.held_sql.empty() ? "" : "(" + table.held_sql + ") IS TRUE";
+  const std::string row_lock =
+      table.row_lock ? FillTemplate(OneLine(queries::kRowLockHeld), {{"xids", xids}}) : "false";
+  if (table.row_lock) held = held.empty() ? row_lock : "(" + held + " OR " + row_lock + ")";
+  if (!held.empty()) where += " AND " + held;
   const std::vector<std::pair<std::string, std::string>> values = {
       {"table", relation},
       {"name", FieldSql(conn, table.name, "")},
@@ -410,6 +533,8 @@ std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& tabl
       {"held", table.has_expiry() ? "(" + expires_at + ")::timestamptz > now()" : "true"},
       {"where", where},
       {"limit", std::to_string(limit)},
+      {"xmax", table.row_lock ? "t.xmax::text" : "NULL::text"},
+      {"row_locked", row_lock},
   };
   for (const auto& [k, v] : values) {
     if (v.empty()) return "";
@@ -431,8 +556,11 @@ std::string LeaseTableRelation(const PgConnection& conn, const LeaseTableConfig&
 
 Status ReadLeaseTableOnce(const PollContext& ctx, const LeaseTableConfig& table,
                           LeaseTableData* out) {
+  // No pg_locks read here: a row_lock table's rows locked by a live transaction are judged by
+  // the transaction's status alone (held, by a session it does not name).
   TableState st;
-  return ReadTable(ctx, table, &st, out);
+  const LiveTransactions none;
+  return ReadTable(ctx, table, none, &st, out);
 }
 
 std::unique_ptr<CollectorState> LeasesCollector::NewState() const {
@@ -442,6 +570,13 @@ std::unique_ptr<CollectorState> LeasesCollector::NewState() const {
 Status LeasesCollector::Collect(const PollContext& ctx, CollectorState* state,
                                 PollData* data) const {
   auto* st = static_cast<LeasesState*>(state);
+  LiveTransactions live;
+  if (std::any_of(ctx.target->leases.begin(), ctx.target->leases.end(),
+                  [](const LeaseTableConfig& t) { return t.row_lock; })) {
+    live.pids = LiveXids(*data, st);
+    live.array = XidArray(live.pids);
+    for (const Session& s : data->sessions) live.by_pid[s.pid] = &s;
+  }
   std::map<std::string, std::vector<const LeaseTableConfig*>> elsewhere;  // by database
   for (const LeaseTableConfig& t : ctx.target->leases) {
     // Not read at all: no series, so a replicated lease pages on the primary only.
@@ -453,7 +588,7 @@ Status LeasesCollector::Collect(const PollContext& ctx, CollectorState* state,
     data->leases.emplace_back();
     data->leases.back().now = data->now;  // a read without rows keeps the poll's clock
     TableState& ts = st->tables[t.label()];
-    if (Status s = ReadTable(ctx, t, &ts, &data->leases.back()); !s.ok()) {
+    if (Status s = ReadTable(ctx, t, live, &ts, &data->leases.back()); !s.ok()) {
       // The next connection checks the types again.
       ts.checked = false;
       return s.WithContext("lease table " + t.table);
@@ -462,7 +597,7 @@ Status LeasesCollector::Collect(const PollContext& ctx, CollectorState* state,
   // Other databases last: one that hangs can use up the rest of the poll's deadline, but never
   // the target's own reads.
   for (const auto& [database, tables] : elsewhere) {
-    ReadDatabase(ctx, database, tables, st, data);
+    ReadDatabase(ctx, database, tables, live, st, data);
   }
   // Sessions of databases no longer configured (a reload) are closed.
   std::erase_if(st->databases, [&](const auto& d) { return elsewhere.count(d.first) == 0; });
@@ -499,6 +634,12 @@ void LeasesCollector::BuildView(const PollData& data, const ViewContext& ctx,
       lv.held = IsHeld(t, row);
       lv.age = t.now - row.taken_at;
       if (t.has_expiry) lv.expires_in = row.expires_at - t.now;
+      if (row.pid != 0) {
+        const Session* s = ctx.index->Find(row.pid);
+        lv.session = IdentityOf(s, row.pid);
+        if (s != nullptr && s->xact_start) lv.xact_seconds = std::max(0.0, t.now - *s->xact_start);
+        view->row_locks.push_back({t.table, row.name, lv.session, lv.age, lv.xact_seconds});
+      }
       if (split) {
         auto parts = rules->matcher->Match(row.holder);
         lv.holder_parts =
@@ -508,10 +649,15 @@ void LeasesCollector::BuildView(const PollData& data, const ViewContext& ctx,
     }
     view->leases.push_back(std::move(tv));
   }
+  (*ctx.dropped)[kRowLockHeld.name] = KeepTopN(
+      &view->row_locks, ctx.top_n,
+      [](const RowLockHolder& a, const RowLockHolder& b) { return a.seconds > b.seconds; });
 }
 
-void LeasesCollector::ExposeView(const TargetSnapshot& snap, const TargetView& v,
-                                 Families* f) const {
+namespace {
+
+// The series of every lock table and its rows.
+void ExposeTables(const TargetSnapshot& snap, const TargetView& v, Families* f) {
   const std::string& tg = snap.target;
   for (const LeaseTableView& lt : v.leases) {
     f->Add(kTableUp, {tg, lt.table}, lt.ok ? 1 : 0);
@@ -533,6 +679,19 @@ void LeasesCollector::ExposeView(const TargetSnapshot& snap, const TargetView& v
       }
       f->AddLabelled(kLeaseHolderInfo, hl, 1);
     }
+  }
+}
+
+}  // namespace
+
+void LeasesCollector::ExposeView(const TargetSnapshot& snap, const TargetView& v,
+                                 Families* f) const {
+  ExposeTables(snap, v, f);
+  for (const RowLockHolder& r : v.row_locks) {
+    f->Add(kRowLockHeld,
+           {snap.target, r.table, r.lease, std::to_string(r.holder.pid), r.holder.application_name,
+            AddrLabel(r.holder.client_addr), r.holder.usename, StateLabel(r.holder.state)},
+           r.seconds);
   }
 }
 

@@ -11,7 +11,11 @@
 // which the event diff counts. A table with `database` lives in another database of the target's
 // server: it is read through a session of that database (exporter/pg/session.h: the same session
 // rules, the poll's deadline, a backoff of its own), after the target's own tables, and any
-// failure of that session is only its tables' error. Its per-target state (checked tables, when
+// failure of that session is only its tables' error. A row_lock table's read also returns each
+// held row's xmax, matched against the live transaction ids of this poll (the granted transactionid
+// locks of the inventory's one pg_locks read; in the polls that skip it, each session's top-level
+// backend_xid and the subtransaction ids the last inventory saw under it): the row's holder is that
+// session. Its per-target state (checked tables, when
 // rows without taken_at were first seen held, the other databases' sessions) belongs to the
 // poller thread.
 #pragma once
@@ -20,8 +24,11 @@
 
 namespace pglock {
 
-// The SQL for one table; "" when an identifier cannot be quoted (connection gone).
-std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& table, int limit);
+// The SQL for one table; "" when an identifier cannot be quoted (connection gone). `xids` is the
+// xid[] literal of the live transaction ids a row_lock table's rows are matched against ("'{}'"
+// matches none).
+std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& table, int limit,
+                          const std::string& xids = "'{}'");
 // The SQL of the table's write counters (queries/lease_table_writes.sql); "" likewise.
 std::string LeaseTableWritesSql(const PgConnection& conn, const LeaseTableConfig& table);
 // The quoted relation, "schema"."table" or "table"; "" when it cannot be quoted.

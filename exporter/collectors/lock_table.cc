@@ -84,6 +84,8 @@ std::vector<LockTableUse> CountEntries(const PollData& data) {
   std::map<std::pair<int, std::string>, int64_t> other;
   for (const LockWaitRow& w : data.lock_waits) ++other[{w.pid, w.locktype}];
   for (const CountedLock& l : data.counted_locks) ++other[{l.pid, l.locktype}];
+  // Granted transactionid locks come back as detail rows when a row_lock table reads them.
+  for (const TransactionLock& l : data.xact_locks) ++other[{l.pid, "transactionid"}];
   std::vector<LockTableUse> use;
   use.reserve(advisory.size() + other.size());
   for (const auto& [pid, n] : advisory) use.push_back({pid, "advisory", n});

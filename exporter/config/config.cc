@@ -336,6 +336,12 @@ void ParseLeaseRules(TableReader& r, LeaseTableConfig* lease) {
                  "held_sql is for tables without an expiry; with expires_at or ttl a row is held "
                  "while its expiry is in the future");
   }
+  r.Bool("row_lock", &lease->row_lock);
+  if (lease->row_lock && (ttl || expires)) {
+    r.TableError("row_lock",
+                 "row_lock is for tables without an expiry: a row is held while an open "
+                 "transaction has locked or changed it (add held_sql for a flag column)");
+  }
 }
 
 void ParseLease(TableReader& r, LeaseTableConfig* lease) {
@@ -345,7 +351,9 @@ void ParseLease(TableReader& r, LeaseTableConfig* lease) {
       v != nullptr && v->is_string() && lease->database.empty()) {
     r.TableError("database", "must be a database name (leave it out for the target's own)");
   }
-  const bool general = r.Has("held_sql") || r.Has("ttl");
+  const toml::value* row_lock = r.Get("row_lock");
+  const bool general = r.Has("held_sql") || r.Has("ttl") ||
+                       (row_lock != nullptr && row_lock->is_boolean() && row_lock->as_boolean());
   ParseLeaseField(r, "name", general, &lease->name);
   ParseLeaseField(r, "holder", general, &lease->holder);
   ParseLeaseField(r, "taken_at", general, &lease->taken_at);

@@ -68,8 +68,9 @@ struct LeaseField {
 };
 
 // A lock table ([[targets.leases]]): a classic lease table (the four columns name, holder,
-// taken_at, expires_at by default) or, once it sets `held_sql` or `ttl`, a table with only the
-// fields it names. Every table has an expiry (expires_at, or taken_at + ttl) or `held_sql`.
+// taken_at, expires_at by default) or, once it sets `held_sql`, `ttl` or `row_lock`, a table with
+// only the fields it names. Every table has an expiry (expires_at, or taken_at + ttl), `held_sql`
+// or `row_lock` (or both of the last two: a row is held when either says so).
 struct LeaseTableConfig {
   std::string table;  // as configured, "schema.table" or "table"
   // Another database of the target's server, read through a connection of its own; empty: the
@@ -89,6 +90,10 @@ struct LeaseTableConfig {
   std::vector<std::string> holder_labels;
   // Read on a standby too: its replicated rows would page once per node, so off by default.
   bool read_on_standby = false;
+  // A row is also held while a transaction that is still open has locked or changed it (its
+  // xmax is the transaction id of a live session): a row used as a mutex, a job claimed FOR
+  // UPDATE, a flag set inside a migration's own transaction.
+  bool row_lock = false;
 
   // Where the table was configured, so the run-time type check names the file, line and key.
   ConfigOrigin origin;

@@ -121,7 +121,9 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t, LeaseTableState
       } else {
         now_seen.given_back = p->second.given_back;
       }
-    } else if (p->second.given_back) {
+    } else if (p->second.given_back || row.row_locked || old.row_locked) {
+      // A row lock changes hands only when its transaction ends: the server itself keeps two
+      // sessions from holding it at once.
       count(row.name, "handover", old.holder, row.holder);
     } else if (t.has_expiry &&
                (t.has_taken_at ? row.taken_at >= old.expires_at : old.expires_at <= t.now)) {

@@ -33,7 +33,8 @@ struct TargetPart {
   std::vector<const IdleHolder*> idle;
   std::vector<std::pair<std::string, const PooledLockRow*>> pooled;  // pooler, lock
   std::vector<LeaseItem> leases;
-  int64_t leases_fine = 0;           // held leases needing no look
+  int64_t leases_fine = 0;  // held leases needing no look
+  std::vector<const RowLockHolder*> row_locks;
   std::vector<const Event*> events;  // oldest first
   int64_t waiters = 0;               // advisory, exact, over the target's databases
   int64_t lock_waiters = 0;          // every lock type, exact
@@ -44,11 +45,14 @@ bool Match(const std::string& want, const std::string& have) {
   return want.empty() || want == have;
 }
 
-const char* LeaseState(const LeaseView& l) {
-  // A lease without an expiry (held_sql) is held until its row says otherwise.
-  if (!l.held || (l.expires_in && *l.expires_in <= 0)) return "expired";
-  if (l.expires_in && *l.expires_in < kLeaseExpiringSeconds) return "expiring";
-  if (l.age > kLeaseHeldTooLongSeconds) return "held too long";
+const char* LeaseState(const LeaseTableView& table, const LeaseView& l) {
+  const double too_long = table.max_hold > 0 ? table.max_hold : kLeaseHeldTooLongSeconds;
+  // A lease without an expiry (held_sql, row_lock) is held until its row says otherwise.
+  if (!table.has_expiry || !l.expires_in)
+    return l.held && l.age > too_long ? "held too long" : nullptr;
+  if (!l.held || *l.expires_in <= 0) return "expired";
+  if (*l.expires_in < kLeaseExpiringSeconds) return "expiring";
+  if (l.age > too_long) return "held too long";
   return nullptr;
 }
 
@@ -79,6 +83,11 @@ TargetPart Select(const TargetSnapshot& snap, const LocksFilter& f) {
     t.held.push_back(&h);
     pids.insert(h.holder.pid);
   }
+  for (const RowLockHolder& r : v.row_locks) {
+    if (!Match(f.lock, r.lease)) continue;
+    t.row_locks.push_back(&r);
+    pids.insert(r.holder.pid);
+  }
   for (const IdleHolder& h : v.idle_holders) {
     if (f.lock.empty() || pids.count(h.holder.pid) != 0) t.idle.push_back(&h);
   }
@@ -90,7 +99,7 @@ TargetPart Select(const TargetSnapshot& snap, const LocksFilter& f) {
   for (const LeaseTableView& table : v.leases) {
     for (const LeaseView& l : table.leases) {
       if (!Match(f.lock, l.lease)) continue;
-      if (const char* state = LeaseState(l)) {
+      if (const char* state = LeaseState(table, l)) {
         t.leases.push_back({table.table, &l, state});
       } else {
         ++t.leases_fine;
@@ -256,6 +265,19 @@ void HoldersHtml(const TargetPart& t, std::string* o) {
             WhoHtml({h->holder.pid, h->holder.application_name, h->holder.client_addr,
                      h->holder.usename, h->holder.state, ""}) +
             "</td><td>" + H(h->datname) + "</td><td>" + H(h->scope) + "</td></tr>\n";
+    }
+    *o += "</table>\n";
+  }
+  *o += "<h3>Rows held by open transactions</h3>\n";
+  if (t.row_locks.empty()) *o += "<p>None.</p>\n";
+  if (!t.row_locks.empty()) {
+    *o +=
+        "<table><tr><th>row</th><th>held</th><th>transaction open</th><th>holder</th>"
+        "<th>table</th></tr>\n";
+    for (const RowLockHolder* r : t.row_locks) {
+      *o += "<tr><td class=lock>" + H(r->lease) + "</td><td>" + H(Secs(r->seconds)) + "</td><td>" +
+            (r->xact_seconds ? H(Secs(*r->xact_seconds)) : "") + "</td><td>" + WhoHtml(r->holder) +
+            "</td><td>" + H(r->table) + "</td></tr>\n";
     }
     *o += "</table>\n";
   }
@@ -457,6 +479,16 @@ void TargetJson(const TargetPart& t, std::string* o) {
         *o += "{\"lock\":" + J(h->lock) + ",\"datname\":" + J(h->datname) + "," +
               IdentityJson(h->holder) + ",\"scope\":" + J(h->scope) +
               ",\"held_seconds\":" + Num(h->seconds) + "}";
+      },
+      o);
+  *o += ",\"row_locks\":";
+  JsonArray(
+      t.row_locks,
+      [&](const RowLockHolder* r) {
+        *o += "{\"table\":" + J(r->table) + ",\"lease\":" + J(r->lease) + "," +
+              IdentityJson(r->holder) + ",\"held_seconds\":" + Num(r->seconds) +
+              ",\"transaction_seconds\":" + (r->xact_seconds ? Num(*r->xact_seconds) : "null") +
+              "}";
       },
       o);
   *o += ",\"idle_in_transaction\":";

@@ -230,8 +230,8 @@ Status Poller::Collect(SteadyClock::time_point deadline, PollData* data,
                        std::vector<CollectorStatus>* statuses) {
   if (Status s = EnsureConnected(deadline); !s.ok()) return s;
   const auto& collectors = Collectors();
-  const PollPlan plan{conn_->ServerVersionNum(), inventory_.Due(SteadyClock::now()),
-                      poll_.query_text};
+  PollPlan plan{conn_->ServerVersionNum(), inventory_.Due(SteadyClock::now()), poll_.query_text};
+  for (const LeaseTableConfig& t : target_.leases) plan.row_locks = plan.row_locks || t.row_lock;
   const QueryTimeouts timeouts = QueryTimeouts::ForPoll(poll_.timeout);
   StatementBatch batch;
   for (const Collector* c : collectors) c->Plan(plan, &batch);

@@ -52,6 +52,8 @@ struct Session {
   bool advisory_wait = false;    // ... and wait_event = 'advisory'
   std::vector<int> blocked_by;   // pg_blocking_pids(pid), only when waiting on a lock
   std::string query;  // only with web.show_query_text: the first 1 KB of pg_stat_activity.query
+  // pg_stat_activity.backend_xid: the top-level transaction id, once the transaction has one.
+  std::optional<uint32_t> backend_xid;
 
   bool IdleInTransaction() const {
     return state == "idle in transaction" || state == "idle in transaction (aborted)";
@@ -83,6 +85,13 @@ struct LockWaitRow {
   std::string transactionid;  // the xid waited for (transactionid waits)
   std::string locktag;        // names the locked object: equal tags, one object
   std::optional<double> waitstart;  // 14+, NULL briefly after the wait starts
+};
+
+// A transaction id some session holds (its granted `transactionid` lock in pg_locks): its own top
+// level transaction's, and one per subtransaction that wrote or locked something.
+struct TransactionLock {
+  int pid = 0;
+  uint32_t xid = 0;
 };
 
 // A party to lock waits that is not a client backend: a background process (autovacuum, a
@@ -166,6 +175,13 @@ struct LeaseRow {
   double taken_at = 0;    // server epoch seconds; when the table has no taken_at, the now() of the
                           // read that first saw the row held (by this holder)
   double expires_at = 0;  // server epoch seconds; 0 when the table has no expiry
+  // row_lock tables: held because an open transaction has locked or changed the row (its xmax,
+  // `xid`), and that transaction's session (`pid`; 0 when no live session holds a lock on the id:
+  // a released savepoint, a prepared transaction). The holder text then names the session, or the
+  // transaction. False for rows held by held_sql only.
+  bool row_locked = false;
+  int pid = 0;
+  uint32_t xid = 0;
 };
 
 // A lease table's cumulative write counters (pg_stat_all_tables.n_tup_upd, n_tup_del). They are
@@ -187,6 +203,7 @@ struct LeaseTableData {
   bool has_expiry = true;
   bool has_taken_at = true;
   bool filtered = false;
+  bool row_lock = false;
   int64_t total = 0;  // rows in the table (rows.size() is smaller when capped)
   double now = 0;     // the server clock when the table was read (the poll's, when no row was)
   int64_t held = 0;   // exact counts over the whole table
@@ -234,6 +251,10 @@ struct PollData {
   LockTableSettings lock_table_settings;
   // Backends waiting on the lock manager's LWLock (LockManager; lock_manager on 12).
   int64_t lock_manager_waiters = 0;
+  // Granted transactionid locks, read with the inventory when a row_lock table is configured
+  // (xact_locks_read); the row-lock tables' holders are matched against them.
+  std::vector<TransactionLock> xact_locks;
+  bool xact_locks_read = false;
   std::vector<ServerSetting> settings;
   std::vector<SettingOverride> overrides;
   std::optional<std::vector<DatabaseStats>> database_stats;  // 14+

@@ -136,7 +136,7 @@ struct HeldLock {
 struct IdleHolder {
   std::string datname;
   Identity holder;
-  std::string holds;  // "advisory", "blocking", "advisory,blocking"
+  std::string holds;  // "advisory", "row", "blocking" joined by ",", in that order
   double seconds = 0;
   std::optional<double> remaining;  // effective idle_in_transaction_session_timeout - idle
 };
@@ -158,6 +158,19 @@ struct LeaseView {
   bool held = false;
   double age = 0;
   std::optional<double> expires_in;  // absent for a table without an expiry (held_sql)
+  // row_lock tables: the session whose open transaction locked or changed the row (pid 0: none),
+  // and how long that transaction has been open.
+  Identity session;
+  std::optional<double> xact_seconds;
+};
+
+// A row of a row_lock table held by a session's open transaction (top_n by age, all tables).
+struct RowLockHolder {
+  std::string table;
+  std::string lease;
+  Identity holder;
+  double seconds = 0;  // since the exporter first saw it held by this session (see leases.h)
+  std::optional<double> xact_seconds;
 };
 
 struct LeaseTableView {
@@ -227,6 +240,7 @@ struct TargetView {
   std::vector<ServerSetting> settings;
   std::vector<SettingOverride> overrides;
   std::vector<LeaseTableView> leases;
+  std::vector<RowLockHolder> row_locks;
   std::vector<PoolerView> poolers;
   LockTableView lock_table;
   int64_t hidden_sessions = 0;  // sessions whose details the exporter's role cannot see

@@ -10,6 +10,16 @@ each binary to the first one go to stdout as a Markdown table.
 Waiters are one third advisory (each on its own key, held by the holder session), one third row
 locks (rows updated by a transaction left idle) and one third readers queued behind a table lock
 (held by a transaction left idle).
+
+With --cpu, each scenario also measures CPU per poll: after the samples, a window of --cpu-window
+seconds with no scrape, over which the user+system time of all the exporter's threads and of its
+PostgreSQL backend (/proc/*/schedstat; each binary connects as a role of its own, bench_<i>, so
+its backend can be found) is divided by the polls in the window.
+
+--row-lock-table NAME=ROWS gives binary NAME a lock table `bench_mutex` of ROWS rows read as row
+locks (row_lock = true); 10 of its rows stay locked FOR UPDATE by a transaction left idle. The other
+binaries get no lock table (--plain-lock-table NAME gives NAME the same table as a flag table,
+held_sql = "true", which binaries without row_lock can read).
 """
 import argparse
 import os
@@ -71,9 +81,57 @@ def scrape(port):
     return values
 
 
-def run_scenario(binaries, dsn, interval_ms, inventory_interval, samples, tmp):
-    """Returns {name: [poll seconds]} for every binary, sampled at once."""
+def cpu_ns(pid):
+    """User+system nanoseconds of every thread of pid (schedstat's first field)."""
+    total = 0
+    task_dir = f"/proc/{pid}/task"
+    for tid in os.listdir(task_dir):
+        try:
+            with open(f"{task_dir}/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
+def backend_pid(user):
+    out = psql(f"SELECT pid FROM pg_stat_activity WHERE usename = '{user}' "
+               "AND application_name = 'pglock_exporter' ORDER BY backend_start DESC LIMIT 1")
+    return int(out) if out else None
+
+
+def measure_cpu(binaries, procs, ports, interval_ms, window):
+    """{name: (exporter ms per poll, backend ms per poll)} over a window with no scrape."""
+    start = {}
+    for i, (name, _) in enumerate(binaries):
+        bpid = backend_pid(f"bench_{i}")
+        start[name] = (scrape(ports[name])["pglock_last_poll_success_timestamp_seconds"],
+                       cpu_ns(procs[name].pid), bpid, cpu_ns(bpid) if bpid else 0)
+    time.sleep(window)
+    out = {}
+    for name, _ in binaries:
+        last0, exp0, bpid, back0 = start[name]
+        exp1, back1 = cpu_ns(procs[name].pid), cpu_ns(bpid) if bpid else 0
+        last1 = scrape(ports[name])["pglock_last_poll_success_timestamp_seconds"]
+        polls = max(1, round((last1 - last0) * 1000 / interval_ms))
+        out[name] = ((exp1 - exp0) / polls / 1e6, (back1 - back0) / polls / 1e6)
+    return out
+
+
+def table_config(kind):
+    if kind == "row_lock":
+        return '[[targets.leases]]\ntable = "bench_mutex"\nrow_lock = true\n'
+    if kind == "plain":
+        return '[[targets.leases]]\ntable = "bench_mutex"\nheld_sql = "true"\n'
+    return ""
+
+
+def run_scenario(binaries, dsn, interval_ms, inventory_interval, samples, tmp, tables=None,
+                 cpu_window=0):
+    """Returns ({name: [poll seconds]}, {name: cpu per poll} or None) for every binary, sampled at
+    once."""
     procs, ports = {}, {}
+    tables = tables or {}
     for i, (name, path) in enumerate(binaries):
         port = free_port()
         config = os.path.join(tmp, f"{name}.toml")
@@ -81,7 +139,8 @@ def run_scenario(binaries, dsn, interval_ms, inventory_interval, samples, tmp):
             f.write(f'[web]\nlisten_address = "127.0.0.1:{port}"\n'
                     f'[poll]\ninterval = "{interval_ms}ms"\ntimeout = "{interval_ms - 100}ms"\n'
                     f'inventory_interval = "{inventory_interval}"\n'
-                    f'[[targets]]\nname = "bench"\ndsn = "{dsn}"\n')
+                    f'[[targets]]\nname = "bench"\ndsn = "{dsn} user=bench_{i}"\n' +
+                    table_config(tables.get(name)))
         procs[name] = subprocess.Popen([path, f"--config.file={config}", "--log.level=warn"])
         ports[name] = port
         time.sleep(interval_ms / 1000 / len(binaries))  # offset: polls never overlap
@@ -106,11 +165,12 @@ def run_scenario(binaries, dsn, interval_ms, inventory_interval, samples, tmp):
                     continue
                 got[name].append(m["pglock_poll_duration_seconds"])
             time.sleep(interval_ms / 1000 / 10)
+        cpu = measure_cpu(binaries, procs, ports, interval_ms, cpu_window) if cpu_window else None
     finally:
         for p in procs.values():
             p.terminate()
             p.wait(timeout=10)
-    return got
+    return got, cpu
 
 
 def set_up_waiters(n):
@@ -157,9 +217,32 @@ def main():
     ap.add_argument("--samples", type=int, default=40)
     ap.add_argument("--interval-ms", type=int, default=1000)
     ap.add_argument("--modes", default="tiered", help="tiered, full or both (comma-separated)")
+    ap.add_argument("--cpu", action="store_true", help="also measure CPU per poll")
+    ap.add_argument("--cpu-window", type=float, default=20)
+    ap.add_argument("--row-lock-table", action="append", default=[], metavar="NAME=ROWS")
+    ap.add_argument("--plain-lock-table", action="append", default=[], metavar="NAME")
     args = ap.parse_args()
     binaries = [tuple(b.split("=", 1)) for b in args.binary]
-    dsn = f"host=127.0.0.1 port={os.environ['PGPORT']} user=postgres dbname=postgres"
+    dsn = f"host=127.0.0.1 port={os.environ['PGPORT']} dbname=postgres"
+    for i in range(len(binaries)):
+        psql(f"DROP ROLE IF EXISTS bench_{i}; CREATE ROLE bench_{i} LOGIN SUPERUSER")
+    tables = {}
+    rows = 0
+    for spec in args.row_lock_table:
+        name, rows = spec.split("=", 1)
+        tables[name] = "row_lock"
+    for name in args.plain_lock_table:
+        tables[name] = "plain"
+    mutex_holder = None
+    if tables:
+        rows = int(rows) or 1000
+        psql("DROP TABLE IF EXISTS bench_mutex; "
+             "CREATE TABLE bench_mutex (name text PRIMARY KEY, note text); "
+             f"INSERT INTO bench_mutex SELECT 'mutex-' || g, '' FROM generate_series(1, {rows}) g")
+        mutex_holder = Session()
+        mutex_holder.send("BEGIN")
+        mutex_holder.send("SELECT count(*) FROM (SELECT 1 FROM bench_mutex ORDER BY name "
+                          "LIMIT 10 FOR UPDATE) x")
 
     psql("CREATE TABLE IF NOT EXISTS bench_rows (id int PRIMARY KEY, v int); "
          "CREATE TABLE IF NOT EXISTS bench_table (id int); TRUNCATE bench_rows; "
@@ -176,8 +259,9 @@ def main():
         for n in [int(x) for x in args.waiters.split(",")]:
             sessions = set_up_waiters(n)
             for mode in args.modes.split(","):
-                got = run_scenario(binaries, dsn, args.interval_ms,
-                                   "60s" if mode == "tiered" else "0s", args.samples, tmp)
+                got, cpu = run_scenario(binaries, dsn, args.interval_ms,
+                                        "60s" if mode == "tiered" else "0s", args.samples, tmp,
+                                        tables, args.cpu_window if args.cpu else 0)
                 med = {k: statistics.median(v) * 1000 for k, v in got.items()}
                 p90 = {k: statistics.quantiles(v, n=10)[-1] * 1000 for k, v in got.items()}
                 base = med[binaries[0][0]]
@@ -185,10 +269,18 @@ def main():
                       " | ".join(f"{med[k]:.2f} ({p90[k]:.2f})" for k, _ in binaries) + " | " +
                       " | ".join(f"{med[k] / base:.2f}" for k, _ in binaries[1:]) + " |",
                       flush=True)
+                if cpu:
+                    print(f"| {mode} | {n} | CPU ms per poll, exporter + backend: " +
+                          ", ".join(f"{k} {cpu[k][0]:.2f} + {cpu[k][1]:.2f}"
+                                    for k, _ in binaries) + " | " +
+                          " | ".join(f"{sum(cpu[k]) / sum(cpu[binaries[0][0]]):.2f}"
+                                     for k, _ in binaries[1:]) + " |", flush=True)
             for s in sessions:  # holders first: a waiting psql reads no EOF
                 s.close()
             wait_for("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'", 0)
     held.close()
+    if mutex_holder:
+        mutex_holder.close()
 
 
 if __name__ == "__main__":

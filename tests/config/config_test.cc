@@ -411,6 +411,9 @@ name = "a"
   taken_at_column = "locked_at"
   ttl = "10m"
   where_sql = "locked_at IS NOT NULL"
+  [[targets.leases]]
+  table = "mutexes"
+  row_lock = true
 )toml";
   Config config;
   std::vector<ConfigError> errors;
@@ -439,6 +442,14 @@ name = "a"
             std::string(kFile) + ":18: targets.leases.taken_at_column: x");
   EXPECT_EQ(jobs.Problem("holder_column", "x"),
             std::string(kFile) + ":15: targets.leases.holder_column: x");
+  // A row-lock table is general too: the name column by default, nothing else.
+  const LeaseTableConfig& mutexes = t.leases[2];
+  EXPECT_TRUE(mutexes.row_lock);
+  EXPECT_EQ(mutexes.name.column, "name");
+  EXPECT_FALSE(mutexes.holder.present());
+  EXPECT_FALSE(mutexes.taken_at.present());
+  EXPECT_FALSE(mutexes.has_expiry());
+  EXPECT_FALSE(jobs.row_lock);
 }
 
 TEST(ParseConfigTextErrorTest, KeyExpressionCombinations) {
@@ -464,6 +475,10 @@ TEST(ParseConfigTextErrorTest, LockTableCombinations) {
                  "targets.leases.held_sql", "held_sql", "without an expiry");
   ExpectOneError(head + "  max_hold = \"0s\"\n", "targets.leases.max_hold", "max_hold",
                  "greater than 0s");
+  ExpectOneError(head + "  row_lock = true\n  expires_at_column = \"e\"\n",
+                 "targets.leases.row_lock", "row_lock", "without an expiry");
+  ExpectOneError(head + "  row_lock = \"yes\"\n", "targets.leases.row_lock", "row_lock",
+                 "true or false");
   ExpectOneError(head + "  where_sql = \"\"\n", "targets.leases.where_sql", "where_sql",
                  "non-empty SQL expression");
   ExpectOneError(head + "  holder_column = \"\"\n", "targets.leases.holder_column", "holder_column",
