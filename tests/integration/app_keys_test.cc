@@ -196,17 +196,23 @@ TEST(AppKeys, FailingKeyExpressionIsReportedWithItsKey) {
 // --- Lock tables --------------------------------------------------------------------------------
 
 // knex's lock table with its one row, not locked, configured as the README's recipe (plus `extra`).
-TargetConfig KnexLockTable(const std::string& extra = "") {
-  Pg().Exec("DROP TABLE IF EXISTS knex_migrations_lock");
-  Pg().Exec(
-      "CREATE TABLE knex_migrations_lock (index serial PRIMARY KEY, is_locked integer); "
-      "INSERT INTO knex_migrations_lock (is_locked) VALUES (0)");
-  return ParseTarget(R"(
+// The README recipe for knex's lock table, verbatim.
+constexpr char kKnexRecipe[] = R"(
   [[targets.leases]]
   table = "knex_migrations_lock"
   name_sql = "'migrations-' || index"
   held_sql = "is_locked = 1"
-)" + extra);
+  row_lock = true
+  max_hold = "30m"
+)";
+
+// knex's lock table, with its one row free, configured by `toml`.
+TargetConfig KnexLockTable(const std::string& toml = kKnexRecipe) {
+  Pg().Exec("DROP TABLE IF EXISTS knex_migrations_lock");
+  Pg().Exec(
+      "CREATE TABLE knex_migrations_lock (index serial PRIMARY KEY, is_locked integer); "
+      "INSERT INTO knex_migrations_lock (is_locked) VALUES (0)");
+  return ParseTarget(toml);
 }
 
 // README recipe: a migration tool's lock row (knex's knex_migrations_lock): two integer columns,
@@ -215,7 +221,7 @@ TargetConfig KnexLockTable(const std::string& extra = "") {
 // migrating. Held rows have an age from when the exporter first saw them held and no expiry; a
 // flag cleared is a release.
 TEST(AppKeys, FlagOnlyLockTable) {
-  const TargetConfig t = KnexLockTable("  max_hold = \"30m\"\n");
+  const TargetConfig t = KnexLockTable();
   Poller poller(t, TestPoll());
   auto samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_lease_table_up"), 1);
@@ -251,11 +257,13 @@ TEST(AppKeys, FlagOnlyLockTable) {
   Pg().Exec("DROP TABLE knex_migrations_lock");
 }
 
-// The mode in which it is not visible: by default knex sets the flag inside the migration's own
-// transaction, which no other session sees until it commits (and a killed migration rolls back).
-// The table shows the lock free while the migration runs.
-TEST(AppKeys, FlagSetInsideTheMigrationsTransactionIsNotSeen) {
-  const TargetConfig t = KnexLockTable();
+// knex's default mode: it sets the flag inside the migration's own transaction, which no other
+// session sees until it commits (and a killed migration rolls back). Without row_lock the table
+// shows the lock free while the migration runs...
+TEST(AppKeys, FlagSetInsideTheMigrationsTransactionIsNotSeenWithoutRowLock) {
+  std::string toml = kKnexRecipe;
+  toml.erase(toml.find("  row_lock = true\n"), std::string("  row_lock = true\n").size());
+  const TargetConfig t = KnexLockTable(toml);
   TestSession migrate(Pg().Dsn() + " application_name=knex-migrate");
   migrate.Query("BEGIN");
   migrate.Query("UPDATE knex_migrations_lock SET is_locked = 1 WHERE is_locked = 0");
@@ -265,6 +273,28 @@ TEST(AppKeys, FlagSetInsideTheMigrationsTransactionIsNotSeen) {
   EXPECT_EQ(Value(samples, "pglock_leases", {{"state", "held"}}), 0);
   EXPECT_TRUE(Select(samples, "pglock_lease_held").empty());
   migrate.Query("ROLLBACK");
+  Pg().Exec("DROP TABLE knex_migrations_lock");
+}
+
+// ...and with the README recipe (row_lock = true) the row the migration's UPDATE locked is held,
+// by the migration's session, until its transaction ends.
+TEST(AppKeys, FlagSetInsideTheMigrationsTransactionIsHeldByItsSessionWithRowLock) {
+  const TargetConfig t = KnexLockTable();
+  TestSession migrate(Pg().Dsn() + " application_name=knex-migrate");
+  const std::string pid = migrate.Query("SELECT pg_backend_pid()");
+  migrate.Query("BEGIN");
+  migrate.Query("UPDATE knex_migrations_lock SET is_locked = 1 WHERE is_locked = 0");
+  Poller poller(t, TestPoll());
+  auto samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_lease_held", {{"lease", "migrations-1"}}), 1);
+  EXPECT_EQ(Select(samples, "pglock_row_lock_held_seconds",
+                   {{"lease", "migrations-1"}, {"pid", pid}, {"application_name", "knex-migrate"}})
+                .size(),
+            1u);
+  migrate.Query("ROLLBACK");  // a killed migration: its flag was never committed
+  samples = PollAndScrape(poller);
+  EXPECT_TRUE(Select(samples, "pglock_lease_held").empty());
+  EXPECT_TRUE(Select(samples, "pglock_row_lock_held_seconds").empty());
   Pg().Exec("DROP TABLE knex_migrations_lock");
 }
 

@@ -42,7 +42,7 @@ TargetConfig ParseTarget(const std::string& toml) {
   return config.targets.empty() ? TargetConfig{} : config.targets[0];
 }
 
-// A mutex table: one row per named critical section.
+// README recipe: a mutex table, one row per named critical section (verbatim).
 const char kMutexes[] = R"(
   [[targets.leases]]
   table = "mutexes"
