@@ -29,17 +29,7 @@ using testing::TestPoll;
 using testing::TestSession;
 using testing::Value;
 
-// The one target of `toml` (a [[targets]] body after its name and dsn), parsed as config.toml.
-TargetConfig ParseTarget(const std::string& toml) {
-  const std::string text = "[[targets]]\nname = \"it\"\ndsn = \"" + Pg().Dsn() + "\"\n" + toml;
-  Config config;
-  std::vector<ConfigError> errors;
-  const bool ok = ParseConfigText(text, "config.toml", &config, &errors);
-  std::string all;
-  for (const ConfigError& e : errors) all += e.ToString() + "\n";
-  EXPECT_TRUE(ok) << all;
-  return config.targets.empty() ? TargetConfig{} : config.targets[0];
-}
+TargetConfig ParseTarget(const std::string& toml) { return testing::TestTarget(Pg().Dsn(), toml); }
 
 // --- Keys ---------------------------------------------------------------------------------------
 

@@ -31,16 +31,7 @@ using testing::TestPoll;
 using testing::TestSession;
 using testing::Value;
 
-TargetConfig ParseTarget(const std::string& toml) {
-  const std::string text = "[[targets]]\nname = \"it\"\ndsn = \"" + Pg().Dsn() + "\"\n" + toml;
-  Config config;
-  std::vector<ConfigError> errors;
-  const bool ok = ParseConfigText(text, "config.toml", &config, &errors);
-  std::string all;
-  for (const ConfigError& e : errors) all += e.ToString() + "\n";
-  EXPECT_TRUE(ok) << all;
-  return config.targets.empty() ? TargetConfig{} : config.targets[0];
-}
+TargetConfig ParseTarget(const std::string& toml) { return testing::TestTarget(Pg().Dsn(), toml); }
 
 // README recipe: a mutex table, one row per named critical section (verbatim).
 const char kMutexes[] = R"(
