@@ -462,6 +462,39 @@ void JsonArray(const std::vector<T>& items, F each, std::string* o) {
   *o += "]";
 }
 
+std::string HeldJson(const HeldLock& h) {
+  return "{\"lock\":" + J(h.lock) + ",\"datname\":" + J(h.datname) + "," + IdentityJson(h.holder) +
+         ",\"scope\":" + J(h.scope) + ",\"held_seconds\":" + Num(h.seconds) + "}";
+}
+
+std::string RowLockJson(const RowLockHolder& r) {
+  return "{\"table\":" + J(r.table) + ",\"lease\":" + J(r.lease) + "," + IdentityJson(r.holder) +
+         ",\"held_seconds\":" + Num(r.seconds) +
+         ",\"transaction_seconds\":" + (r.xact_seconds ? Num(*r.xact_seconds) : "null") + "}";
+}
+
+std::string IdleJson(const IdleHolder& h) {
+  return "{\"datname\":" + J(h.datname) + "," + IdentityJson(h.holder) +
+         ",\"holds\":" + J(h.holds) + ",\"idle_seconds\":" + Num(h.seconds) +
+         ",\"timeout_remaining_seconds\":" + (h.remaining ? Num(*h.remaining) : "null") + "}";
+}
+
+std::string PooledJson(const std::string& pooler, const PooledLockRow& l) {
+  return "{\"pooler\":" + J(pooler) + ",\"database\":" + J(l.database) + ",\"user\":" + J(l.user) +
+         ",\"lock\":" + J(l.lock) + ",\"pid\":" + std::to_string(l.pid) +
+         ",\"first_client\":" + J(l.first_client) + ",\"current_client\":" + J(l.current_client) +
+         ",\"held_seconds\":" + Num(l.seconds) + ",\"inherited\":" + std::to_string(l.inherited) +
+         "}";
+}
+
+std::string LeaseJson(const LeaseItem& l) {
+  return "{\"table\":" + J(l.table) + ",\"lease\":" + J(l.lease->lease) +
+         ",\"state\":" + J(l.state) + ",\"holder\":" + J(l.lease->holder) +
+         ",\"age_seconds\":" + Num(l.lease->age) +
+         ",\"expires_in_seconds\":" + (l.lease->expires_in ? Num(*l.lease->expires_in) : "null") +
+         "}";
+}
+
 void TargetJson(const TargetPart& t, std::string* o) {
   const TargetSnapshot& s = *t.snap;
   *o += "{\"target\":" + J(s.target) + ",\"up\":" + (s.up ? "true" : "false") +
@@ -474,55 +507,23 @@ void TargetJson(const TargetPart& t, std::string* o) {
       t.forest, [&](const WaitNode& n) { NodeJson(n, o); }, o);
   *o += ",\"held\":";
   JsonArray(
-      t.held,
-      [&](const HeldLock* h) {
-        *o += "{\"lock\":" + J(h->lock) + ",\"datname\":" + J(h->datname) + "," +
-              IdentityJson(h->holder) + ",\"scope\":" + J(h->scope) +
-              ",\"held_seconds\":" + Num(h->seconds) + "}";
-      },
-      o);
+      t.held, [&](const HeldLock* h) { *o += HeldJson(*h); }, o);
   *o += ",\"row_locks\":";
   JsonArray(
-      t.row_locks,
-      [&](const RowLockHolder* r) {
-        *o += "{\"table\":" + J(r->table) + ",\"lease\":" + J(r->lease) + "," +
-              IdentityJson(r->holder) + ",\"held_seconds\":" + Num(r->seconds) +
-              ",\"transaction_seconds\":" + (r->xact_seconds ? Num(*r->xact_seconds) : "null") +
-              "}";
-      },
-      o);
+      t.row_locks, [&](const RowLockHolder* r) { *o += RowLockJson(*r); }, o);
   *o += ",\"idle_in_transaction\":";
   JsonArray(
-      t.idle,
-      [&](const IdleHolder* h) {
-        *o += "{\"datname\":" + J(h->datname) + "," + IdentityJson(h->holder) +
-              ",\"holds\":" + J(h->holds) + ",\"idle_seconds\":" + Num(h->seconds) +
-              ",\"timeout_remaining_seconds\":" + (h->remaining ? Num(*h->remaining) : "null") +
-              "}";
-      },
-      o);
+      t.idle, [&](const IdleHolder* h) { *o += IdleJson(*h); }, o);
   *o += ",\"pooled_locks\":";
   JsonArray(
       t.pooled,
       [&](const std::pair<std::string, const PooledLockRow*>& p) {
-        const PooledLockRow& l = *p.second;
-        *o += "{\"pooler\":" + J(p.first) + ",\"database\":" + J(l.database) +
-              ",\"user\":" + J(l.user) + ",\"lock\":" + J(l.lock) +
-              ",\"pid\":" + std::to_string(l.pid) + ",\"first_client\":" + J(l.first_client) +
-              ",\"current_client\":" + J(l.current_client) + ",\"held_seconds\":" + Num(l.seconds) +
-              ",\"inherited\":" + std::to_string(l.inherited) + "}";
+        *o += PooledJson(p.first, *p.second);
       },
       o);
   *o += ",\"leases\":";
   JsonArray(
-      t.leases,
-      [&](const LeaseItem& l) {
-        *o += "{\"table\":" + J(l.table) + ",\"lease\":" + J(l.lease->lease) +
-              ",\"state\":" + J(l.state) + ",\"holder\":" + J(l.lease->holder) +
-              ",\"age_seconds\":" + Num(l.lease->age) + ",\"expires_in_seconds\":" +
-              (l.lease->expires_in ? Num(*l.lease->expires_in) : "null") + "}";
-      },
-      o);
+      t.leases, [&](const LeaseItem& l) { *o += LeaseJson(l); }, o);
   *o += ",\"leases_held_normally\":" + std::to_string(t.leases_fine) + ",\"events\":";
   JsonArray(
       t.events, [&](const Event* e) { *o += EventJson(*e); }, o);

@@ -358,7 +358,7 @@ bool Poller::PollOnce() {
     return false;
   }
   LogStateChange(true, "");
-  const std::string role = NoteRole(*data);
+  std::string role = NoteRole(*data);
   CountCollectorErrors(*data);
 
   // Events first: the view shows the pooled-lock state this poll leads to.
@@ -370,15 +370,29 @@ bool Poller::PollOnce() {
       },
       &counters_, &events);
   RecordEvents(std::move(events));
+  auto view = BuildView(*data, &statuses);
+
+  // A poll of 100k locks allocates tens of MB that are free again now; give them back so the
+  // resident size follows the current poll, not the largest one ever.
+  std::string server_version = data->server_version;
+  data.reset();
+  malloc_trim(0);
+  PublishSuccess(std::move(snap), std::move(view), std::move(role), std::move(server_version),
+                 std::move(statuses));
+  return true;
+}
+
+std::shared_ptr<TargetView> Poller::BuildView(const PollData& data,
+                                              std::vector<CollectorStatus>* statuses) {
   std::map<std::string, int64_t> dropped;
   std::vector<double> build_seconds;
   auto view = std::make_shared<TargetView>(
-      Analyze(*data, analyze_options_, &history_, &dropped, &build_seconds));
+      Analyze(data, analyze_options_, &history_, &dropped, &build_seconds));
   std::vector<Event> blocking;
-  JudgeBlocking(*data, *view, &episodes_, &counters_, &blocking);
+  JudgeBlocking(data, *view, &episodes_, &counters_, &blocking);
   RecordEvents(std::move(blocking));
-  for (size_t i = 0; i < statuses.size() && i < build_seconds.size(); ++i) {
-    statuses[i].seconds += build_seconds[i];
+  for (size_t i = 0; i < statuses->size() && i < build_seconds.size(); ++i) {
+    (*statuses)[i].seconds += build_seconds[i];
   }
   for (const auto& [metric, n] : dropped)
     counters_.series_dropped[metric] += static_cast<double>(n);
@@ -389,17 +403,17 @@ bool Poller::PollOnce() {
         target_.name, view->hidden_sessions);
     warned_hidden_ = true;
   }
+  return view;
+}
 
-  // A poll of 100k locks allocates tens of MB that are free again now; give them back so the
-  // resident size follows the current poll, not the largest one ever.
-  const std::string server_version = data->server_version;
-  data.reset();
-  malloc_trim(0);
+void Poller::PublishSuccess(std::shared_ptr<TargetSnapshot> snap, std::shared_ptr<TargetView> view,
+                            std::string role, std::string server_version,
+                            std::vector<CollectorStatus> statuses) {
   last_success_ = UnixNow();
   snap->up = true;
   snap->state = "up";
-  snap->server_version = server_version;
-  snap->role = role;
+  snap->server_version = std::move(server_version);
+  snap->role = std::move(role);
   snap->poll_errors = poll_errors_;
   snap->last_success = last_success_;
   last_lock_table_ = std::make_shared<const LockTableView>(view->lock_table);
@@ -410,7 +424,6 @@ bool Poller::PollOnce() {
   snap->counters = counters_;
   snap->events = event_log_.Contents();
   Publish(std::move(snap));
-  return true;
 }
 
 }  // namespace pglock

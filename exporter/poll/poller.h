@@ -80,6 +80,14 @@ class Poller {
   std::optional<std::vector<DatabaseStats>> ReadSessionEndCounters(
       SteadyClock::time_point deadline);
   void CountCollectorErrors(const PollData& data);
+  // The view of a good poll (every collector's part) and what follows from it: blocking
+  // episodes, the detail series left out by top_n, each collector's build time in *statuses.
+  std::shared_ptr<TargetView> BuildView(const PollData& data,
+                                        std::vector<CollectorStatus>* statuses);
+  // Publishes the snapshot of a good poll around `view`.
+  void PublishSuccess(std::shared_ptr<TargetSnapshot> snap, std::shared_ptr<TargetView> view,
+                      std::string role, std::string server_version,
+                      std::vector<CollectorStatus> statuses);
   // Publishes the snapshot of a failed poll (pglock_up 0, counters and events kept).
   void PublishFailure(const Status& status, std::shared_ptr<TargetSnapshot> snap);
   // The shared lock table after a poll failed with it full: read alone on the live connection
