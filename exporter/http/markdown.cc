@@ -121,87 +121,115 @@ size_t ListMarker(std::string_view line, bool* ordered) {
   return 0;
 }
 
-}  // namespace
-
-std::string MarkdownToHtml(std::string_view md) {
-  std::vector<std::string_view> lines;
-  while (!md.empty()) {
-    const auto nl = md.find('\n');
-    lines.push_back(md.substr(0, nl));
-    md = nl == std::string_view::npos ? std::string_view() : md.substr(nl + 1);
-  }
-  std::string out;
-  std::string paragraph;
-  std::string list_close;  // "</ul>" / "</ol>" while a list is open
-  const auto flush = [&] {
-    if (!paragraph.empty()) out += "<p>" + paragraph + "</p>\n";
-    paragraph.clear();
-  };
-  const auto close_list = [&] {
-    out += list_close;
-    list_close.clear();
-  };
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string_view raw = lines[i];
-    const std::string_view line = Trim(raw);
-    bool ordered = false;
-    const size_t marker = ListMarker(line, &ordered);
-    if (StartsWith(line, "```")) {
-      flush();
-      close_list();
-      out += "<pre><code>";
-      for (++i; i < lines.size() && !StartsWith(Trim(lines[i]), "```"); ++i) {
-        out += HtmlEscape(std::string(lines[i])) + "\n";
-      }
-      out += "</code></pre>\n";
-    } else if (StartsWith(line, "#")) {
-      flush();
-      close_list();
-      size_t level = 0;
-      while (level < line.size() && line[level] == '#') ++level;
-      level = std::min<size_t>(level, 6);
-      const std::string tag = "h" + std::to_string(level);
-      out += "<" + tag + ">" + Inline(Trim(line.substr(level))) + "</" + tag + ">\n";
-    } else if (StartsWith(line, "|") && i + 1 < lines.size() && IsTableSeparator(lines[i + 1])) {
-      flush();
-      close_list();
-      out += "<table><thead><tr>";
-      for (std::string_view cell : TableCells(line)) out += "<th>" + Inline(cell) + "</th>";
-      out += "</tr></thead><tbody>\n";
-      for (i += 2; i < lines.size() && StartsWith(Trim(lines[i]), "|"); ++i) {
-        out += "<tr>";
-        for (std::string_view cell : TableCells(lines[i])) out += "<td>" + Inline(cell) + "</td>";
-        out += "</tr>\n";
-      }
-      --i;
-      out += "</tbody></table>\n";
-    } else if (marker > 0) {
-      flush();
-      const char* open = ordered ? "<ol>" : "<ul>";
-      if (list_close.empty()) {
-        out += std::string(open) + "\n";
-        list_close = ordered ? "</ol>\n" : "</ul>\n";
-      }
-      std::string item(line.substr(marker));
-      // Continuation lines: indented text up to a blank line or the next item.
-      while (i + 1 < lines.size() && !Trim(lines[i + 1]).empty() &&
-             (lines[i + 1].front() == ' ' || lines[i + 1].front() == '\t') &&
-             ListMarker(Trim(lines[i + 1]), &ordered) == 0) {
-        item += " " + std::string(Trim(lines[++i]));
-      }
-      out += "<li>" + Inline(item) + "</li>\n";
-    } else if (line.empty()) {
-      flush();
-      close_list();
-    } else {
-      close_list();
-      if (!paragraph.empty()) paragraph += "\n";
-      paragraph += Inline(line);
+// One rendering: the document's lines and the HTML so far, with the open paragraph and list.
+class MarkdownRenderer {
+ public:
+  explicit MarkdownRenderer(std::string_view md) {
+    while (!md.empty()) {
+      const auto nl = md.find('\n');
+      lines_.push_back(md.substr(0, nl));
+      md = nl == std::string_view::npos ? std::string_view() : md.substr(nl + 1);
     }
   }
-  flush();
-  close_list();
-  return out;
-}
+
+  std::string Render() {
+    for (i_ = 0; i_ < lines_.size(); ++i_) {
+      const std::string_view line = Trim(lines_[i_]);
+      bool ordered = false;
+      const size_t marker = ListMarker(line, &ordered);
+      if (StartsWith(line, "```")) {
+        CodeBlock();
+      } else if (StartsWith(line, "#")) {
+        Heading(line);
+      } else if (StartsWith(line, "|") && i_ + 1 < lines_.size() &&
+                 IsTableSeparator(lines_[i_ + 1])) {
+        Table(line);
+      } else if (marker > 0) {
+        ListItem(line.substr(marker), ordered);
+      } else if (line.empty()) {
+        EndBlock();
+      } else {
+        CloseList();
+        if (!paragraph_.empty()) paragraph_ += "\n";
+        paragraph_ += Inline(line);
+      }
+    }
+    EndBlock();
+    return std::move(out_);
+  }
+
+ private:
+  void FlushParagraph() {
+    if (!paragraph_.empty()) out_ += "<p>" + paragraph_ + "</p>\n";
+    paragraph_.clear();
+  }
+  void CloseList() {
+    out_ += list_close_;
+    list_close_.clear();
+  }
+  void EndBlock() {
+    FlushParagraph();
+    CloseList();
+  }
+
+  void CodeBlock() {
+    EndBlock();
+    out_ += "<pre><code>";
+    for (++i_; i_ < lines_.size() && !StartsWith(Trim(lines_[i_]), "```"); ++i_) {
+      out_ += HtmlEscape(std::string(lines_[i_])) + "\n";
+    }
+    out_ += "</code></pre>\n";
+  }
+
+  void Heading(std::string_view line) {
+    EndBlock();
+    size_t level = 0;
+    while (level < line.size() && line[level] == '#') ++level;
+    level = std::min<size_t>(level, 6);
+    const std::string tag = "h" + std::to_string(level);
+    out_ += "<" + tag + ">" + Inline(Trim(line.substr(level))) + "</" + tag + ">\n";
+  }
+
+  void Table(std::string_view header) {
+    EndBlock();
+    out_ += "<table><thead><tr>";
+    for (std::string_view cell : TableCells(header)) out_ += "<th>" + Inline(cell) + "</th>";
+    out_ += "</tr></thead><tbody>\n";
+    for (i_ += 2; i_ < lines_.size() && StartsWith(Trim(lines_[i_]), "|"); ++i_) {
+      out_ += "<tr>";
+      for (std::string_view cell : TableCells(lines_[i_])) out_ += "<td>" + Inline(cell) + "</td>";
+      out_ += "</tr>\n";
+    }
+    --i_;
+    out_ += "</tbody></table>\n";
+  }
+
+  void ListItem(std::string_view text, bool ordered) {
+    FlushParagraph();
+    if (list_close_.empty()) {
+      out_ += ordered ? "<ol>\n" : "<ul>\n";
+      list_close_ = ordered ? "</ol>\n" : "</ul>\n";
+    }
+    std::string item(text);
+    // Continuation lines: indented text up to a blank line or the next item.
+    bool next_ordered = false;
+    while (i_ + 1 < lines_.size() && !Trim(lines_[i_ + 1]).empty() &&
+           (lines_[i_ + 1].front() == ' ' || lines_[i_ + 1].front() == '\t') &&
+           ListMarker(Trim(lines_[i_ + 1]), &next_ordered) == 0) {
+      item += " " + std::string(Trim(lines_[++i_]));
+    }
+    out_ += "<li>" + Inline(item) + "</li>\n";
+  }
+
+  std::vector<std::string_view> lines_;
+  size_t i_ = 0;
+  std::string out_;
+  std::string paragraph_;
+  std::string list_close_;  // "</ul>\n" / "</ol>\n" while a list is open
+};
+
+}  // namespace
+
+std::string MarkdownToHtml(std::string_view md) { return MarkdownRenderer(md).Render(); }
 
 }  // namespace pglock
