@@ -504,43 +504,47 @@ bool ValidListenAddress(const std::string& addr) {
 using KeyLines = std::map<std::string, int>;
 
 // Parses the document into *config; errors accumulate. Defaults stay for absent keys.
+// The [web] table (two of its keys feed PollConfig: the on-call view's data is the pollers').
+void ParseWeb(const toml::value& web, const std::string& file, Config* config,
+              std::vector<ConfigError>* errors, KeyLines* lines) {
+  TableReader r(web, "web", file, errors);
+  r.String("listen_address", &config->web.listen_address);
+  r.String("telemetry_path", &config->web.telemetry_path);
+  for (const char* k : {"listen_address", "telemetry_path"}) (*lines)[r.Dotted(k)] = r.LineOf(k);
+  r.String("tls_cert_file", &config->web.tls_cert_file);
+  r.String("tls_key_file", &config->web.tls_key_file);
+  r.Int("max_connections", 1, 1024, &config->web.max_connections);
+  r.DurationValue("request_timeout", &config->web.request_timeout);
+  // The on-call view's data is gathered by the pollers, so these two live in PollConfig.
+  r.Int("event_log_size", 0, 1'000'000, &config->poll.event_log_size);
+  r.Bool("show_query_text", &config->poll.query_text);
+  if (const toml::value* users = r.Table("basic_auth_users")) {
+    TableReader ur(*users, "web.basic_auth_users", file, errors);
+    for (const auto& [user, hash] : users->as_table()) {
+      ur.Get(user);
+      if (!hash.is_string() || !IsBcryptHash(hash.as_string().str)) {
+        ur.Error(hash, user, "must be a bcrypt hash ($2a$, $2b$ or $2y$, 60 characters)");
+        continue;
+      }
+      config->web.basic_auth_users[user] = hash.as_string().str;
+    }
+  }
+  if (config->web.tls_cert_file.empty() != config->web.tls_key_file.empty()) {
+    r.TableError("tls_cert_file", "set both tls_cert_file and tls_key_file, or neither");
+  }
+  for (const std::string* f : {&config->web.tls_cert_file, &config->web.tls_key_file}) {
+    if (!f->empty() && access(f->c_str(), R_OK) != 0) {
+      r.TableError(f == &config->web.tls_cert_file ? "tls_cert_file" : "tls_key_file",
+                   "cannot read " + *f);
+    }
+  }
+  r.RejectUnknown();
+}
+
 void ParseDocument(const toml::value& doc, const std::string& file, Config* config,
                    std::vector<ConfigError>* errors, bool* timeout_set, KeyLines* lines) {
   TableReader root(doc, "", file, errors);
-  if (const toml::value* web = root.Table("web")) {
-    TableReader r(*web, "web", file, errors);
-    r.String("listen_address", &config->web.listen_address);
-    r.String("telemetry_path", &config->web.telemetry_path);
-    for (const char* k : {"listen_address", "telemetry_path"}) (*lines)[r.Dotted(k)] = r.LineOf(k);
-    r.String("tls_cert_file", &config->web.tls_cert_file);
-    r.String("tls_key_file", &config->web.tls_key_file);
-    r.Int("max_connections", 1, 1024, &config->web.max_connections);
-    r.DurationValue("request_timeout", &config->web.request_timeout);
-    // The on-call view's data is gathered by the pollers, so these two live in PollConfig.
-    r.Int("event_log_size", 0, 1'000'000, &config->poll.event_log_size);
-    r.Bool("show_query_text", &config->poll.query_text);
-    if (const toml::value* users = r.Table("basic_auth_users")) {
-      TableReader ur(*users, "web.basic_auth_users", file, errors);
-      for (const auto& [user, hash] : users->as_table()) {
-        ur.Get(user);
-        if (!hash.is_string() || !IsBcryptHash(hash.as_string().str)) {
-          ur.Error(hash, user, "must be a bcrypt hash ($2a$, $2b$ or $2y$, 60 characters)");
-          continue;
-        }
-        config->web.basic_auth_users[user] = hash.as_string().str;
-      }
-    }
-    if (config->web.tls_cert_file.empty() != config->web.tls_key_file.empty()) {
-      r.TableError("tls_cert_file", "set both tls_cert_file and tls_key_file, or neither");
-    }
-    for (const std::string* f : {&config->web.tls_cert_file, &config->web.tls_key_file}) {
-      if (!f->empty() && access(f->c_str(), R_OK) != 0) {
-        r.TableError(f == &config->web.tls_cert_file ? "tls_cert_file" : "tls_key_file",
-                     "cannot read " + *f);
-      }
-    }
-    r.RejectUnknown();
-  }
+  if (const toml::value* web = root.Table("web")) ParseWeb(*web, file, config, errors, lines);
   if (const toml::value* poll = root.Table("poll")) {
     TableReader r(*poll, "poll", file, errors);
     r.DurationValue("interval", &config->poll.interval);

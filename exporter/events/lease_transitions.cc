@@ -52,6 +52,28 @@ class LeaseCounter {
   std::set<std::string> known_;  // distinct names already counted for this table
 };
 
+// A row whose holder did not change: given back (its expiry moved to the past), renewed, or as
+// it was. Each write it explains is counted in *mark.
+void JudgeSameHolder(const LeaseRow& row, const LeaseTransitions::LeaseSeen& before,
+                     const LeaseTableData& t, double prev_now,
+                     LeaseTransitions::LeaseSeen* now_seen, LeaseTransitions::LeaseWriteMark* mark,
+                     LeaseCounter& count) {
+  const LeaseRow& old = before.row;
+  const bool moved_back =
+      row.expires_at < old.expires_at && row.expires_at <= t.now && old.expires_at > prev_now;
+  if (moved_back) {
+    count(row.name, "released", old.holder);  // given back by moving its expiry to the past
+    now_seen->given_back = true;
+    mark->explained.updated += 1;
+  } else if (row.expires_at != old.expires_at || (t.has_taken_at && row.taken_at != old.taken_at)) {
+    count(row.name, "renewed");
+    now_seen->given_back = before.given_back && row.expires_at <= t.now;
+    mark->explained.updated += 1;
+  } else {
+    now_seen->given_back = before.given_back;
+  }
+}
+
 }  // namespace
 
 void LeaseTransitions::SeedZeroCounters(const PollData& cur, Counters* counters) const {
@@ -107,20 +129,7 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t, LeaseTableState
     const LeaseRow& old = p->second.row;
     // Judged by the database's own timestamps, never the exporter's clock.
     if (row.holder == old.holder) {
-      const bool moved_back =
-          row.expires_at < old.expires_at && row.expires_at <= t.now && old.expires_at > prev_now;
-      if (moved_back) {
-        count(row.name, "released", old.holder);  // given back by moving its expiry to the past
-        now_seen.given_back = true;
-        mark->explained.updated += 1;
-      } else if (row.expires_at != old.expires_at ||
-                 (t.has_taken_at && row.taken_at != old.taken_at)) {
-        count(row.name, "renewed");
-        now_seen.given_back = p->second.given_back && row.expires_at <= t.now;
-        mark->explained.updated += 1;
-      } else {
-        now_seen.given_back = p->second.given_back;
-      }
+      JudgeSameHolder(row, p->second, t, prev_now, &now_seen, mark, count);
     } else if (p->second.given_back || row.row_locked || old.row_locked) {
       // A row lock changes hands only when its transaction ends: the server itself keeps two
       // sessions from holding it at once.

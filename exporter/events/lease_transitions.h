@@ -56,7 +56,7 @@ class LeaseTransitions {
   // Creates the transition counters of the leases of small tables at 0.
   void SeedZeroCounters(const PollData& cur, Counters* counters) const;
 
- private:
+  // The state kept per table (plain data; the judgement's file-local helpers read it).
   // What the last good read of a lease table showed, and the evidence kept for the holder changes
   // still waiting for it.
   struct LeaseSeen {
@@ -89,6 +89,7 @@ class LeaseTransitions {
     std::vector<PendingHolderChange> pending;  // oldest first
   };
 
+ private:
   // Compares one table's rows with its last good read; adds what they explain to *mark.
   void CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st, LeaseWriteMark* mark,
                         Counters* counters, std::vector<Event>* events);
