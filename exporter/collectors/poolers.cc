@@ -146,7 +146,7 @@ void PoolersCollector::BuildView(const PollData& data, const ViewContext& ctx,
     pv.ok = p.ok;
     for (const PooledServer& s : p.servers) pv.session_locks[{s.database, s.user}];
     for (const PooledLock* l : locks) {
-      if (l->pooler != p.name || !l->session_scoped) continue;
+      if (l->pooler != p.name || l->state != PooledLockState::kSessionLock) continue;
       ++pv.session_locks[{l->database, l->user}];
       pv.locks.push_back({l->database, l->user, LockLabel(l->key, ctx.options->names), l->pid,
                           l->first_client, l->current_client,

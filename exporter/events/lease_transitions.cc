@@ -63,14 +63,16 @@ void JudgeSameHolder(const LeaseRow& row, const LeaseTransitions::LeaseSeen& bef
       row.expires_at < old.expires_at && row.expires_at <= t.now && old.expires_at > prev_now;
   if (moved_back) {
     count(row.name, "released", old.holder);  // given back by moving its expiry to the past
-    now_seen->given_back = true;
+    now_seen->state = LeaseState::kGivenBack;
     mark->explained.updated += 1;
   } else if (row.expires_at != old.expires_at || (t.has_taken_at && row.taken_at != old.taken_at)) {
     count(row.name, "renewed");
-    now_seen->given_back = before.given_back && row.expires_at <= t.now;
+    now_seen->state = before.state == LeaseState::kGivenBack && row.expires_at <= t.now
+                          ? LeaseState::kGivenBack
+                          : LeaseState::kHeld;
     mark->explained.updated += 1;
   } else {
-    now_seen->given_back = before.given_back;
+    now_seen->state = before.state;
   }
 }
 
@@ -130,7 +132,7 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t, LeaseTableState
     // Judged by the database's own timestamps, never the exporter's clock.
     if (row.holder == old.holder) {
       JudgeSameHolder(row, p->second, t, prev_now, &now_seen, mark, count);
-    } else if (p->second.given_back || row.row_locked || old.row_locked) {
+    } else if (p->second.state == LeaseState::kGivenBack || row.row_locked || old.row_locked) {
       // A row lock changes hands only when its transaction ends: the server itself keeps two
       // sessions from holding it at once.
       count(row.name, "handover", old.holder, row.holder);

@@ -47,6 +47,13 @@ inline constexpr size_t kMaxSeededLeases = 100;
 // them, at the latest 10 s after going idle (PGSTAT_IDLE_INTERVAL); 2 s of margin.
 inline constexpr double kLeaseWritesDelaySeconds = 12.0;
 
+// The states of a lease row of the diagram above that a read leaves it in ("no row" has no entry;
+// a pending change is a PendingHolderChange until its evidence comes).
+enum class LeaseState {
+  kHeld,       // held by its holder as the last read showed it
+  kGivenBack,  // its holder moved its expiry to the past: the next holder is a hand-over
+};
+
 class LeaseTransitions {
  public:
   // Counts the transitions between the last good read of each lease table and its read in `cur`
@@ -61,7 +68,7 @@ class LeaseTransitions {
   // still waiting for it.
   struct LeaseSeen {
     LeaseRow row;
-    bool given_back = false;  // its holder moved its expiry to the past, seen by a poll
+    LeaseState state = LeaseState::kHeld;
   };
   // The table's write counters at one good read, and the writes that what that read showed
   // accounts for (releases, renewals, and the give-backs claimed by hand-overs).

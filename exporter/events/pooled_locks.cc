@@ -79,11 +79,11 @@ void PooledLockTracker::Judge(const PollData& data, const LockNames* names, Coun
       }
       // The only proof of a session lock: held across the whole pg_locks read while the
       // connection stayed outside any transaction (AdvisoryLock::outside_transaction).
-      if (l.outside_transaction) lock.session_scoped = true;
+      if (l.outside_transaction) lock.state = PooledLockState::kSessionLock;
       const bool other_app = s->application_name != lock.last_application_name;
       const bool other_link = !server.linked_client.empty() && !lock.last_linked_client.empty() &&
                               server.linked_client != lock.last_linked_client;
-      if (lock.session_scoped && (other_app || other_link)) {
+      if (lock.state == PooledLockState::kSessionLock && (other_app || other_link)) {
         ++lock.inherited;
         if (counters != nullptr)
           counters->pooled_inherited[{p.name, lock.database, lock.user}] += 1;

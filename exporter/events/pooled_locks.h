@@ -40,6 +40,12 @@
 
 namespace pglock {
 
+// The states of the diagram above (a lock not tracked has no entry).
+enum class PooledLockState {
+  kCandidate,    // granted on a pooled connection, not proven session-scoped yet
+  kSessionLock,  // proven: held outside any transaction; counted, its heirs are inheritances
+};
+
 struct PooledLock {
   std::string pooler;
   std::string database;  // the pool's
@@ -47,9 +53,9 @@ struct PooledLock {
   int pid = 0;  // the server connection's backend
   double backend_start = 0;
   AdvisoryKey key;
-  bool session_scoped = false;  // proven; until then a candidate
-  std::string first_client;     // the client when the lock was first seen
-  std::string current_client;   // the latest client seen on the connection
+  PooledLockState state = PooledLockState::kCandidate;
+  std::string first_client;    // the client when the lock was first seen
+  std::string current_client;  // the latest client seen on the connection
   std::string last_application_name;
   std::string last_linked_client;  // "addr:port" of the last PgBouncer client seen linked
   double first_seen = 0;           // server epoch seconds

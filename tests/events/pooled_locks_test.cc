@@ -44,7 +44,7 @@ double Inherited(const Counters& c) { return c.pooled_inherited.at({"pgb", "app"
 
 bool Proven(const PooledLockTracker& t) {
   const auto locks = t.Locks();
-  return locks.size() == 1 && locks[0]->session_scoped;
+  return locks.size() == 1 && locks[0]->state == PooledLockState::kSessionLock;
 }
 
 // A hot key re-taken by each transaction on the connection: held at every poll, each time in
