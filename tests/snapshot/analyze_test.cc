@@ -335,6 +335,30 @@ TEST(AnalyzeTest, HistoryForgetsReleasedLocksAndNewBackends) {
   EXPECT_DOUBLE_EQ(AnalyzeData(d, &history).view.held[0].seconds, 0);
 }
 
+TEST(AnalyzeTest, HistoryFollowsHoldsWhenRowsMoveComeAndGo) {
+  PollData d = BaseData();
+  d.sessions = {MakeSession(10, "active"), MakeSession(11, "active")};
+  d.locks = {Held(10, BigintKey(1)), Held(10, BigintKey(2)), Held(11, BigintKey(3)),
+             Held(11, BigintKey(4))};
+  HoldHistory history;
+  AnalyzeData(d, &history);  // all first seen at kNow
+
+  // Key 5 taken and key 2 let go, then the rows in another order.
+  d.now = kNow + 10;
+  d.locks = {Held(10, BigintKey(1)), Held(11, BigintKey(5)), Held(11, BigintKey(3)),
+             Held(11, BigintKey(4))};
+  AnalyzeData(d, &history);
+  d.now = kNow + 30;
+  d.locks = {Held(11, BigintKey(4)), Held(11, BigintKey(3)), Held(10, BigintKey(1)),
+             Held(11, BigintKey(5)), Held(10, BigintKey(2))};
+  const Result r = AnalyzeData(d, &history);
+  std::map<std::string, double> age;
+  for (const HeldLock& h : r.view.held) age[h.lock] = h.seconds;
+  EXPECT_EQ(age,
+            (std::map<std::string, double>{{"1", 30}, {"2", 0}, {"3", 30}, {"4", 30}, {"5", 20}}));
+  EXPECT_EQ(history.first_seen.size(), 5u);
+}
+
 TEST(AnalyzeTest, PollWithoutInventoryKeepsHistory) {
   PollData d = BaseData();
   d.sessions = {MakeSession(10, "active")};
