@@ -182,8 +182,11 @@ void BuildWaits(const PollData& data, const ViewContext& ctx,
     }
   }
   if (waiting.empty()) return;
+  // Most granted locks are not waited for: their objid rules them out before the map does.
+  std::unordered_set<uint32_t> waited_objids;
+  for (const AdvisoryLock* w : waiting) waited_objids.insert(w->key.objid);
   for (const AdvisoryLock& l : data.locks) {
-    if (!l.granted) continue;
+    if (!l.granted || waited_objids.count(l.key.objid) == 0) continue;
     if (const auto it = granted.find(l.key); it != granted.end()) it->second.insert(l.pid);
   }
   for (const AdvisoryLock* w : waiting) {
@@ -336,10 +339,11 @@ Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& r
     }
     // locktype is NULL on the other granted rows: advisory ones, and transactionid ones (with
     // their xid, read for the row-lock tables).
-    if (r->IsNull(i, k.locktype) && !r->IsNull(i, k.transactionid)) {
+    const bool no_locktype = r->IsNull(i, k.locktype);
+    if (no_locktype && !r->IsNull(i, k.transactionid)) {
       data->xact_locks.push_back({static_cast<int>(r->Int(i, k.pid).value_or(0)),
                                   static_cast<uint32_t>(r->Int(i, k.transactionid).value_or(0))});
-    } else if (r->IsNull(i, k.locktype) || r->Text(i, k.locktype) == "advisory") {
+    } else if (no_locktype || r->Text(i, k.locktype) == "advisory") {
       data->locks.push_back(ParseAdvisory(*r, i, k));
     } else {
       data->lock_waits.push_back(ParseRequest(*r, i, k));

@@ -67,6 +67,7 @@ std::string_view PgResult::RawText(int row, int col) const {
 
 std::optional<double> PgResult::Double(int row, int col) const {
   const std::string_view t = RawText(row, col);
+  if (t.empty()) return std::nullopt;  // NULL: most waitstarts
   double v = 0;
   const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec != std::errc() || end != t.data() + t.size() || !std::isfinite(v)) return std::nullopt;
