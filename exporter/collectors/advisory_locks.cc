@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -83,6 +85,49 @@ struct HeldCandidate {
   const Session* session;
 };
 
+// The first sighting of a hold in the last inventory's history. The rows come in the same order
+// poll after poll: a cursor walks the history alongside them, and only a row that is not next
+// there (taken since, or after rows released since) is looked up, in a map built at the first
+// such row.
+class HistoryCursor {
+ public:
+  explicit HistoryCursor(const std::vector<HoldHistory::Entry>& entries) : entries_(entries) {}
+
+  // The entry with the Id of `e`, or null.
+  const HoldHistory::Entry* Find(const HoldHistory::Entry& e) {
+    if (next_ < entries_.size() && entries_[next_].Id() == e.Id()) return &entries_[next_++];
+    if (by_id_.empty()) {
+      by_id_.reserve(entries_.size());
+      for (size_t i = 0; i < entries_.size(); ++i) by_id_.try_emplace(KeyOf(entries_[i]), i);
+    }
+    const auto it = by_id_.find(KeyOf(e));
+    if (it == by_id_.end()) return nullptr;
+    next_ = it->second + 1;  // the rows after it follow it again
+    return &entries_[it->second];
+  }
+
+ private:
+  using Key = std::tuple<int, double, uint32_t, uint32_t, uint32_t, int>;
+  struct Hash {
+    size_t operator()(const Key& k) const {
+      size_t h = std::hash<double>()(std::get<1>(k));
+      for (uint64_t v :
+           {uint64_t(uint32_t(std::get<0>(k))), uint64_t(std::get<2>(k)), uint64_t(std::get<3>(k)),
+            uint64_t(std::get<4>(k)), uint64_t(uint32_t(std::get<5>(k)))}) {
+        h = (h ^ v) * 0x100000001b3ULL;
+      }
+      return h;
+    }
+  };
+  static Key KeyOf(const HoldHistory::Entry& e) {
+    return {e.pid, e.backend_start, e.key.datid, e.key.classid, e.key.objid, e.key.objsubid};
+  }
+
+  const std::vector<HoldHistory::Entry>& entries_;
+  size_t next_ = 0;
+  std::unordered_map<Key, size_t, Hash> by_id_;  // first entry of each Id
+};
+
 // Exact per-database counts and the age of every held lock, with no strings built, since there
 // can be 100k of them; labels are made for the top_n only. Refreshes the hold history on an
 // inventory poll.
@@ -92,18 +137,26 @@ std::vector<HeldCandidate> AgeHeldLocks(const PollData& data, const ViewContext&
   held.reserve(data.locks.size());
   std::vector<HoldHistory::Entry> next_history;
   next_history.reserve(data.locks.size());
-  const auto& history_entries = ctx.history->first_seen;
-  const auto by_id = [](const HoldHistory::Entry& a, const HoldHistory::Entry& b) {
-    return a.Id() < b.Id();
-  };
+  HistoryCursor history(ctx.history->first_seen);
+  // A session's locks, and a database's, come in runs: look each up once per run.
+  const Session* s = nullptr;
+  std::optional<int> s_pid;
+  DatabaseAggregate* agg = nullptr;
+  uint32_t agg_datid = 0;
   for (const AdvisoryLock& l : data.locks) {
     if (!l.granted) continue;
-    ++(*by_datid)[l.key.datid].advisory_locks_held;
-    const Session* s = ctx.index->Find(l.pid);
+    if (agg == nullptr || agg_datid != l.key.datid) {
+      agg = &(*by_datid)[l.key.datid];
+      agg_datid = l.key.datid;
+    }
+    ++agg->advisory_locks_held;
+    if (s_pid != l.pid) {
+      s = ctx.index->Find(l.pid);
+      s_pid = l.pid;
+    }
     HoldHistory::Entry entry{l.pid, s != nullptr ? s->backend_start : 0, l.key, data.now};
-    const auto it = std::lower_bound(history_entries.begin(), history_entries.end(), entry, by_id);
-    if (it != history_entries.end() && it->Id() == entry.Id()) {
-      entry.first_seen = it->first_seen;
+    if (const HoldHistory::Entry* seen = history.Find(entry); seen != nullptr) {
+      entry.first_seen = seen->first_seen;
     } else if (s != nullptr && s->NotRunning() && s->state_change) {
       // Not running a statement: the lock was taken no later than the last state change.
       entry.first_seen = std::min(*s->state_change, data.now);
@@ -113,10 +166,7 @@ std::vector<HeldCandidate> AgeHeldLocks(const PollData& data, const ViewContext&
     held.push_back({std::max(0.0, data.now - since), &l, s});
     next_history.push_back(entry);
   }
-  if (data.inventory) {
-    std::sort(next_history.begin(), next_history.end(), by_id);
-    ctx.history->first_seen = std::move(next_history);
-  }
+  if (data.inventory) ctx.history->first_seen = std::move(next_history);
   return held;
 }
 
@@ -132,8 +182,11 @@ void BuildWaits(const PollData& data, const ViewContext& ctx,
     }
   }
   if (waiting.empty()) return;
+  // Most granted locks are not waited for: their objid rules them out before the map does.
+  std::unordered_set<uint32_t> waited_objids;
+  for (const AdvisoryLock* w : waiting) waited_objids.insert(w->key.objid);
   for (const AdvisoryLock& l : data.locks) {
-    if (!l.granted) continue;
+    if (!l.granted || waited_objids.count(l.key.objid) == 0) continue;
     if (const auto it = granted.find(l.key); it != granted.end()) it->second.insert(l.pid);
   }
   for (const AdvisoryLock* w : waiting) {
@@ -286,10 +339,11 @@ Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& r
     }
     // locktype is NULL on the other granted rows: advisory ones, and transactionid ones (with
     // their xid, read for the row-lock tables).
-    if (r->IsNull(i, k.locktype) && !r->IsNull(i, k.transactionid)) {
+    const bool no_locktype = r->IsNull(i, k.locktype);
+    if (no_locktype && !r->IsNull(i, k.transactionid)) {
       data->xact_locks.push_back({static_cast<int>(r->Int(i, k.pid).value_or(0)),
                                   static_cast<uint32_t>(r->Int(i, k.transactionid).value_or(0))});
-    } else if (r->IsNull(i, k.locktype) || r->Text(i, k.locktype) == "advisory") {
+    } else if (no_locktype || r->Text(i, k.locktype) == "advisory") {
       data->locks.push_back(ParseAdvisory(*r, i, k));
     } else {
       data->lock_waits.push_back(ParseRequest(*r, i, k));

@@ -1,6 +1,7 @@
 #include "exporter/events/session_ends.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "exporter/snapshot/poll_index.h"
@@ -133,8 +134,10 @@ struct EndParties {
       : deferred(waiting.all), awaited(waiting.awaited) {
     for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
     const PollIndex prev_index(prev);
+    std::optional<int> last_pid;  // a session's locks come in runs: one insert per run
     for (const AdvisoryLock& l : prev.locks) {
-      if (!l.granted) continue;
+      if (!l.granted || last_pid == l.pid) continue;
+      last_pid = l.pid;
       const Session* s = prev_index.Find(l.pid);
       holders.insert({l.pid, s != nullptr ? s->backend_start : 0});
     }

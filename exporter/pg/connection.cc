@@ -57,9 +57,17 @@ int RemainingMs(SteadyClock::time_point deadline) {
 
 }  // namespace
 
+// Double and Int read the text with one libpq call: a NULL's text is empty, which parses as no
+// number, like any text that is not one (a value in text format holds no NUL byte); out of range,
+// libpq gives a null pointer.
+std::string_view PgResult::RawText(int row, int col) const {
+  const char* v = PQgetvalue(result_.get(), row, col);
+  return v != nullptr ? std::string_view(v) : std::string_view();
+}
+
 std::optional<double> PgResult::Double(int row, int col) const {
-  if (IsNull(row, col)) return std::nullopt;
-  const std::string_view t = Text(row, col);
+  const std::string_view t = RawText(row, col);
+  if (t.empty()) return std::nullopt;  // NULL: most waitstarts
   double v = 0;
   const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec != std::errc() || end != t.data() + t.size() || !std::isfinite(v)) return std::nullopt;
@@ -67,8 +75,15 @@ std::optional<double> PgResult::Double(int row, int col) const {
 }
 
 std::optional<int64_t> PgResult::Int(int row, int col) const {
-  if (IsNull(row, col)) return std::nullopt;
-  const std::string_view t = Text(row, col);
+  const char* p = PQgetvalue(result_.get(), row, col);
+  if (p == nullptr) return std::nullopt;
+  // Up to 18 digits cannot overflow: parsed in place (pids, oids and keys of every lock row).
+  const char* digits = *p == '-' ? p + 1 : p;
+  int64_t n = 0;
+  const char* q = digits;
+  for (; *q >= '0' && *q <= '9' && q - digits < 18; ++q) n = n * 10 + (*q - '0');
+  if (*q == '\0' && q != digits) return *p == '-' ? -n : n;
+  const std::string_view t(p);
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
   if (ec != std::errc() || end != t.data() + t.size()) return std::nullopt;

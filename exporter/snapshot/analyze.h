@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <string>
@@ -28,7 +29,9 @@ struct HoldHistory {
     double first_seen = 0;  // server epoch seconds
     auto Id() const { return std::tie(pid, backend_start, key); }
   };
-  // Sorted by Id(): a flat vector, since it holds one entry per held lock (100k at scale).
+  // In the order of the last inventory's lock rows, which PostgreSQL keeps from one read to the
+  // next: each poll walks it alongside its own rows instead of sorting and searching (one entry
+  // per held lock, 100k at scale).
   std::vector<Entry> first_seen;
 };
 
@@ -59,14 +62,24 @@ struct ViewContext {
   std::map<std::string, int64_t>* dropped = nullptr;  // metric -> series left out by top_n
 };
 
-// Keeps the `n` most severe rows (`more_severe(a, b)` true when a comes first); returns how many
-// were dropped.
+// Keeps the `n` most severe rows (`more_severe(a, b)` true when a comes first), in the order a
+// stable sort gives them; returns how many were dropped. Orders indexes, then moves only the kept
+// rows: rows carry strings, and there can be thousands.
 template <typename T, typename Less>
 int64_t KeepTopN(std::vector<T>* rows, size_t n, Less more_severe) {
-  std::stable_sort(rows->begin(), rows->end(), more_severe);
-  if (rows->size() <= n) return 0;
-  const auto dropped = static_cast<int64_t>(rows->size() - n);
-  rows->resize(n);
+  std::vector<size_t> order(rows->size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const size_t keep = std::min(n, rows->size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(),
+                    [&](size_t a, size_t b) {
+                      if (more_severe((*rows)[a], (*rows)[b])) return true;
+                      return !more_severe((*rows)[b], (*rows)[a]) && a < b;  // ties: row order
+                    });
+  std::vector<T> kept;
+  kept.reserve(keep);
+  for (size_t i = 0; i < keep; ++i) kept.push_back(std::move((*rows)[order[i]]));
+  const auto dropped = static_cast<int64_t>(rows->size() - keep);
+  *rows = std::move(kept);
   return dropped;
 }
 

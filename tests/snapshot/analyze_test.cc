@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exporter/collectors/activity.h"
@@ -333,6 +335,49 @@ TEST(AnalyzeTest, HistoryForgetsReleasedLocksAndNewBackends) {
   d.now = kNow + 30;
   d.sessions[0].backend_start = kNow + 25;
   EXPECT_DOUBLE_EQ(AnalyzeData(d, &history).view.held[0].seconds, 0);
+}
+
+TEST(AnalyzeTest, KeepTopNKeepsTheMostSevereInStableOrder) {
+  using Row = std::pair<int, std::string>;
+  const auto more_severe = [](const Row& a, const Row& b) { return a.first > b.first; };
+  std::vector<Row> rows = {{1, "a"}, {3, "b"}, {2, "c"}, {3, "d"}, {1, "e"}, {3, "f"}};
+  EXPECT_EQ(KeepTopN(&rows, 4, more_severe), 2);
+  EXPECT_EQ(rows, (std::vector<Row>{{3, "b"}, {3, "d"}, {3, "f"}, {2, "c"}}));
+  rows = {{1, "a"}, {2, "b"}, {1, "c"}};
+  EXPECT_EQ(KeepTopN(&rows, 20, more_severe), 0);
+  EXPECT_EQ(rows, (std::vector<Row>{{2, "b"}, {1, "a"}, {1, "c"}}));
+  // Many ties: the same rows, in the same order, as a stable sort.
+  rows.clear();
+  for (int i = 0; i < 200; ++i) rows.emplace_back((i * 7) % 5, std::to_string(i));
+  std::vector<Row> sorted = rows;
+  std::stable_sort(sorted.begin(), sorted.end(), more_severe);
+  sorted.resize(60);
+  EXPECT_EQ(KeepTopN(&rows, 60, more_severe), 140);
+  EXPECT_EQ(rows, sorted);
+}
+
+TEST(AnalyzeTest, HistoryFollowsHoldsWhenRowsMoveComeAndGo) {
+  PollData d = BaseData();
+  d.sessions = {MakeSession(10, "active"), MakeSession(11, "active")};
+  d.locks = {Held(10, BigintKey(1)), Held(10, BigintKey(2)), Held(11, BigintKey(3)),
+             Held(11, BigintKey(4))};
+  HoldHistory history;
+  AnalyzeData(d, &history);  // all first seen at kNow
+
+  // Key 5 taken and key 2 let go, then the rows in another order.
+  d.now = kNow + 10;
+  d.locks = {Held(10, BigintKey(1)), Held(11, BigintKey(5)), Held(11, BigintKey(3)),
+             Held(11, BigintKey(4))};
+  AnalyzeData(d, &history);
+  d.now = kNow + 30;
+  d.locks = {Held(11, BigintKey(4)), Held(11, BigintKey(3)), Held(10, BigintKey(1)),
+             Held(11, BigintKey(5)), Held(10, BigintKey(2))};
+  const Result r = AnalyzeData(d, &history);
+  std::map<std::string, double> age;
+  for (const HeldLock& h : r.view.held) age[h.lock] = h.seconds;
+  EXPECT_EQ(age,
+            (std::map<std::string, double>{{"1", 30}, {"2", 0}, {"3", 30}, {"4", 30}, {"5", 20}}));
+  EXPECT_EQ(history.first_seen.size(), 5u);
 }
 
 TEST(AnalyzeTest, PollWithoutInventoryKeepsHistory) {
