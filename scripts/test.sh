@@ -32,8 +32,8 @@ BUILD_DIR=build scripts/build.sh -DPGLOCK_BUILD_TESTS=ON
 step "unit and integration tests (ctest)"
 export PGLOCK_REQUIRE_PROMTOOL=1
 export PGLOCK_EXPORTER_BINARY=$root/build/pglock_exporter
-# A failing test binary runs once more (both runs printed): see tests/matrix/run.sh for the one
-# known race; PGLOCK_CTEST_REPEAT= turns it off.
+# A failing test binary runs once more (both runs printed; see tests/matrix/run.sh);
+# PGLOCK_CTEST_REPEAT= turns it off.
 repeat=${PGLOCK_CTEST_REPEAT---repeat until-pass:2}
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900 $repeat)
 

@@ -44,7 +44,7 @@ const std::vector<const Collector*>& Collectors() {
   // Order: the batch collectors first, then those with round trips of their own. The batch is one
   // transaction, read in this order: server first (its now() is the poll's clock), then the session
   // end counters, pg_stat_activity and pg_locks. An ending backend releases its locks, counts its
-  // end, then leaves pg_stat_activity (measured on 15, 16 and 18): read in this order, an end the
+  // end, then leaves pg_stat_activity (measured on 15 to 18): read in this order, an end the
   // poll counts belongs to a session gone from its pg_stat_activity unless that exit spanned the
   // two adjacent reads. Read with pg_locks and pg_stat_activity first, a backend that had released
   // its lock and counted its end but was still listed was common, and its end was explained by no

@@ -321,8 +321,26 @@ WaitingSessions AdvisoryHolds::Waiting() const {
     if (p.state == HoldState::kSettling) continue;
     out.all.insert(p.session);
     if (p.state == HoldState::kAwaitingEndCount) out.awaited.insert(p.session);
+    if (p.state == HoldState::kBackendEnding) out.ending.insert(p.session);
   }
+  out.counted_while_listed = counted_while_listed_;
   return out;
+}
+
+void AdvisoryHolds::KeepEndsCountedWhileListed(const EndJudgement& ended) {
+  counted_while_listed_.clear();
+  std::map<uint32_t, std::set<SessionId>> ending;  // per database
+  for (const PendingHold& p : pending_) {
+    if (p.state == HoldState::kBackendEnding) ending[p.key.datid].insert(p.session);
+  }
+  for (const auto& [datid, sessions] : ending) {
+    const auto it = ended.unclaimed.find(datid);
+    if (it == ended.unclaimed.end()) continue;
+    const auto n = static_cast<int64_t>(sessions.size());
+    const SessionEndDeltas kept{std::min(n, it->second.fatal), std::min(n, it->second.killed),
+                                std::min(n, it->second.abandoned)};
+    if (kept.fatal + kept.killed + kept.abandoned > 0) counted_while_listed_[datid] = kept;
+  }
 }
 
 std::optional<HoldState> AdvisoryHolds::StateOf(const AdvisoryKey& key,
@@ -441,6 +459,7 @@ void AdvisoryHolds::CountLockEvents(const std::shared_ptr<const PollData>& prev_
   const EndJudgement ended =
       in.restarted ? EndJudgement{} : EndCauses(prev, cur, Waiting(), settled_ends_, &sightings_);
   settled_ends_.clear();
+  counted_while_listed_.clear();
   settle_.stats = cur.database_stats.value_or(std::vector<DatabaseStats>{});
   settle_.now = cur.now;
   std::vector<PendingHold> waiting = std::move(pending_);
@@ -451,6 +470,7 @@ void AdvisoryHolds::CountLockEvents(const std::shared_ptr<const PollData>& prev_
   // The same holds at both ends: every hold stays kHeld and no key changes holder.
   const bool unchanged = !in.restarted && &in.prev_holds == &in.cur_holds;
   if (!unchanged) JudgeHeldHolds(in, ended, names, counters, events, &waiting_keys);
+  KeepEndsCountedWhileListed(ended);
   // Forget losses older than the takeover window: a key taken that much later is a new run.
   for (auto it = lost_keys_.begin(); it != lost_keys_.end();) {
     it = cur.now - it->second.lost_at > takeover_window_seconds_ ? lost_keys_.erase(it) : ++it;
@@ -595,10 +615,12 @@ void AdvisoryHolds::ReserveOthersEnds(const PollData& poll, const std::set<Sessi
                                       double reservation_horizon,
                                       std::map<uint32_t, SessionEndDeltas>* late) const {
   std::set<SessionId> ending;
+  std::map<uint32_t, SessionEndDeltas> counted = counted_while_listed_;
   for (const PendingHold& d : pending_) {
     if (d.state == HoldState::kBackendEnding && settling.count(d.session) == 0 &&
         ending.insert(d.session).second) {
-      ClaimEnd(&(*late)[d.key.datid]);  // one end, any kind
+      // One end, any kind: one already counted while it was listed, else one counted since.
+      if (ClaimEnd(&counted[d.key.datid]) == HoldEnd::kCleanClose) ClaimEnd(&(*late)[d.key.datid]);
     }
   }
   for (const auto& [sid, seen] : sightings_) {

@@ -39,7 +39,10 @@
 //     releases its locks before it counts its end and leaves pg_stat_activity). A client that
 //     unlocks runs a statement for it, which moves state_change; one that unlocks inside a
 //     statement still running waits here an inventory and ends as an unlock: its session is still
-//     there. Waiting adds no evidence of a loss; only the end counters do.
+//     there. Waiting adds no evidence of a loss; only the end counters do. Its end may already be
+//     counted at the poll that saw it listed (it counts its end, then leaves): the ends of that
+//     interval no gone session claimed are kept for the kBackendEnding sessions alone, one of
+//     each kind per session, and claimed by them first at the next judgement.
 //   - kAwaitingEndCount: the session's idle time reached its timeout, but no fatal end is counted
 //     yet (a poll may fall between the two writes an exit spans). A clean close after the same
 //     idle time looks identical, so the hold goes the way of a clean close (kSettling) if no count
@@ -186,6 +189,9 @@ class AdvisoryHolds {
                          std::map<uint32_t, SessionEndDeltas>* late) const;
   // The sessions of the holds that wait for the next inventory (kBackendEnding, kAwaitingEndCount).
   WaitingSessions Waiting() const;
+  // After a judgement: keeps, of the interval's unclaimed ends, those the kBackendEnding sessions
+  // may have counted while still listed.
+  void KeepEndsCountedWhileListed(const EndJudgement& ended);
   // Remembers what every poll shows of each session, for EndCauses.
   void SeeSessions(const PollData& cur);
   // After a judgement: forgets the sessions gone by `cur`, but those still waiting for their late
@@ -207,6 +213,10 @@ class AdvisoryHolds {
     double now = 0;
   } settle_;
   std::map<uint32_t, SessionEndDeltas> settled_ends_;
+  // The ends counted in the last judged interval that no session claimed, at most one of each kind
+  // per kBackendEnding session of the database: theirs to claim at the next judgement
+  // (WaitingSessions::counted_while_listed).
+  std::map<uint32_t, SessionEndDeltas> counted_while_listed_;
   Sightings sightings_;
   // While the session counters may predate a holder's end: the inventory lock events are judged
   // against, the now() of the first inventory that waited, and how many have waited.

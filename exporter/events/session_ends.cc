@@ -150,6 +150,20 @@ struct EndParties {
   const std::set<SessionId>& awaited;   // of those, waiting for their late end count
 };
 
+// The end of a session whose lock went while it was still listed, from the ends counted in that
+// interval (*early): the timeout it matches when a fatal end is there, else any abnormal end;
+// nullopt when none is left.
+std::optional<HoldEnd> ClaimCountedWhileListed(const std::optional<HoldEnd>& timeout,
+                                               SessionEndDeltas* early) {
+  if (timeout && early->fatal > 0) {
+    --early->fatal;
+    return timeout;
+  }
+  const HoldEnd end = ClaimEnd(early);
+  if (end == HoldEnd::kCleanClose) return std::nullopt;
+  return end;
+}
+
 using Gone = std::vector<std::pair<const SessionId, SessionSighting>*>;
 
 // Every session seen and gone at `cur`, in the order they claim the fatal ends: lock holders
@@ -196,11 +210,21 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingS
   // a holder that closed its session cleanly.
   std::vector<std::pair<SessionId, uint32_t>> undecided;  // holders without a timeout match
   std::vector<SessionId> candidates;  // holders that match a timeout whose count is not seen yet
+  std::map<uint32_t, SessionEndDeltas> counted_while_listed = waiting.counted_while_listed;
   for (auto* entry : GoneInClaimOrder(parties, sightings)) {
     const SessionId& sid = entry->first;
     SessionSighting& seen = entry->second;
     const std::optional<HoldEnd> timeout = TimeoutMatch(seen, cur.now, prev);
     const bool holder = parties.holders.count(sid) != 0;
+    if (waiting.ending.count(sid) != 0) {
+      const std::optional<HoldEnd> own =
+          ClaimCountedWhileListed(timeout, &counted_while_listed[seen.datid]);
+      if (own) {
+        seen.awaiting_end.reset();
+        out.causes[sid] = *own;
+        continue;
+      }
+    }
     SessionEndDeltas& d = deltas[seen.datid];
     if (timeout && (!deltas_known || d.fatal > 0)) {
       if (deltas_known) --d.fatal;
@@ -230,6 +254,7 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingS
   for (const SessionId& sid : parties.holders) {
     if (parties.alive.count(sid) == 0) out.causes.emplace(sid, HoldEnd::kCleanClose);
   }
+  out.unclaimed = std::move(deltas);
   return out;
 }
 

@@ -100,6 +100,12 @@ std::map<uint32_t, SessionEndDeltas> EndDeltasBetween(const std::vector<Database
 struct WaitingSessions {
   std::set<SessionId> all;      // every session of a hold that waits
   std::set<SessionId> awaited;  // of those, gone as a timeout would end them, count not seen yet
+  std::set<SessionId> ending;   // of those, kBackendEnding: lock gone while still listed
+  // Per database, the ends counted in the interval in which the `ending` sessions' locks went
+  // that no session gone in that interval claimed. A backend counts its end before it leaves
+  // pg_stat_activity: a poll can see the end counted and the session still listed, and the next
+  // interval then counts nothing for it. Only the `ending` sessions claim these, first.
+  std::map<uint32_t, SessionEndDeltas> counted_while_listed;
 };
 
 // How the lock holders of an interval ended.
@@ -108,6 +114,8 @@ struct EndJudgement {
   // Holders at `prev` that ended as a timeout would, their end not counted yet (not those waiting
   // already: a backend counts its end before it leaves, so one interval is enough).
   std::set<SessionId> pending;
+  // Per database, the ends of the interval that no session claimed.
+  std::map<uint32_t, SessionEndDeltas> unclaimed;
 };
 
 // How each session that held a lock at `prev` (or whose hold waits: `waiting`) and is gone at

@@ -402,6 +402,39 @@ TEST(EventTrackerTest, HolderTerminatedWhileStillListedIsALossNotAnUnlock) {
   EXPECT_EQ(e.Released("unlocked"), 0);
 }
 
+TEST(EventTrackerTest, HolderTerminatedWhoseEndIsCountedWhileStillListedIsALoss) {
+  // The backend released its lock and counted its end just before the poll read the counters, and
+  // was still listed when the poll read pg_stat_activity: the poll sees the end counted, the lock
+  // gone and the session there. At the next inventory the session is gone and the interval counts
+  // no end: the end counted while it was still listed is its own.
+  Events e;
+  const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {a, b}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.TotalLost(), 0) << "judged when its session is gone";
+  e.Observe(Poll(kStart + 10, {b}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  EXPECT_EQ(e.Released("session_closed"), 0);
+  const Session b_took = MakeSession(11, "idle", kStart + 12);
+  e.Observe(Poll(kStart + 15, {b_took}, {Held(11, 1)}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Takeovers(), 1);
+  EXPECT_EQ(e.TotalLost(), 1);
+}
+
+TEST(EventTrackerTest, AnEndCountedWhileAHolderIsListedIsOnlyThatHoldersToClaim) {
+  // As above, but the session whose lock went stays connected (a procedure that unlocked inside a
+  // long statement): the end counted in that interval belongs to no holder, and a holder that
+  // closes its session cleanly in the next interval must not be paged for it.
+  Events e;
+  const Session a = MakeSession(10, "active", kStart - 5), b = MakeSession(11, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {a, b}, {Held(10, 1), Held(11, 2)}));
+  e.Observe(Poll(kStart + 5, {a, b}, {Held(11, 2)}, Stats(0, 1, 0)));
+  e.Observe(Poll(kStart + 10, {a}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Released("unlocked"), 1);
+  EXPECT_EQ(e.Released("session_closed"), 1);
+  EXPECT_EQ(e.TotalLost(), 0);
+}
+
 TEST(EventTrackerTest, TerminationCountedJustAfterThePollIsALossAndATakeover) {
   // pg_terminate_backend: the backend releases its locks, counts its end and leaves
   // pg_stat_activity, between the poll's read of the counters and its read of the sessions: gone

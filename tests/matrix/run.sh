@@ -16,9 +16,9 @@ versions=${PGLOCK_PG_VERSIONS:-14 16 17 18 12 13}
 # it would cost more CI time than every other matrix test together. standby_test runs on 15 only:
 # the npm packages ship initdb, pg_ctl and postgres, not pg_basebackup.
 tests='^integration\.(lock_health_test|events_test|hardening_test|app_keys_test|lock_table_test|registry_test)$'
-# A test binary that fails is run once more (and both runs are printed): Events.TerminateBackend-
-# IsATerminatedLoss misses a loss about one run in ten on a loaded machine (a race between the
-# backend's exit and the poll's reads, known and unfixed); PGLOCK_CTEST_REPEAT= turns it off.
+# A test binary that fails is run once more, and both runs are printed: a safety net for tests that
+# wait on real servers on a loaded shared machine, not a cover for a known race (none is known; a
+# rerun in the log is a defect to chase). PGLOCK_CTEST_REPEAT= turns it off.
 PGLOCK_CTEST_REPEAT=${PGLOCK_CTEST_REPEAT---repeat until-pass:2}
 failed=()
 for major in $versions; do
