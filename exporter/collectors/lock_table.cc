@@ -56,7 +56,7 @@ constexpr char kFullStatement[] = "lock_table_full";
 
 int64_t Setting(const PgResult& r, int col) { return r.Int(0, col).value_or(0); }
 
-Status ParseSettings(const PgResult& r, PollData* data) {
+Status ParseSettings(const PgResult& r, LockTableReading* reading) {
   Columns c(r, "lock_table");
   const int max_locks = c["max_locks_per_transaction"], connections = c["max_connections"],
             av_workers = c["autovacuum_max_workers"], av_slots = c["autovacuum_worker_slots"],
@@ -64,7 +64,7 @@ Status ParseSettings(const PgResult& r, PollData* data) {
             prepared = c["max_prepared_transactions"], waiters = c["lock_manager_waiters"];
   if (Status s = c.status(); !s.ok()) return s;
   if (r.Rows() != 1) return Status::UnexpectedShape("lock_table: expected one row");
-  LockTableSettings& s = data->lock_table_settings;
+  LockTableSettings& s = reading->settings;
   s.max_locks_per_transaction = Setting(r, max_locks);
   s.max_connections = Setting(r, connections);
   s.autovacuum_max_workers = Setting(r, av_workers);
@@ -72,7 +72,7 @@ Status ParseSettings(const PgResult& r, PollData* data) {
   s.max_worker_processes = Setting(r, workers);
   s.max_wal_senders = Setting(r, senders);
   s.max_prepared_transactions = Setting(r, prepared);
-  data->lock_manager_waiters = Setting(r, waiters);
+  reading->lock_manager_waiters = Setting(r, waiters);
   return Status::Ok();
 }
 
@@ -144,27 +144,25 @@ Status LockTableCollector::Parse(const PollPlan& plan, const BatchResults& resul
                                  PollData* data) const {
   const PgResult* r = results.Find(name());
   if (r == nullptr) return Status::UnexpectedShape("lock_table: no result");
-  if (Status s = ParseSettings(*r, data); !s.ok()) return s;
-  data->lock_table_use.clear();
-  data->lock_table_read_at = 0;
-  if (plan.inventory) {
-    data->lock_table_use = CountEntries(*data);
-    data->lock_table_read_at = data->now;
-  }
+  if (Status s = ParseSettings(*r, data->parts.Mutable<LockTableReading>()); !s.ok()) return s;
+  if (plan.inventory) *data->parts.Mutable<LockTableCount>() = {CountEntries(*data), data->now};
   return Status::Ok();
 }
 
 void LockTableCollector::BuildView(const PollData& data, const ViewContext& ctx,
                                    TargetView* view) const {
   LockTableView& v = view->lock_table;
-  v.slots = LockTableSlots(data.server_version_num, data.lock_table_settings);
-  v.lock_manager_waiters = data.lock_manager_waiters;
-  v.counted = data.lock_table_read_at > 0;
+  if (const auto* reading = data.parts.Find<LockTableReading>(); reading != nullptr) {
+    v.slots = LockTableSlots(data.server_version_num, reading->settings);
+    v.lock_manager_waiters = reading->lock_manager_waiters;
+  }
+  const auto* count = data.parts.Find<LockTableCount>();
+  v.counted = count != nullptr && count->read_at > 0;
   if (!v.counted) return;
-  v.age = std::max(0.0, data.now - data.lock_table_read_at);
+  v.age = std::max(0.0, data.now - count->read_at);
   std::vector<SessionLockTableEntries> rows;
-  rows.reserve(data.lock_table_use.size());
-  for (const LockTableUse& u : data.lock_table_use) {
+  rows.reserve(count->use.size());
+  for (const LockTableUse& u : count->use) {
     const Session* s = ctx.index->Find(u.pid);
     rows.push_back({s != nullptr ? s->datname : "", IdentityOf(s, u.pid), u.locktype, u.entries});
   }
@@ -179,11 +177,11 @@ Status ReadFullLockTable(PgConnection& conn, const QueryTimeouts& timeouts,
   batch.Add(kFullStatement, queries::kLockTableFull);
   BatchResults results;
   if (Status s = batch.Run(conn, timeouts, deadline, &results); !s.ok()) return s;
-  PollData data;
+  LockTableReading reading;
   const PgResult* settings = results.Find(kStatement);
   const PgResult* r = results.Find(kFullStatement);
   if (settings == nullptr || r == nullptr) return Status::UnexpectedShape("lock_table: no result");
-  if (Status s = ParseSettings(*settings, &data); !s.ok()) return s;
+  if (Status s = ParseSettings(*settings, &reading); !s.ok()) return s;
   Columns c(*r, "lock_table_full");
   const int pid = c["pid"], locktype = c["locktype"], entries = c["entries"],
             app = c["application_name"], addr = c["client_addr"], state = c["state"];
@@ -209,8 +207,8 @@ Status ReadFullLockTable(PgConnection& conn, const QueryTimeouts& timeouts,
     rows.push_back(std::move(e));
   }
   *view = LockTableView{};
-  view->slots = LockTableSlots(conn.ServerVersionNum(), data.lock_table_settings);
-  view->lock_manager_waiters = data.lock_manager_waiters;
+  view->slots = LockTableSlots(conn.ServerVersionNum(), reading.settings);
+  view->lock_manager_waiters = reading.lock_manager_waiters;
   view->counted = true;
   KeepTopSessions(std::move(rows), top_n, view);
   return Status::Ok();

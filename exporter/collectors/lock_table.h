@@ -10,9 +10,49 @@
 // sessions at inventory polls only (a cheap poll carries the last inventory's, with their age).
 #pragma once
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "exporter/collectors/collector.h"
 
 namespace pglock {
+
+// The settings that size the shared lock table, read every poll. autovacuum_worker_slots is 18+
+// (0 before).
+struct LockTableSettings {
+  int64_t max_locks_per_transaction = 0;
+  int64_t max_connections = 0;
+  int64_t autovacuum_max_workers = 0;
+  int64_t autovacuum_worker_slots = 0;
+  int64_t max_worker_processes = 0;
+  int64_t max_wal_senders = 0;
+  int64_t max_prepared_transactions = 0;
+};
+
+// Entries one process holds or awaits in the server's shared lock table, of one lock type: its rows
+// of pg_locks outside the fast path. pid 0: prepared transactions (they hold locks with no
+// backend).
+struct LockTableUse {
+  int pid = 0;
+  std::string locktype;
+  int64_t entries = 0;
+};
+
+// What every poll reads of the lock table (PollData::parts).
+struct LockTableReading {
+  LockTableSettings settings;
+  // Backends waiting on the lock manager's LWLock (LockManager; lock_manager on 12).
+  int64_t lock_manager_waiters = 0;
+};
+
+// The entries counted from an inventory's pg_locks read (PollData::parts): a cheap poll carries
+// the last inventory's (InventoryTier), with the time of that read.
+struct LockTableCount {
+  static constexpr bool kReadAtInventory = true;
+  std::vector<LockTableUse> use;
+  double read_at = 0;  // the server's now() of the pg_locks read that counted `use`
+};
 
 // SQLSTATE 53200, out of shared memory: what a backend gets when the shared lock table has no
 // free entry left (HINT: You might need to increase max_locks_per_transaction).

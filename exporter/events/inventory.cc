@@ -17,9 +17,9 @@ void InventoryTier::Complete(SteadyClock::time_point started, std::shared_ptr<Po
     return;
   }
   if (!last_ || last_->postmaster_start != d.postmaster_start) return;
-  // The shared lock table's entries: counted at the inventory only, carried with their read time.
-  d.lock_table_use = last_->lock_table_use;
-  d.lock_table_read_at = last_->lock_table_read_at;
+  // What collectors read at the inventory only (the shared lock table's entries, with their read
+  // time).
+  d.parts.CarryInventoryParts(last_->parts);
   std::set<std::pair<int, double>> alive;
   for (const Session& s : d.sessions) alive.insert({s.pid, s.backend_start});
   std::map<int, double> old_start;

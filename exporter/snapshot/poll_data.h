@@ -115,33 +115,12 @@ struct LockParty {
   std::string query;
 };
 
-// Entries one process holds or awaits in the server's shared lock table, of one lock type: its rows
-// of pg_locks outside the fast path. pid 0: prepared transactions (they hold locks with no
-// backend).
-struct LockTableUse {
-  int pid = 0;
-  std::string locktype;
-  int64_t entries = 0;
-};
-
 // A granted lock outside the fast path that the advisory statement returns only to be counted in
 // the shared lock table (a relation lock past a backend's fast-path slots, a transaction id, the
 // exporter's own, a prepared transaction's): its holder and type, nothing else.
 struct CountedLock {
   int pid = 0;
   std::string locktype;
-};
-
-// The settings that size the shared lock table (exporter/collectors/lock_table.h), read every poll.
-// autovacuum_worker_slots is 18+ (0 before).
-struct LockTableSettings {
-  int64_t max_locks_per_transaction = 0;
-  int64_t max_connections = 0;
-  int64_t autovacuum_max_workers = 0;
-  int64_t autovacuum_worker_slots = 0;
-  int64_t max_worker_processes = 0;
-  int64_t max_wal_senders = 0;
-  int64_t max_prepared_transactions = 0;
 };
 
 struct ServerSetting {
@@ -241,16 +220,9 @@ struct PollData {
   // the advisory collector, with its locks.
   std::vector<LockWaitRow> lock_waits;
   std::vector<LockParty> lock_parties;
-  // The shared lock table. counted_locks by the advisory collector (its one read of pg_locks, on
-  // inventory polls); lock_table_use by the lock-table collector from every non-fast-path row of
-  // that read: exact on an inventory poll, the last inventory's on a cheap one (InventoryTier).
+  // The advisory collector's one read of pg_locks (inventory polls) also returns the rows outside
+  // the fast path it does not otherwise need, for the lock-table collector to count.
   std::vector<CountedLock> counted_locks;
-  std::vector<LockTableUse> lock_table_use;
-  // The server's now() of the pg_locks read that counted lock_table_use; 0 when none did yet.
-  double lock_table_read_at = 0;
-  LockTableSettings lock_table_settings;
-  // Backends waiting on the lock manager's LWLock (LockManager; lock_manager on 12).
-  int64_t lock_manager_waiters = 0;
   // Granted transactionid locks, read with the inventory when a row_lock table is configured
   // (xact_locks_read); the row-lock tables' holders are matched against them.
   std::vector<TransactionLock> xact_locks;

@@ -1364,15 +1364,25 @@ TEST(EventTrackerTest, LeaseNamesAreCappedPerTable) {
 
 // ---- The tiered poll ---------------------------------------------------------------------------
 
-// The shared lock table's entries are counted at inventories only: a cheap poll carries the last
-// inventory's with the time of that read (the age the exporter shows), not across a restart.
-TEST(InventoryTierTest, CheapPollCarriesTheLastInventorysLockTableEntries) {
+// What a collector reads at inventories only (the shared lock table's entries, say) is carried to
+// the cheap polls after it, with the time of that read (the age the exporter shows), not across a
+// restart; what every poll reads is not.
+struct CountedAtInventory {
+  static constexpr bool kReadAtInventory = true;
+  int64_t entries = 0;
+  double read_at = 0;
+};
+struct ReadEveryPoll {
+  int64_t waiters = 0;
+};
+
+TEST(InventoryTierTest, CheapPollCarriesWhatTheLastInventoryAloneRead) {
   InventoryTier tier(std::chrono::seconds(30));
   auto inventory = std::make_shared<PollData>();
   inventory->postmaster_start = kPostmasterStart;
   inventory->now = kStart;
-  inventory->lock_table_use = {{10, "advisory", 4000}, {11, "relation", 3}};
-  inventory->lock_table_read_at = kStart;
+  *inventory->parts.Mutable<CountedAtInventory>() = {4000, kStart};
+  inventory->parts.Mutable<ReadEveryPoll>()->waiters = 3;
   const SteadyClock::time_point t0{};
   tier.Complete(t0, &inventory);
 
@@ -1381,17 +1391,18 @@ TEST(InventoryTierTest, CheapPollCarriesTheLastInventorysLockTableEntries) {
   cheap->postmaster_start = kPostmasterStart;
   cheap->now = kStart + 10;
   tier.Complete(t0 + std::chrono::seconds(10), &cheap);
-  ASSERT_EQ(cheap->lock_table_use.size(), 2u);
-  EXPECT_EQ(cheap->lock_table_use[0].entries, 4000);
-  EXPECT_EQ(cheap->lock_table_read_at, kStart);
+  const auto* carried = cheap->parts.Find<CountedAtInventory>();
+  ASSERT_NE(carried, nullptr);
+  EXPECT_EQ(carried->entries, 4000);
+  EXPECT_EQ(carried->read_at, kStart);
+  EXPECT_EQ(cheap->parts.Find<ReadEveryPoll>(), nullptr) << "read every poll: never carried";
 
   auto restarted = std::make_shared<PollData>();
   restarted->inventory = false;
   restarted->postmaster_start = kPostmasterStart + 5;
   restarted->now = kStart + 20;
   tier.Complete(t0 + std::chrono::seconds(20), &restarted);
-  EXPECT_TRUE(restarted->lock_table_use.empty());
-  EXPECT_EQ(restarted->lock_table_read_at, 0);
+  EXPECT_EQ(restarted->parts.Find<CountedAtInventory>(), nullptr);
 }
 
 }  // namespace
