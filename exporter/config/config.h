@@ -49,7 +49,7 @@ struct LockNameConfig {
   std::string key1_sql;   // kPairSql: key1 = (key1_sql)::int4, key2 = (key2_sql)::int4
   std::string key2_sql;
   // Where the lock was configured, so a run-time failure of an expression names its key.
-  ConfigOrigin origin;
+  ConfigOrigin origin = {};
 
   // "file:line: targets.locks.<key>: message".
   std::string Problem(const std::string& key, const std::string& message) const;
@@ -96,7 +96,7 @@ struct LeaseTableConfig {
   bool row_lock = false;
 
   // Where the table was configured, so the run-time type check names the file, line and key.
-  ConfigOrigin origin;
+  ConfigOrigin origin = {};
 
   bool has_expiry() const { return expires_at.present() || ttl > Duration(0); }
   // The `table` label: `table`, or "database/table" for a table in another database, so the
@@ -112,7 +112,7 @@ struct PoolerConfig {
   std::string name;
   std::string admin_dsn;
   // Where the pooler was configured, for --check-targets' problems.
-  ConfigOrigin origin;
+  ConfigOrigin origin = {};
 
   // "file:line: targets.poolers.<key>: message".
   std::string Problem(const std::string& key, const std::string& message) const;
@@ -127,7 +127,7 @@ struct TargetConfig {
   std::vector<LeaseTableConfig> leases;
   std::vector<PoolerConfig> poolers;
   // Where the target was configured (empty without a config file), for --check-targets.
-  ConfigOrigin origin;
+  ConfigOrigin origin = {};
 
   // "file:line: targets.<key>: message" (without a file: "targets.<key>: message").
   std::string Problem(const std::string& key, const std::string& message) const;

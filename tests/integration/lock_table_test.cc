@@ -149,7 +149,9 @@ TEST(LockTable, LeakedSessionLocksFillTheTableAndTheExporterStillSeesIt) {
   const bool up = Value(samples, "pglock_up", {{"target", "it"}}) == 1;
   std::printf("with the table full: pglock_up %d, pglock_lock_table_full %g\n", up ? 1 : 0,
               Value(samples, "pglock_lock_table_full", {{"target", "it"}}).value_or(-1));
-  if (!up) EXPECT_EQ(Value(samples, "pglock_lock_table_full", {{"target", "it"}}), 1);
+  if (!up) {
+    EXPECT_EQ(Value(samples, "pglock_lock_table_full", {{"target", "it"}}), 1);
+  }
   const auto top = Select(samples, "pglock_session_lock_table_entries",
                           {{"pid", leaker_pid}, {"locktype", "advisory"}});
   ASSERT_EQ(top.size(), 1u);
