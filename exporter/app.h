@@ -34,6 +34,16 @@ class App {
   std::vector<int> ListeningPorts() const;
 
  private:
+  // The pollers of config's targets: kept (reconfigured when changed) for a target on the same
+  // server, else new and started. Returns the removed ones, to be joined outside the lock.
+  std::vector<std::unique_ptr<Poller>> ReplacePollers(const Config& config) EXCLUDES(mu_);
+  // Moves out of pollers_ the poller of t's name and DSN, reconfigured to t and poll; nullptr
+  // when there is none.
+  std::unique_ptr<Poller> TakePoller(const TargetConfig& t, const PollConfig& poll) REQUIRES(mu_);
+  // Restarts the listener when [web] changed and records config as the running one. On a
+  // listener failure the previous [web] stays (listening again), *error says why, and false.
+  bool ReloadWeb(const Config& config, std::string* error);
+
   mutable Mutex mu_;
   std::vector<std::unique_ptr<Poller>> pollers_ GUARDED_BY(mu_);
   Config config_;  // only touched by Start/Reload/Stop

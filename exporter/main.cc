@@ -51,6 +51,51 @@ void ServeUntilTerminated(const pglock::Flags& flags, const sigset_t& signals, p
   }
 }
 
+// Prints the flag or config errors to stderr, one a line.
+void PrintErrors(const std::vector<pglock::ConfigError>& errors) {
+  for (const auto& e : errors) std::cerr << "pglock_exporter: " << e.ToString() << "\n";
+}
+
+// Blocks SIGINT, SIGTERM and SIGHUP (handled synchronously by ServeUntilTerminated) and ignores
+// SIGPIPE. Every thread started later inherits the mask, so no poller or HTTP thread is
+// interrupted.
+sigset_t BlockSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return signals;
+}
+
+// Runs the exporter on a valid config until SIGTERM or SIGINT; the process's exit code.
+int Serve(const pglock::Flags& flags, const pglock::Config& config,
+          const pglock::BuildInfo& build) {
+  pglock::SetupLogging(config.log.level, config.log.format);
+  if (config.world_readable_secret) {
+    spdlog::warn(
+        "config file {} holds a password and is readable by other users; use dsn_file "
+        "with mode 0600, or chmod o-r the file",
+        config.file);
+  }
+  const sigset_t signals = BlockSignals();
+  pglock::App app;
+  std::string error;
+  if (!app.Start(config, &error)) {
+    spdlog::critical("{}", error);
+    app.Stop();
+    return 1;
+  }
+  spdlog::info("pglock_exporter {} listening on {} ({} target(s)), metrics at {}", build.version,
+               config.web.listen_address, config.targets.size(), config.web.telemetry_path);
+
+  ServeUntilTerminated(flags, signals, &app);
+  app.Stop();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -61,7 +106,7 @@ int main(int argc, char** argv) {
   pglock::Flags flags;
   std::vector<pglock::ConfigError> errors;
   if (!pglock::ParseFlags(args, &flags, &errors)) {
-    for (const auto& e : errors) std::cerr << "pglock_exporter: " << e.ToString() << "\n";
+    PrintErrors(errors);
     std::cerr << "Run pglock_exporter --help for usage.\n";
     return kExitConfig;
   }
@@ -76,7 +121,7 @@ int main(int argc, char** argv) {
   }
   pglock::Config config;
   if (!Load(flags, &config, &errors)) {
-    for (const auto& e : errors) std::cerr << "pglock_exporter: " << e.ToString() << "\n";
+    PrintErrors(errors);
     std::cerr << "pglock_exporter: " << errors.size() << " configuration error(s)\n";
     return kExitConfig;
   }
@@ -85,36 +130,5 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (flags.check_targets) return pglock::CheckTargets(config, std::cout);
-
-  pglock::SetupLogging(config.log.level, config.log.format);
-  if (config.world_readable_secret) {
-    spdlog::warn(
-        "config file {} holds a password and is readable by other users; use dsn_file "
-        "with mode 0600, or chmod o-r the file",
-        config.file);
-  }
-
-  // Signals are handled synchronously by this thread; every thread started later inherits the
-  // mask, so no poller or HTTP thread is interrupted.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
-  pglock::App app;
-  std::string error;
-  if (!app.Start(config, &error)) {
-    spdlog::critical("{}", error);
-    app.Stop();
-    return 1;
-  }
-  spdlog::info("pglock_exporter {} listening on {} ({} target(s)), metrics at {}", build.version,
-               config.web.listen_address, config.targets.size(), config.web.telemetry_path);
-
-  ServeUntilTerminated(flags, signals, &app);
-  app.Stop();
-  return 0;
+  return Serve(flags, config, build);
 }

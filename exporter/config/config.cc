@@ -236,6 +236,52 @@ std::map<std::string, int> KeyLinesOf(const toml::value& table) {
   return lines;
 }
 
+// The key1_sql/key2_sql form of a lock (`has_key1_sql`); without it, key2_sql is an error.
+void ParseLockSqlPair(TableReader& r, bool has_key1_sql, LockNameConfig* lock) {
+  if (has_key1_sql) {
+    lock->kind = LockNameConfig::Kind::kPairSql;
+    SqlExpression(r, "key1_sql", &lock->key1_sql);
+    if (!r.Has("key2_sql")) {
+      r.TableError("key2_sql", "lock \"" + lock->name + "\" with key1_sql needs key2_sql");
+    }
+    SqlExpression(r, "key2_sql", &lock->key2_sql);
+  } else if (r.Has("key2_sql")) {
+    r.Get("key2_sql");
+    r.TableError("key2_sql", "key2_sql needs key1_sql");
+  }
+}
+
+// The key1 with key2/key2_text form of a lock (`has_key1`); without it, key2 and key2_text are
+// errors.
+void ParseLockPair(TableReader& r, bool has_key1, LockNameConfig* lock) {
+  if (!has_key1) {
+    for (const char* k : {"key2", "key2_text"}) {
+      if (r.Has(k)) {
+        r.Get(k);
+        r.TableError(k, std::string(k) + " needs key1");
+      }
+    }
+    return;
+  }
+  int64_t k1 = 0;
+  r.Integer("key1", INT32_MIN, INT32_MAX, &k1);
+  lock->key1 = static_cast<int32_t>(k1);
+  const bool has_key2 = r.Has("key2"), has_key2_text = r.Has("key2_text");
+  if (int{has_key2} + int{has_key2_text} != 1) {
+    r.TableError("key2",
+                 "lock \"" + lock->name + "\" with key1 needs exactly one of key2 or key2_text");
+  }
+  if (has_key2) {
+    int64_t k2 = 0;
+    r.Integer("key2", INT32_MIN, INT32_MAX, &k2);
+    lock->key2 = static_cast<int32_t>(k2);
+    lock->kind = LockNameConfig::Kind::kPair;
+  } else {
+    r.String("key2_text", &lock->key2_text);
+    lock->kind = LockNameConfig::Kind::kPairText;
+  }
+}
+
 void ParseLock(TableReader& r, LockNameConfig* lock) {
   r.String("name", &lock->name);
   if (lock->name.empty()) r.TableError("name", "every [[targets.locks]] needs a non-empty name");
@@ -259,43 +305,8 @@ void ParseLock(TableReader& r, LockNameConfig* lock) {
     lock->kind = LockNameConfig::Kind::kBigintSql;
     SqlExpression(r, "key_sql", &lock->key_sql);
   }
-  if (has_key1_sql) {
-    lock->kind = LockNameConfig::Kind::kPairSql;
-    SqlExpression(r, "key1_sql", &lock->key1_sql);
-    if (!r.Has("key2_sql")) {
-      r.TableError("key2_sql", "lock \"" + lock->name + "\" with key1_sql needs key2_sql");
-    }
-    SqlExpression(r, "key2_sql", &lock->key2_sql);
-  } else if (r.Has("key2_sql")) {
-    r.Get("key2_sql");
-    r.TableError("key2_sql", "key2_sql needs key1_sql");
-  }
-  if (has_key1) {
-    int64_t k1 = 0;
-    r.Integer("key1", INT32_MIN, INT32_MAX, &k1);
-    lock->key1 = static_cast<int32_t>(k1);
-    const bool has_key2 = r.Has("key2"), has_key2_text = r.Has("key2_text");
-    if (int{has_key2} + int{has_key2_text} != 1) {
-      r.TableError("key2",
-                   "lock \"" + lock->name + "\" with key1 needs exactly one of key2 or key2_text");
-    }
-    if (has_key2) {
-      int64_t k2 = 0;
-      r.Integer("key2", INT32_MIN, INT32_MAX, &k2);
-      lock->key2 = static_cast<int32_t>(k2);
-      lock->kind = LockNameConfig::Kind::kPair;
-    } else {
-      r.String("key2_text", &lock->key2_text);
-      lock->kind = LockNameConfig::Kind::kPairText;
-    }
-  } else {
-    for (const char* k : {"key2", "key2_text"}) {
-      if (r.Has(k)) {
-        r.Get(k);
-        r.TableError(k, std::string(k) + " needs key1");
-      }
-    }
-  }
+  ParseLockSqlPair(r, has_key1_sql, lock);
+  ParseLockPair(r, has_key1, lock);
   r.RejectUnknown();
 }
 
@@ -344,6 +355,52 @@ void ParseLeaseRules(TableReader& r, LeaseTableConfig* lease) {
   }
 }
 
+// table = "schema.table" or "table" -> schema and relation.
+void SplitLeaseTable(TableReader& r, LeaseTableConfig* lease) {
+  if (lease->table.empty()) {
+    r.TableError("table", "every [[targets.leases]] needs a table (\"schema.table\" or \"table\")");
+  } else {
+    const auto dot = lease->table.find('.');
+    if (dot == std::string::npos) {
+      lease->relation = lease->table;
+    } else {
+      lease->schema = lease->table.substr(0, dot);
+      lease->relation = lease->table.substr(dot + 1);
+      if (lease->schema.empty() || lease->relation.empty() ||
+          lease->relation.find('.') != std::string::npos) {
+        r.TableError("table", "\"" + lease->table + "\" must be \"schema.table\" or \"table\"");
+      }
+    }
+  }
+}
+
+// holder_pattern's capture groups match holder_labels, and each label is a usable, distinct name.
+void CheckHolderLabels(TableReader& r, const LeaseTableConfig& lease) {
+  if (!lease.holder_pattern.empty()) {
+    size_t groups = 0;
+    std::string why;
+    if (!ValidateHolderPattern(lease.holder_pattern, &groups, &why)) {
+      r.TableError("holder_pattern", "\"" + lease.holder_pattern + "\": " + why);
+    } else if (lease.holder_labels.size() != groups) {
+      r.TableError("holder_labels", "holder_pattern has " + std::to_string(groups) +
+                                        " capture group(s) but holder_labels names " +
+                                        std::to_string(lease.holder_labels.size()));
+    }
+  } else if (!lease.holder_labels.empty()) {
+    r.TableError("holder_labels", "holder_labels needs holder_pattern");
+  }
+  std::set<std::string> names;
+  for (const auto& label : lease.holder_labels) {
+    if (!IsValidLabelName(label) || label == "target" || label == "table" || label == "lease") {
+      r.TableError("holder_labels", "\"" + label +
+                                        "\" is not a usable label name (letters, digits, _; not "
+                                        "target, table or lease)");
+    } else if (!names.insert(label).second) {
+      r.TableError("holder_labels", "duplicate label \"" + label + "\"");
+    }
+  }
+}
+
 void ParseLease(TableReader& r, LeaseTableConfig* lease) {
   r.String("table", &lease->table);
   r.String("database", &lease->database);
@@ -362,44 +419,8 @@ void ParseLease(TableReader& r, LeaseTableConfig* lease) {
   r.String("holder_pattern", &lease->holder_pattern);
   r.StringArray("holder_labels", &lease->holder_labels);
   r.Bool("read_on_standby", &lease->read_on_standby);
-  if (lease->table.empty()) {
-    r.TableError("table", "every [[targets.leases]] needs a table (\"schema.table\" or \"table\")");
-  } else {
-    const auto dot = lease->table.find('.');
-    if (dot == std::string::npos) {
-      lease->relation = lease->table;
-    } else {
-      lease->schema = lease->table.substr(0, dot);
-      lease->relation = lease->table.substr(dot + 1);
-      if (lease->schema.empty() || lease->relation.empty() ||
-          lease->relation.find('.') != std::string::npos) {
-        r.TableError("table", "\"" + lease->table + "\" must be \"schema.table\" or \"table\"");
-      }
-    }
-  }
-  if (!lease->holder_pattern.empty()) {
-    size_t groups = 0;
-    std::string why;
-    if (!ValidateHolderPattern(lease->holder_pattern, &groups, &why)) {
-      r.TableError("holder_pattern", "\"" + lease->holder_pattern + "\": " + why);
-    } else if (lease->holder_labels.size() != groups) {
-      r.TableError("holder_labels", "holder_pattern has " + std::to_string(groups) +
-                                        " capture group(s) but holder_labels names " +
-                                        std::to_string(lease->holder_labels.size()));
-    }
-  } else if (!lease->holder_labels.empty()) {
-    r.TableError("holder_labels", "holder_labels needs holder_pattern");
-  }
-  std::set<std::string> names;
-  for (const auto& label : lease->holder_labels) {
-    if (!IsValidLabelName(label) || label == "target" || label == "table" || label == "lease") {
-      r.TableError("holder_labels", "\"" + label +
-                                        "\" is not a usable label name (letters, digits, _; not "
-                                        "target, table or lease)");
-    } else if (!names.insert(label).second) {
-      r.TableError("holder_labels", "duplicate label \"" + label + "\"");
-    }
-  }
+  SplitLeaseTable(r, lease);
+  CheckHolderLabels(r, *lease);
   r.RejectUnknown();
 }
 
@@ -428,10 +449,8 @@ void ParsePooler(TableReader& pr, PoolerConfig* pooler, bool* secret) {
   pr.RejectUnknown();
 }
 
-void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigError>* errors,
-                 TargetConfig* target, bool* secret) {
-  r.String("name", &target->name);
-  if (target->name.empty()) r.TableError("name", "every [[targets]] needs a non-empty name");
+// dsn or dsn_file (read here), validated; *secret when its password may be readable by others.
+void ParseTargetDsn(TableReader& r, TargetConfig* target, bool* secret) {
   std::string dsn_file;
   r.String("dsn", &target->dsn);
   r.String("dsn_file", &dsn_file);
@@ -450,6 +469,13 @@ void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigErro
       r.TableError(dsn_file.empty() ? "dsn" : "dsn_file", why);
     }
   }
+}
+
+void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigError>* errors,
+                 TargetConfig* target, bool* secret) {
+  r.String("name", &target->name);
+  if (target->name.empty()) r.TableError("name", "every [[targets]] needs a non-empty name");
+  ParseTargetDsn(r, target, secret);
   std::set<std::string> lock_names;
   for (const toml::value* t : r.Tables("locks")) {
     TableReader lr(*t, r.Dotted("locks"), file, errors);
@@ -653,6 +679,57 @@ void ParseText(const std::string& text, const std::string& file, Config* config,
   }
 }
 
+// The flags that override the config file. A value set by a flag has no line in the file.
+void ApplyFlags(const Flags& flags, Config* config, KeyLines* lines) {
+  if (flags.listen_address) {
+    config->web.listen_address = *flags.listen_address;
+    lines->erase("web.listen_address");
+  }
+  if (flags.telemetry_path) {
+    config->web.telemetry_path = *flags.telemetry_path;
+    lines->erase("web.telemetry_path");
+  }
+  if (flags.poll_interval) {
+    config->poll.interval = *flags.poll_interval;
+    lines->erase("poll.interval");
+  }
+  if (flags.log_level) {
+    config->log.level = *flags.log_level;
+    lines->erase("log.level");
+  }
+  if (flags.log_format) {
+    config->log.format = *flags.log_format;
+    lines->erase("log.format");
+  }
+}
+
+// Without [[targets]], one target "default" with --postgres.dsn, else $PGLOCK_EXPORTER_DSN, else
+// libpq's defaults; --postgres.dsn overrides the DSN of a single configured target.
+void ApplyDsn(const Flags& flags, const std::optional<std::string>& env_dsn, Config* config,
+              std::vector<ConfigError>* errors) {
+  if (config->targets.empty()) {
+    TargetConfig target;
+    target.name = "default";
+    if (flags.dsn) {
+      target.dsn = *flags.dsn;
+    } else if (env_dsn) {
+      target.dsn = *env_dsn;
+    }
+    std::string why;
+    if (!target.dsn.empty() && !ValidateConninfo(target.dsn, &why)) {
+      errors->push_back({"", 0, flags.dsn ? "--postgres.dsn" : "PGLOCK_EXPORTER_DSN", why});
+    }
+    config->targets.push_back(std::move(target));
+  } else if (flags.dsn) {
+    if (config->targets.size() > 1) {
+      errors->push_back({config->file, 0, "--postgres.dsn",
+                         "cannot override the DSN of a config with several targets"});
+    } else {
+      config->targets[0].dsn = *flags.dsn;
+    }
+  }
+}
+
 }  // namespace
 
 bool ParseConfigText(const std::string& text, const std::string& file, Config* config,
@@ -686,48 +763,8 @@ bool LoadConfig(const Flags& flags, const std::optional<std::string>& env_dsn, C
       config->world_readable_secret = false;
     }
   }
-  // A value set by a flag has no line in the file.
-  if (flags.listen_address) {
-    config->web.listen_address = *flags.listen_address;
-    lines.erase("web.listen_address");
-  }
-  if (flags.telemetry_path) {
-    config->web.telemetry_path = *flags.telemetry_path;
-    lines.erase("web.telemetry_path");
-  }
-  if (flags.poll_interval) {
-    config->poll.interval = *flags.poll_interval;
-    lines.erase("poll.interval");
-  }
-  if (flags.log_level) {
-    config->log.level = *flags.log_level;
-    lines.erase("log.level");
-  }
-  if (flags.log_format) {
-    config->log.format = *flags.log_format;
-    lines.erase("log.format");
-  }
-  if (config->targets.empty()) {
-    TargetConfig target;
-    target.name = "default";
-    if (flags.dsn) {
-      target.dsn = *flags.dsn;
-    } else if (env_dsn) {
-      target.dsn = *env_dsn;
-    }
-    std::string why;
-    if (!target.dsn.empty() && !ValidateConninfo(target.dsn, &why)) {
-      errors->push_back({"", 0, flags.dsn ? "--postgres.dsn" : "PGLOCK_EXPORTER_DSN", why});
-    }
-    config->targets.push_back(std::move(target));
-  } else if (flags.dsn) {
-    if (config->targets.size() > 1) {
-      errors->push_back({config->file, 0, "--postgres.dsn",
-                         "cannot override the DSN of a config with several targets"});
-    } else {
-      config->targets[0].dsn = *flags.dsn;
-    }
-  }
+  ApplyFlags(flags, config, &lines);
+  ApplyDsn(flags, env_dsn, config, errors);
   ValidateMerged(config, timeout_set, lines, errors);
   return errors->size() == before;
 }

@@ -25,6 +25,39 @@ const std::map<std::string, FlagKind, std::less<>>& KnownFlags() {
   return kFlags;
 }
 
+// Sets the switch `name` (a FlagKind::kSwitch flag).
+void SetSwitch(const std::string& name, Flags* flags) {
+  if (name == "check-config") flags->check_config = true;
+  if (name == "check-targets") flags->check_targets = true;
+  if (name == "version") flags->version = true;
+  if (name == "help") flags->help = true;
+}
+
+// Sets the value flag `name` (a FlagKind::kValue flag); an invalid value is an error.
+void SetValue(const std::string& name, const std::string& value, Flags* flags,
+              std::vector<ConfigError>* errors) {
+  if (name == "config.file") {
+    flags->config_file = value;
+  } else if (name == "web.listen-address") {
+    flags->listen_address = value;
+  } else if (name == "web.telemetry-path") {
+    flags->telemetry_path = value;
+  } else if (name == "postgres.dsn") {
+    flags->dsn = value;
+  } else if (name == "poll.interval") {
+    std::string why;
+    if (const auto d = ParseDuration(value, &why)) {
+      flags->poll_interval = *d;
+    } else {
+      errors->push_back({"", 0, "--poll.interval", why});
+    }
+  } else if (name == "log.level") {
+    flags->log_level = value;
+  } else if (name == "log.format") {
+    flags->log_format = value;
+  }
+}
+
 }  // namespace
 
 bool ParseFlags(const std::vector<std::string>& args, Flags* flags,
@@ -54,10 +87,7 @@ bool ParseFlags(const std::vector<std::string>& args, Flags* flags,
         errors->push_back({"", 0, "--" + name, "takes no value"});
         continue;
       }
-      if (name == "check-config") flags->check_config = true;
-      if (name == "check-targets") flags->check_targets = true;
-      if (name == "version") flags->version = true;
-      if (name == "help") flags->help = true;
+      SetSwitch(name, flags);
       continue;
     }
     if (!value) {
@@ -67,26 +97,7 @@ bool ParseFlags(const std::vector<std::string>& args, Flags* flags,
       }
       value = args[++i];
     }
-    if (name == "config.file") {
-      flags->config_file = *value;
-    } else if (name == "web.listen-address") {
-      flags->listen_address = *value;
-    } else if (name == "web.telemetry-path") {
-      flags->telemetry_path = *value;
-    } else if (name == "postgres.dsn") {
-      flags->dsn = *value;
-    } else if (name == "poll.interval") {
-      std::string why;
-      if (const auto d = ParseDuration(*value, &why)) {
-        flags->poll_interval = *d;
-      } else {
-        errors->push_back({"", 0, "--poll.interval", why});
-      }
-    } else if (name == "log.level") {
-      flags->log_level = *value;
-    } else if (name == "log.format") {
-      flags->log_format = *value;
-    }
+    SetValue(name, *value, flags, errors);
   }
   return errors->size() == before;
 }

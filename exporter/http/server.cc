@@ -164,6 +164,53 @@ HttpServer::HttpServer(const WebConfig& web, SnapshotCollectable::Source source,
       build_(std::move(build)),
       auth_(web.basic_auth_users) {}
 
+namespace {
+
+// The listening_ports option for web.listen_address, or "" and *error when it cannot be served.
+// Logs when ":PORT" falls back to IPv4 only.
+std::string ListeningPortsOption(const WebConfig& web, bool tls, std::string* error) {
+  const std::string no_ipv6 = Ipv6Unavailable();
+  std::string ports = CivetListeningPorts(web.listen_address, tls, no_ipv6.empty());
+  if (ports.empty()) {
+    *error = "cannot listen on " + web.listen_address + ": " + no_ipv6;
+    return "";
+  }
+  if (!no_ipv6.empty() && web.listen_address[0] == ':') {
+    spdlog::info("listening on IPv4 only: {}", no_ipv6);
+  }
+  return ports;
+}
+
+// CivetWeb wants the key and the certificate in one PEM file: writes them to a new private file
+// whose name goes to *pem_path as soon as it exists (so that the caller removes it, whatever
+// happens next). False and *error when a file cannot be read or written.
+bool WriteTlsPem(const WebConfig& web, std::string* pem_path, std::string* error) {
+  std::string key, cert;
+  if (!ReadFile(web.tls_key_file, &key) || !ReadFile(web.tls_cert_file, &cert)) {
+    *error = "cannot read tls_cert_file or tls_key_file";
+    return false;
+  }
+  char path[] = "/tmp/pglock_exporter_tls_XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) {
+    *error = "cannot create a private file for the TLS key";
+    return false;
+  }
+  *pem_path = path;
+  const std::string pem = key + "\n" + cert + "\n";
+  // mkstemp creates the file 0600 already; fchmod makes sure whatever the umask did.
+  const bool written = fchmod(fd, 0600) == 0 &&
+                       write(fd, pem.data(), pem.size()) == static_cast<ssize_t>(pem.size());
+  close(fd);
+  if (!written) {
+    *error = "cannot write the private TLS file";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
                                               const SnapshotCollectable::Source& source,
                                               const BuildInfo& build, std::string* error) {
@@ -173,15 +220,8 @@ std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
   }
   std::unique_ptr<HttpServer> server(new HttpServer(web, source, build));
   const bool tls = !web.tls_cert_file.empty();
-  const std::string no_ipv6 = Ipv6Unavailable();
-  const std::string ports = CivetListeningPorts(web.listen_address, tls, no_ipv6.empty());
-  if (ports.empty()) {
-    *error = "cannot listen on " + web.listen_address + ": " + no_ipv6;
-    return nullptr;
-  }
-  if (!no_ipv6.empty() && web.listen_address[0] == ':') {
-    spdlog::info("listening on IPv4 only: {}", no_ipv6);
-  }
+  const std::string ports = ListeningPortsOption(web, tls, error);
+  if (ports.empty()) return nullptr;
   std::vector<std::string> options = {
       "listening_ports",    ports,
       "num_threads",        std::to_string(web.max_connections),
@@ -190,28 +230,8 @@ std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
   };
   if (tls && !LoadSslCompat(error)) return nullptr;
   if (tls) {
-    // CivetWeb wants the key and the certificate in one PEM file.
-    std::string key, cert;
-    if (!ReadFile(web.tls_key_file, &key) || !ReadFile(web.tls_cert_file, &cert)) {
-      *error = "cannot read tls_cert_file or tls_key_file";
-      return nullptr;
-    }
-    char path[] = "/tmp/pglock_exporter_tls_XXXXXX";
-    const int fd = mkstemp(path);
-    if (fd < 0) {
-      *error = "cannot create a private file for the TLS key";
-      return nullptr;
-    }
-    server->tls_pem_path_ = path;  // removed by ~HttpServer, whatever happens next
-    const std::string pem = key + "\n" + cert + "\n";
-    // mkstemp creates the file 0600 already; fchmod makes sure whatever the umask did.
-    const bool written = fchmod(fd, 0600) == 0 &&
-                         write(fd, pem.data(), pem.size()) == static_cast<ssize_t>(pem.size());
-    close(fd);
-    if (!written) {
-      *error = "cannot write the private TLS file";
-      return nullptr;
-    }
+    // The PEM file is removed by ~HttpServer, whatever happens next.
+    if (!WriteTlsPem(web, &server->tls_pem_path_, error)) return nullptr;
     options.insert(options.end(), {"ssl_certificate", server->tls_pem_path_, "ssl_protocol_version",
                                    "4"});  // TLS 1.2+
   }

@@ -96,10 +96,11 @@ std::string FormatDuration(Duration d) {
   return out;
 }
 
-std::optional<double> ParsePgTimeSetting(std::string_view text, PgBaseUnit base_unit) {
-  text = Trim(text);
-  if (text.empty()) return std::nullopt;
-  // Split the numeric prefix (sign, digits, one decimal point, optional exponent) from the unit.
+namespace {
+
+// The length of the numeric prefix of `text` (sign, digits, one decimal point, optional
+// exponent); 0 when it does not start with a number.
+size_t NumberPrefixLength(std::string_view text) {
   size_t i = 0;
   if (text[i] == '-' || text[i] == '+') ++i;
   const size_t digits_start = i;
@@ -108,7 +109,7 @@ std::optional<double> ParsePgTimeSetting(std::string_view text, PgBaseUnit base_
     seen_dot = seen_dot || text[i] == '.';
     ++i;
   }
-  if (i == digits_start || (i == digits_start + 1 && seen_dot)) return std::nullopt;
+  if (i == digits_start || (i == digits_start + 1 && seen_dot)) return 0;
   if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
     size_t j = i + 1;
     if (j < text.size() && (text[j] == '-' || text[j] == '+')) ++j;
@@ -117,6 +118,38 @@ std::optional<double> ParsePgTimeSetting(std::string_view text, PgBaseUnit base_
       i = j;
     }
   }
+  return i;
+}
+
+// Seconds in one `unit` of a PostgreSQL time setting; a bare number is in `base_unit`.
+std::optional<double> SecondsPerPgUnit(std::string_view unit, PgBaseUnit base_unit) {
+  if (unit.empty()) {
+    switch (base_unit) {
+      case PgBaseUnit::kMilliseconds:
+        return 0.001;
+      case PgBaseUnit::kSeconds:
+        return 1;
+      case PgBaseUnit::kMinutes:
+        return 60;
+    }
+    return 0;
+  }
+  if (unit == "us") return 1e-6;
+  if (unit == "ms") return 0.001;
+  if (unit == "s") return 1;
+  if (unit == "min") return 60;
+  if (unit == "h") return 3600;
+  if (unit == "d") return 86400;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<double> ParsePgTimeSetting(std::string_view text, PgBaseUnit base_unit) {
+  text = Trim(text);
+  if (text.empty()) return std::nullopt;
+  const size_t i = NumberPrefixLength(text);
+  if (i == 0) return std::nullopt;
   double value = 0;
   const std::string number(text.substr(0, i));
   // std::from_chars for double is fine on GCC 12; the leading '+' it rejects is stripped here.
@@ -125,36 +158,9 @@ std::optional<double> ParsePgTimeSetting(std::string_view text, PgBaseUnit base_
   if (ec != std::errc() || end != number.c_str() + number.size() || !std::isfinite(value)) {
     return std::nullopt;
   }
-  const std::string_view unit = Trim(text.substr(i));
-  double seconds_per_unit = 0;
-  if (unit.empty()) {
-    switch (base_unit) {
-      case PgBaseUnit::kMilliseconds:
-        seconds_per_unit = 0.001;
-        break;
-      case PgBaseUnit::kSeconds:
-        seconds_per_unit = 1;
-        break;
-      case PgBaseUnit::kMinutes:
-        seconds_per_unit = 60;
-        break;
-    }
-  } else if (unit == "us") {
-    seconds_per_unit = 1e-6;
-  } else if (unit == "ms") {
-    seconds_per_unit = 0.001;
-  } else if (unit == "s") {
-    seconds_per_unit = 1;
-  } else if (unit == "min") {
-    seconds_per_unit = 60;
-  } else if (unit == "h") {
-    seconds_per_unit = 3600;
-  } else if (unit == "d") {
-    seconds_per_unit = 86400;
-  } else {
-    return std::nullopt;
-  }
-  return value * seconds_per_unit;
+  const std::optional<double> seconds_per_unit = SecondsPerPgUnit(Trim(text.substr(i)), base_unit);
+  if (!seconds_per_unit) return std::nullopt;
+  return value * *seconds_per_unit;
 }
 
 PgBaseUnit PgBaseUnitFromUnitColumn(std::string_view unit) {
