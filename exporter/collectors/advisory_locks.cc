@@ -255,7 +255,6 @@ namespace {
 struct LockColumns {
   int pid, database, classid, objid, objsubid, exclusive, granted, waitstart;
   int locktype, mode, relation, transactionid, locktag;  // pending requests only
-  int counted_only;
 };
 
 // The pending request of another lock type than advisory, for the lock-wait metrics.
@@ -328,18 +327,18 @@ Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& r
   const LockColumns k{c["pid"],      c["database"],    c["classid"],  c["objid"],
                       c["objsubid"], c["exclusive"],   c["granted"],  c["waitstart"],
                       c["locktype"], c["mode"],        c["relation"], c["transactionid"],
-                      c["locktag"],  c["counted_only"]};
+                      c["locktag"]};
   if (Status s = c.status(); !s.ok()) return s;
   data->locks.reserve(static_cast<size_t>(r->Rows()));
   for (int i = 0; i < r->Rows(); ++i) {
-    if (r->Bool(i, k.counted_only)) {
+    // locktype is NULL on the granted rows read for themselves: advisory ones, and transactionid
+    // ones (with their xid, read for the row-lock tables). Other granted rows are only counted.
+    const bool no_locktype = r->IsNull(i, k.locktype);
+    if (!no_locktype && r->Bool(i, k.granted)) {
       data->counted_locks.push_back(
           {static_cast<int>(r->Int(i, k.pid).value_or(0)), r->String(i, k.locktype)});
       continue;
     }
-    // locktype is NULL on the other granted rows: advisory ones, and transactionid ones (with
-    // their xid, read for the row-lock tables).
-    const bool no_locktype = r->IsNull(i, k.locktype);
     if (no_locktype && !r->IsNull(i, k.transactionid)) {
       data->xact_locks.push_back({static_cast<int>(r->Int(i, k.pid).value_or(0)),
                                   static_cast<uint32_t>(r->Int(i, k.transactionid).value_or(0))});
