@@ -372,11 +372,19 @@ bool Poller::PollOnce() {
   RecordEvents(std::move(events));
   auto view = BuildView(*data, &statuses);
 
-  // A poll of 100k locks allocates tens of MB that are free again now; give them back so the
-  // resident size follows the current poll, not the largest one ever.
+  // A poll of 100k locks allocates tens of MB that are free again now. Give them back when this
+  // poll needed less than half of the most any poll did since they were last given back, so the
+  // resident size follows the current poll, not the largest one ever; a poll the size of the one
+  // before it reuses what that one freed (given back every poll, each page would fault in again).
+  const size_t rows = data->locks.size() + data->sessions.size();
   std::string server_version = data->server_version;
   data.reset();
-  malloc_trim(0);
+  if (rows * 2 < rows_since_trim_) {
+    malloc_trim(0);
+    rows_since_trim_ = rows;
+  } else {
+    rows_since_trim_ = std::max(rows_since_trim_, rows);
+  }
   PublishSuccess(std::move(snap), std::move(view), std::move(role), std::move(server_version),
                  std::move(statuses));
   return true;
