@@ -372,10 +372,10 @@ bool Poller::PollOnce() {
   RecordEvents(std::move(events));
   auto view = BuildView(*data, &statuses);
 
-  // A poll of 100k locks allocates tens of MB that are free again now. Give them back when this
-  // poll needed less than half of the most any poll did since they were last given back, so the
-  // resident size follows the current poll, not the largest one ever; a poll the size of the one
-  // before it reuses what that one freed (given back every poll, each page would fault in again).
+  // A poll of 100k locks allocates tens of MB that are free again now. Give back what can be given
+  // (free pages; fragmentation keeps some) when this poll needed less than half of the most any
+  // poll did since the last time; a poll the size of the one before it reuses what that one freed
+  // instead (given back every poll, each page would fault in again at the next).
   const size_t rows = data->locks.size() + data->sessions.size();
   std::string server_version = data->server_version;
   data.reset();
