@@ -324,9 +324,9 @@ Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& r
   const PgResult* r = results.Find(name());
   if (r == nullptr) return Status::Ok();
   Columns c(*r, "advisory_locks");
-  const LockColumns k{c["pid"],      c["database"],    c["classid"],  c["objid"],
-                      c["objsubid"], c["exclusive"],   c["granted"],  c["waitstart"],
-                      c["locktype"], c["mode"],        c["relation"], c["transactionid"],
+  const LockColumns k{c["pid"],      c["database"],  c["classid"],  c["objid"],
+                      c["objsubid"], c["exclusive"], c["granted"],  c["waitstart"],
+                      c["locktype"], c["mode"],      c["relation"], c["transactionid"],
                       c["locktag"]};
   if (Status s = c.status(); !s.ok()) return s;
   data->locks.reserve(static_cast<size_t>(r->Rows()));
