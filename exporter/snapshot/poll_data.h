@@ -197,7 +197,7 @@ struct PooledServer {
   std::string database;
   std::string user;
   int remote_pid = 0;
-  std::string linked_client;  // "addr:port" of the client it serves right now; "" when idle
+  std::string linked_client = {};  // "addr:port" of the client it serves right now; "" when idle
 };
 
 struct PoolerData {

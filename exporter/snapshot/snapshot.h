@@ -27,7 +27,7 @@ struct Identity {
   std::string client_addr;
   std::string usename;
   std::string state;
-  std::string query;  // only with web.show_query_text (PollPlan::query_text), at most 1 KB
+  std::string query = {};  // only with web.show_query_text (PollPlan::query_text), at most 1 KB
 };
 
 struct WaitEdge {
@@ -160,8 +160,8 @@ struct LeaseView {
   std::optional<double> expires_in;  // absent for a table without an expiry (held_sql)
   // row_lock tables: the session whose open transaction locked or changed the row (pid 0: none),
   // and how long that transaction has been open.
-  Identity session;
-  std::optional<double> xact_seconds;
+  Identity session = {};
+  std::optional<double> xact_seconds = {};
 };
 
 // A row of a row_lock table held by a session's open transaction (top_n by age, all tables).

@@ -113,14 +113,20 @@ TEST(PageCache, RendersOncePerSnapshotSetAndVariant) {
   EXPECT_EQ(cache.renders(), 3u);
 }
 
+Event At(double time) {
+  Event e;
+  e.time = time;
+  return e;
+}
+
 TEST(EventLog, BoundedOldestFirstAndSameListUntilAppend) {
   EventLog log(2);
-  log.Append({Event{1}, Event{2}, Event{3}});
+  log.Append({At(1), At(2), At(3)});
   const auto c = log.Contents();
   ASSERT_EQ(c->size(), 2u);
   EXPECT_EQ((*c)[0]->time, 2);
   EXPECT_EQ(log.Contents(), c);
-  log.Append({Event{4}});
+  log.Append({At(4)});
   EXPECT_NE(log.Contents(), c);
   EXPECT_EQ(log.Contents()->back()->time, 4);
 }
