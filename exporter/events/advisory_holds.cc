@@ -459,7 +459,6 @@ void AdvisoryHolds::CountLockEvents(const std::shared_ptr<const PollData>& prev_
   const EndJudgement ended =
       in.restarted ? EndJudgement{} : EndCauses(prev, cur, Waiting(), settled_ends_, &sightings_);
   settled_ends_.clear();
-  counted_while_listed_.clear();
   settle_.stats = cur.database_stats.value_or(std::vector<DatabaseStats>{});
   settle_.now = cur.now;
   std::vector<PendingHold> waiting = std::move(pending_);

@@ -31,13 +31,7 @@ const char* HoldEndLabel(HoldEnd e) {
   return "unknown";
 }
 
-HoldEnd InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
-                       double idle_in_transaction_timeout, double idle_session_timeout,
-                       SessionEndDeltas* deltas, bool deltas_known) {
-  const std::optional<HoldEnd> timeout = TimeoutMatch(
-      last_seen, last_poll_now, cur_poll_now, idle_in_transaction_timeout, idle_session_timeout);
-  // 12/13: without session counters only a timeout is a loss.
-  if (!deltas_known) return timeout.value_or(HoldEnd::kCleanClose);
+HoldEnd ClaimEnd(const std::optional<HoldEnd>& timeout, SessionEndDeltas* deltas) {
   if (timeout && deltas->fatal > 0) {
     --deltas->fatal;
     return *timeout;
@@ -57,8 +51,18 @@ HoldEnd InferLossCause(const Session& last_seen, double last_poll_now, double cu
   return HoldEnd::kCleanClose;  // no abnormal end was counted: the client closed its session
 }
 
+HoldEnd InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
+                       double idle_in_transaction_timeout, double idle_session_timeout,
+                       SessionEndDeltas* deltas, bool deltas_known) {
+  const std::optional<HoldEnd> timeout = TimeoutMatch(
+      last_seen, last_poll_now, cur_poll_now, idle_in_transaction_timeout, idle_session_timeout);
+  // 12/13: without session counters only a timeout is a loss.
+  if (!deltas_known) return timeout.value_or(HoldEnd::kCleanClose);
+  return ClaimEnd(timeout, deltas);
+}
+
 HoldEnd ClaimEnd(SessionEndDeltas* deltas, bool deltas_known) {
-  return InferLossCause(Session{}, 0, 0, 0, 0, deltas, deltas_known);
+  return deltas_known ? ClaimEnd(std::nullopt, deltas) : HoldEnd::kCleanClose;
 }
 
 std::optional<HoldEnd> TimeoutMatch(const Session& last_seen, double last_poll_now,
@@ -150,20 +154,6 @@ struct EndParties {
   const std::set<SessionId>& awaited;   // of those, waiting for their late end count
 };
 
-// The end of a session whose lock went while it was still listed, from the ends counted in that
-// interval (*early): the timeout it matches when a fatal end is there, else any abnormal end;
-// nullopt when none is left.
-std::optional<HoldEnd> ClaimCountedWhileListed(const std::optional<HoldEnd>& timeout,
-                                               SessionEndDeltas* early) {
-  if (timeout && early->fatal > 0) {
-    --early->fatal;
-    return timeout;
-  }
-  const HoldEnd end = ClaimEnd(early);
-  if (end == HoldEnd::kCleanClose) return std::nullopt;
-  return end;
-}
-
 using Gone = std::vector<std::pair<const SessionId, SessionSighting>*>;
 
 // Every session seen and gone at `cur`, in the order they claim the fatal ends: lock holders
@@ -217,11 +207,11 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingS
     const std::optional<HoldEnd> timeout = TimeoutMatch(seen, cur.now, prev);
     const bool holder = parties.holders.count(sid) != 0;
     if (waiting.ending.count(sid) != 0) {
-      const std::optional<HoldEnd> own =
-          ClaimCountedWhileListed(timeout, &counted_while_listed[seen.datid]);
-      if (own) {
+      // Its own end when one was counted while it was still listed.
+      const HoldEnd own = ClaimEnd(timeout, &counted_while_listed[seen.datid]);
+      if (own != HoldEnd::kCleanClose) {
         seen.awaiting_end.reset();
-        out.causes[sid] = *own;
+        out.causes[sid] = own;
         continue;
       }
     }

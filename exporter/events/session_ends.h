@@ -79,6 +79,9 @@ HoldEnd InferLossCause(const Session& last_seen, double last_poll_now, double cu
 // The cause of a session end that no timeout explains, consuming the delta that explains it
 // (kCleanClose: none left).
 HoldEnd ClaimEnd(SessionEndDeltas* deltas, bool deltas_known = true);
+// The same for a session whose idle time matches `timeout` (nullopt: none): that timeout when a
+// fatal end is left, else any abnormal end, in the order InferLossCause gives them.
+HoldEnd ClaimEnd(const std::optional<HoldEnd>& timeout, SessionEndDeltas* deltas);
 
 // kIdleInTransactionTimeout / kIdleSessionTimeout when the session, last seen idle (in
 // transaction) at last_poll_now, would have reached that timeout by cur_poll_now (with
