@@ -6,4 +6,7 @@ SELECT current_setting('server_version') AS server_version,
        current_setting('server_version_num')::int AS server_version_num,
        extract(epoch FROM pg_postmaster_start_time())::float8 AS postmaster_start,
        extract(epoch FROM now())::float8 AS now,
-       pg_is_in_recovery() AS in_recovery
+       pg_is_in_recovery() AS in_recovery,
+       -- The language of the server's log: the lock-wait lines are translated text (the server
+       -- log reader says when it cannot read them).
+       current_setting('lc_messages') AS lc_messages

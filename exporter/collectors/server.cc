@@ -24,7 +24,8 @@ Status ServerCollector::Parse(const PollPlan&, const BatchResults& results, Poll
   if (r == nullptr) return Status::UnexpectedShape("server: no result");
   Columns c(*r, "server");
   const int version = c["server_version"], version_num = c["server_version_num"],
-            start = c["postmaster_start"], now = c["now"], in_recovery = c["in_recovery"];
+            start = c["postmaster_start"], now = c["now"], in_recovery = c["in_recovery"],
+            lc_messages = c["lc_messages"];
   if (Status s = c.status(); !s.ok()) return s;
   if (r->Rows() != 1) return Status::UnexpectedShape("server: expected one row");
   data->server_version = r->String(0, version);
@@ -32,6 +33,7 @@ Status ServerCollector::Parse(const PollPlan&, const BatchResults& results, Poll
   data->postmaster_start = r->Double(0, start).value_or(0);
   data->now = r->Double(0, now).value_or(0);
   data->in_recovery = r->String(0, in_recovery) == "t";
+  data->lc_messages = r->String(0, lc_messages);
   return Status::Ok();
 }
 

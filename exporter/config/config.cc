@@ -449,6 +449,39 @@ void ParsePooler(TableReader& pr, PoolerConfig* pooler, bool* secret) {
   pr.RejectUnknown();
 }
 
+void ParseServerLog(TableReader& r, ServerLogConfig* log) {
+  r.String("path", &log->path);
+  r.String("format", &log->format);
+  std::string via = "file";
+  r.String("via", &via);
+  r.DurationValue("read_interval", &log->read_interval);
+  r.Integer("max_record_bytes", 4096, int64_t{1} << 30, &log->max_record_bytes);
+  if (log->format != "jsonlog" && log->format != "csvlog") {
+    r.TableError("format",
+                 "must be \"jsonlog\" or \"csvlog\" (the server's structured logs; "
+                 "the plain stderr format is not read), got \"" +
+                     log->format + "\"");
+  }
+  if (via == "sql") {
+    log->via = ServerLogConfig::Via::kSql;
+    if (r.Has("path")) {
+      r.TableError("path",
+                   "with via = \"sql\" the server's own log_directory is read: leave "
+                   "path out");
+    }
+  } else if (via != "file") {
+    r.TableError("via", "must be \"file\" or \"sql\", got \"" + via + "\"");
+  } else if (log->path.empty()) {
+    r.TableError("path",
+                 "[targets.server_log] needs path (a log file or the log directory), "
+                 "or via = \"sql\"");
+  }
+  if (log->read_interval < Duration(100) || log->read_interval > Duration(60'000)) {
+    r.TableError("read_interval", "must be between 100ms and 1m");
+  }
+  r.RejectUnknown();
+}
+
 // dsn or dsn_file (read here), validated; *secret when its password may be readable by others.
 void ParseTargetDsn(TableReader& r, TargetConfig* target, bool* secret) {
   std::string dsn_file;
@@ -512,6 +545,12 @@ void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigErro
       pr.TableError("name", "duplicate pooler name \"" + pooler.name + "\"");
     }
     target->poolers.push_back(std::move(pooler));
+  }
+  if (const toml::value* t = r.Table("server_log")) {
+    TableReader lr(*t, r.Dotted("server_log"), file, errors);
+    target->server_log.origin.file = file;
+    target->server_log.origin.lines = KeyLinesOf(*t);
+    ParseServerLog(lr, &target->server_log);
   }
   r.RejectUnknown();
 }
@@ -787,6 +826,10 @@ std::string LockNameConfig::Problem(const std::string& key, const std::string& m
 
 std::string TargetConfig::Problem(const std::string& key, const std::string& message) const {
   return ProblemAt(origin.file, origin.lines, "targets.", key, message);
+}
+
+std::string ServerLogConfig::Problem(const std::string& key, const std::string& message) const {
+  return ProblemAt(origin.file, origin.lines, "targets.server_log.", key, message);
 }
 
 std::string PoolerConfig::Problem(const std::string& key, const std::string& message) const {

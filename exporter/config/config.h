@@ -120,12 +120,29 @@ struct PoolerConfig {
   bool operator==(const PoolerConfig&) const = default;
 };
 
+// [targets.server_log]: the server's own log, read for exact session ends, lock waits, lock
+// timeouts and deadlocks (README "The server's log"). Absent (path empty, via file): none read.
+struct ServerLogConfig {
+  enum class Via { kFile, kSql };
+  std::string path;  // a file, or a directory whose newest file of `format` is followed
+  std::string format = "jsonlog";  // "jsonlog" (PostgreSQL 15+) or "csvlog"
+  Via via = Via::kFile;            // kSql: pg_ls_logdir() + pg_read_binary_file() on the target
+  Duration read_interval = Duration(1'000);  // how often the log is read
+  int64_t max_record_bytes = 1 << 20;        // a longer record is skipped and counted
+  ConfigOrigin origin = {};
+
+  bool configured() const { return via == Via::kSql || !path.empty(); }
+  std::string Problem(const std::string& key, const std::string& message) const;
+  bool operator==(const ServerLogConfig&) const = default;
+};
+
 struct TargetConfig {
   std::string name;
   std::string dsn;  // libpq conninfo or URI; empty means libpq defaults (PGHOST, ...)
   std::vector<LockNameConfig> locks;
   std::vector<LeaseTableConfig> leases;
   std::vector<PoolerConfig> poolers;
+  ServerLogConfig server_log = {};
   // Where the target was configured (empty without a config file), for --check-targets.
   ConfigOrigin origin = {};
 

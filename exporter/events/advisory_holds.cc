@@ -280,6 +280,8 @@ const char* HoldStateName(HoldState s) {
       return "awaiting_end_count";
     case HoldState::kSettling:
       return "settling";
+    case HoldState::kAwaitingLog:
+      return "awaiting_log";
     case HoldState::kEnded:
       return "ended";
   }
@@ -287,27 +289,42 @@ const char* HoldStateName(HoldState s) {
 }
 
 HoldTransition NextHoldState(HoldState from, const HoldEvidence& e) {
-  const auto ended = [](HoldEnd end) { return HoldTransition{HoldState::kEnded, end}; };
+  const auto ended = [](HoldEnd end, EndEvidence evidence) {
+    return HoldTransition{HoldState::kEnded, end, evidence};
+  };
+  const bool logged = e.evidence == EndEvidence::kLog && e.session_end.has_value();
   switch (from) {
     case HoldState::kHeld:
-      if (e.restarted) return ended(HoldEnd::kServerRestart);
+      if (e.restarted) return ended(HoldEnd::kServerRestart, EndEvidence::kRestart);
       if (e.still_held) return {HoldState::kHeld};
+      if (logged) return ended(*e.session_end, EndEvidence::kLog);
       if (e.end_count_awaited) return {HoldState::kAwaitingEndCount};
       if (e.backend_ending) return {HoldState::kBackendEnding};
       break;
     case HoldState::kBackendEnding:
     case HoldState::kAwaitingEndCount:
-      if (e.restarted) return ended(HoldEnd::kServerRestart);
+      if (e.restarted) return ended(HoldEnd::kServerRestart, EndEvidence::kRestart);
       break;
     case HoldState::kSettling:
-      return ended(e.session_end.value_or(HoldEnd::kCleanClose));
+      if (!e.session_end) return ended(HoldEnd::kCleanClose, EndEvidence::kCounters);
+      break;
+    case HoldState::kAwaitingLog:
+      if (logged) return ended(*e.session_end, EndEvidence::kLog);
+      if (e.log_awaited) return {HoldState::kAwaitingLog};
+      // The wait is over: the counters' word, kept when the wait started.
+      return ended(e.session_end.value_or(HoldEnd::kCleanClose), e.evidence);
     case HoldState::kEnded:
       return {HoldState::kEnded};
   }
   const HoldEnd end = e.session_end.value_or(HoldEnd::kStillConnected);
+  if (end == HoldEnd::kStillConnected) return ended(end, EndEvidence::kNone);
+  if (logged) return ended(end, EndEvidence::kLog);
   // Closed with no end counted, yet: the count may be on its way.
-  if (end == HoldEnd::kCleanClose && e.can_settle) return {HoldState::kSettling};
-  return ended(end);
+  if (from != HoldState::kSettling && end == HoldEnd::kCleanClose && e.can_settle) {
+    return {HoldState::kSettling};
+  }
+  if (e.log_awaited) return {HoldState::kAwaitingLog, end, e.evidence};
+  return ended(end, e.evidence);
 }
 
 bool AdvisoryHolds::settling() const {
@@ -318,7 +335,7 @@ bool AdvisoryHolds::settling() const {
 WaitingSessions AdvisoryHolds::Waiting() const {
   WaitingSessions out;
   for (const PendingHold& p : pending_) {
-    if (p.state == HoldState::kSettling) continue;
+    if (p.state == HoldState::kSettling || p.state == HoldState::kAwaitingLog) continue;
     out.all.insert(p.session);
     if (p.state == HoldState::kAwaitingEndCount) out.awaited.insert(p.session);
     if (p.state == HoldState::kBackendEnding) out.ending.insert(p.session);
@@ -360,6 +377,7 @@ void AdvisoryHolds::Observe(const std::shared_ptr<const PollData>& cur,
                             const LockNames* names, Counters* counters,
                             std::vector<Event>* events) {
   Settle(std::nullopt, 0, names, counters, events);  // what the poller did not settle: clean closes
+  JudgeAwaitingLog(cur->now, names, counters, events);
   SeedZeroCounters(*cur, names, counters);
   SeeSessions(*cur);
   if (!cur->inventory) return;
@@ -457,7 +475,8 @@ void AdvisoryHolds::CountLockEvents(const std::shared_ptr<const PollData>& prev_
     SeeSessions(cur);
   }
   const EndJudgement ended =
-      in.restarted ? EndJudgement{} : EndCauses(prev, cur, Waiting(), settled_ends_, &sightings_);
+      in.restarted ? EndJudgement{}
+                   : EndCauses(prev, cur, Waiting(), settled_ends_, &sightings_, log_.get());
   settled_ends_.clear();
   settle_.stats = cur.database_stats.value_or(std::vector<DatabaseStats>{});
   settle_.now = cur.now;
@@ -491,6 +510,10 @@ void AdvisoryHolds::JudgeWaitingHolds(const JudgedInterval& in, const EndJudgeme
                                       std::vector<PendingHold> waiting, const LockNames* names,
                                       Counters* counters, std::vector<Event>* events) {
   for (PendingHold& d : waiting) {
+    if (d.state == HoldState::kAwaitingLog) {
+      pending_.push_back(std::move(d));  // judged by JudgeAwaitingLog at every poll
+      continue;
+    }
     const Session* s = in.cur_index.Find(d.session.first);
     HoldEvidence e;
     e.restarted = in.restarted;
@@ -498,6 +521,10 @@ void AdvisoryHolds::JudgeWaitingHolds(const JudgedInterval& in, const EndJudgeme
     if (s == nullptr || s->backend_start != d.session.second) {
       const auto it = ended.causes.find(d.session);
       e.session_end = it == ended.causes.end() ? HoldEnd::kCleanClose : it->second;
+      e.evidence = ended.logged.count(d.session) != 0 ? EndEvidence::kLog : ended.unlogged_evidence;
+      e.log_awaited = e.evidence != EndEvidence::kLog && log_ != nullptr && log_->readable();
+    } else {
+      AskLog(d.session, &e);  // still listed: the log may show that it is ending
     }
     // The key's next holder: who had it when the hold started to wait, else who has it now.
     if (!in.restarted) in.NoteTaker(&d);
@@ -508,8 +535,63 @@ void AdvisoryHolds::JudgeWaitingHolds(const JudgedInterval& in, const EndJudgeme
       continue;
     }
     // Everything is lost at a restart; the key's next holder is judged as after any restart.
-    CountEndedAfterWait(d, t.end, in.cur.now, names, counters, events);
+    EndOrAwaitLog(std::move(d), t, in.cur.now, names, counters, events);
   }
+}
+
+bool AdvisoryHolds::AskLog(const SessionId& session, HoldEvidence* e) const {
+  if (log_ == nullptr) return false;
+  const std::optional<HoldEnd> end = log_->EndOf(session);
+  if (!end) return false;
+  e->session_end = end;
+  e->evidence = EndEvidence::kLog;
+  return true;
+}
+
+void AdvisoryHolds::EndOrAwaitLog(PendingHold d, const HoldTransition& t, double now,
+                                  const LockNames* names, Counters* counters,
+                                  std::vector<Event>* events) {
+  if (t.to != HoldState::kAwaitingLog) {
+    CountEndedAfterWait(d, t, now, names, counters, events);
+    return;
+  }
+  d.state = HoldState::kAwaitingLog;
+  d.counters_end = t.end;
+  d.counters_evidence = t.evidence;
+  d.log_reads_at_wait = log_->reads_through();
+  d.log_wait_since = now;
+  pending_.push_back(std::move(d));
+}
+
+void AdvisoryHolds::JudgeAwaitingLog(double now, const LockNames* names, Counters* counters,
+                                     std::vector<Event>* events) {
+  if (std::none_of(pending_.begin(), pending_.end(),
+                   [](const PendingHold& p) { return p.state == HoldState::kAwaitingLog; })) {
+    return;
+  }
+  std::vector<PendingHold> rest;
+  for (PendingHold& d : pending_) {
+    if (d.state != HoldState::kAwaitingLog) {
+      rest.push_back(std::move(d));
+      continue;
+    }
+    HoldEvidence e;
+    if (!AskLog(d.session, &e)) {
+      e.session_end = d.counters_end;
+      e.evidence = d.counters_evidence;
+      // Read through twice since: once may have been under way when the wait started.
+      e.log_awaited = log_ != nullptr && log_->readable() &&
+                      log_->reads_through() < d.log_reads_at_wait + 2 &&
+                      now - d.log_wait_since < kMaxLogWaitSeconds;
+    }
+    const HoldTransition t = NextHoldState(HoldState::kAwaitingLog, e);
+    if (t.to == HoldState::kAwaitingLog) {
+      rest.push_back(std::move(d));
+    } else {
+      CountEndedAfterWait(d, t, now, names, counters, events);
+    }
+  }
+  pending_ = std::move(rest);
 }
 
 void AdvisoryHolds::JudgeHeldHolds(const JudgedInterval& in, const EndJudgement& ended,
@@ -541,21 +623,30 @@ void AdvisoryHolds::JudgeHeldHold(const JudgedInterval& in, const EndJudgement& 
   e.end_count_awaited = ended.pending.count(h.session) != 0;
   if (const auto it = ended.causes.find(h.session); it != ended.causes.end()) {
     e.session_end = it->second;
+    e.evidence = ended.logged.count(h.session) != 0 ? EndEvidence::kLog : ended.unlogged_evidence;
+    e.log_awaited = e.evidence != EndEvidence::kLog && log_ != nullptr && log_->readable();
+  } else if (!in.restarted) {
+    AskLog(h.session, &e);  // still listed: the log may show that it is ending
   }
   const HoldTransition t = NextHoldState(HoldState::kHeld, e);
   if (t.to == HoldState::kEnded) {
-    CountEnded(in, key, h, t.end, names, counters, events);
+    CountEnded(in, key, h, t, names, counters, events);
     return;
   }
   PendingHold d = in.Waiting(key, h, t.to);
   in.NoteTaker(&d);
   if (h.exclusive) waiting_keys->insert(key);
+  if (t.to == HoldState::kAwaitingLog) {
+    EndOrAwaitLog(std::move(d), t, in.cur.now, names, counters, events);
+    return;
+  }
   pending_.push_back(std::move(d));
 }
 
 void AdvisoryHolds::CountEnded(const JudgedInterval& in, const AdvisoryKey& key, const Hold& h,
-                               HoldEnd end, const LockNames* names, Counters* counters,
+                               const HoldTransition& t, const LockNames* names, Counters* counters,
                                std::vector<Event>* events) {
+  const HoldEnd end = t.end;
   // Labels only for the few locks that changed.
   const std::string db = in.prev_index.Datname(key.datid), lock = CounterLock(key, names);
   if (end == HoldEnd::kStillConnected) {
@@ -568,6 +659,7 @@ void AdvisoryHolds::CountEnded(const JudgedInterval& in, const AdvisoryKey& key,
   e.lock = LockLabel(key, names);
   e.previous = IdentityOf(in.prev_index.Find(h.session.first), h.session.first);
   e.cause = HoldEndLabel(end);
+  e.evidence = t.evidence;
   if (end == HoldEnd::kCleanClose) {
     counters->releases[{db, lock, e.cause}] += 1;
     e.kind = "lock_released";
@@ -579,9 +671,10 @@ void AdvisoryHolds::CountEnded(const JudgedInterval& in, const AdvisoryKey& key,
   if (events != nullptr) events->push_back(std::move(e));
 }
 
-void AdvisoryHolds::CountEndedAfterWait(const PendingHold& d, HoldEnd end, double now,
+void AdvisoryHolds::CountEndedAfterWait(const PendingHold& d, const HoldTransition& t, double now,
                                         const LockNames* names, Counters* counters,
                                         std::vector<Event>* events) {
+  const HoldEnd end = t.end;
   const std::optional<Identity> next = d.taken_by ? std::optional<Identity>(d.taker) : std::nullopt;
   const std::string lock = CounterLock(d.key, names);
   Event e;
@@ -594,6 +687,7 @@ void AdvisoryHolds::CountEndedAfterWait(const PendingHold& d, HoldEnd end, doubl
     counters->releases[{d.db, lock, HoldEndLabel(end)}] += 1;
   } else {
     e.cause = HoldEndLabel(end);
+    e.evidence = t.evidence;
     e.kind = lost ? "lock_lost" : "lock_released";
     (lost ? counters->losses : counters->releases)[{d.db, lock, e.cause}] += 1;
     if (events != nullptr) events->push_back(e);
@@ -605,6 +699,7 @@ void AdvisoryHolds::CountEndedAfterWait(const PendingHold& d, HoldEnd end, doubl
   }
   e.kind = lost ? "lock_takeover" : "lock_handover";
   e.cause.clear();
+  e.evidence = EndEvidence::kNone;
   e.current = *next;
   (lost ? counters->takeovers : counters->handovers)[{d.db, lock}] += 1;
   if (events != nullptr) events->push_back(std::move(e));
@@ -649,23 +744,28 @@ void AdvisoryHolds::Settle(const std::optional<std::vector<DatabaseStats>>& late
   if (later && poll != nullptr) {
     ReserveOthersEnds(*poll, sessions, settle_.now + seconds_after_poll, &late);
   }
-  // One cause per session, for all its locks; each end explains one session.
-  std::map<SessionId, HoldEnd> causes;
+  // One cause per session, for all its locks; each end explains one session, the log's word first.
+  std::map<SessionId, HoldEvidence> causes;
   for (const PendingHold& d : holds) {
     if (causes.count(d.session) != 0) continue;
     SessionEndDeltas& left = late[d.key.datid];
     const SessionEndDeltas before = left;
-    causes[d.session] = ClaimEnd(&left);
+    HoldEvidence& e = causes[d.session];
+    if (AskLog(d.session, &e)) {
+      TakeLoggedEnd(*e.session_end, &left);
+    } else {
+      e.session_end = ClaimEnd(&left);
+      e.evidence = EndEvidence::kCounters;
+      e.log_awaited = log_ != nullptr && log_->readable();
+    }
     SessionEndDeltas& claimed = settled_ends_[d.key.datid];
     claimed.fatal += before.fatal - left.fatal;
     claimed.killed += before.killed - left.killed;
     claimed.abandoned += before.abandoned - left.abandoned;
   }
-  for (const PendingHold& d : holds) {
-    HoldEvidence e;
-    e.session_end = causes[d.session];
-    CountEndedAfterWait(d, NextHoldState(HoldState::kSettling, e).end, settle_.now, names, counters,
-                        events);
+  for (PendingHold& d : holds) {
+    const HoldTransition t = NextHoldState(HoldState::kSettling, causes[d.session]);
+    EndOrAwaitLog(std::move(d), t, settle_.now, names, counters, events);
   }
 }
 

@@ -19,6 +19,14 @@
 //   kSettling --the counters read again right after the poll: an end counted since--> kEnded (lost)
 //             --none counted, or no second read -------------------------------> kEnded
 //                                                                        (session_closed)
+//   With the server's log read (SessionEndLog), its word comes first and ends the hold at once,
+//   from any state: a session whose end the log shows (its FATAL line, or its disconnection line
+//   and no FATAL) takes that cause, evidence "log". A hold that would end on the counters' word
+//   while the log is readable but has not shown its session's end waits for it instead:
+//     any state --ends on the counters' word, log readable--> kAwaitingLog
+//   kAwaitingLog --the log shows the end------------------------------------> kEnded (log's cause)
+//                --read through again since, or kMaxLogWaitSeconds passed---> kEnded (the counters'
+//                                                                             cause, kept)
 //   kEnded, exclusive, another session holds the key: released -> hand-over; lost -> takeover
 //   (a loss's key stays remembered for events.takeover_window; one takeover per loss).
 //
@@ -47,6 +55,12 @@
 //     yet (a poll may fall between the two writes an exit spans). A clean close after the same
 //     idle time looks identical, so the hold goes the way of a clean close (kSettling) if no count
 //     comes by the next inventory: waiting never invents a loss.
+//   - the log's word: the backend writes its FATAL line (with its SQLSTATE) before it releases
+//     its locks, and its disconnection line after; both carry its session id (backend start and
+//     pid). Nothing but the end of that very session writes them: no race with other sessions of
+//     its database, no inference. A clean close is a loss only if the log shows a FATAL for it.
+//   - kAwaitingLog: waiting adds nothing but time; it ends on the log's word or, failing it, on
+//     the cause the counters gave when it started to wait (evidence "counters").
 //   - kSettling: a backend counts its end, then leaves pg_stat_activity; a poll reads the counters
 //     first: a session that left between those two reads is gone with no end counted. The second
 //     read settles it; ends that other waiting sessions will claim (kBackendEnding holds, sessions
@@ -81,6 +95,7 @@ enum class HoldState {
   kBackendEnding,     // gone from a session still listed that ran no statement since
   kAwaitingEndCount,  // its session gone as a timeout would end it, the fatal end not counted yet
   kSettling,          // its session closed with no end counted; waits for the counters read again
+  kAwaitingLog,       // ended on the counters' word; waits for the log to show its session's end
   kEnded,             // counted: released (unlocked, session_closed) or lost (a cause)
 };
 const char* HoldStateName(HoldState s);
@@ -93,11 +108,16 @@ struct HoldEvidence {
   bool end_count_awaited = false;      // session gone as a timeout would end it, no end counted yet
   std::optional<HoldEnd> session_end;  // how its session ended; nullopt: still connected
   bool can_settle = false;  // a second read of the counters can show the end (14+, no restart)
+  EndEvidence evidence = EndEvidence::kNone;  // what gave session_end
+  // The log is readable and may still show the session's end (not read through since the hold
+  // started to wait for it, and for less than kMaxLogWaitSeconds).
+  bool log_awaited = false;
 };
 
 struct HoldTransition {
   HoldState to = HoldState::kHeld;
-  HoldEnd end = HoldEnd::kStillConnected;  // when `to` is kEnded
+  HoldEnd end = HoldEnd::kStillConnected;  // when `to` is kEnded (kAwaitingLog: the counters')
+  EndEvidence evidence = EndEvidence::kNone;
 };
 
 // The transitions of the diagram above, in one place. Pure.
@@ -115,6 +135,11 @@ struct PendingHold {
   Identity holder;
   std::optional<SessionId> taken_by;  // the key's exclusive holder when it started to wait
   Identity taker;
+  // kAwaitingLog: the end the counters gave, and when the wait for the log started.
+  HoldEnd counters_end = HoldEnd::kCleanClose;
+  EndEvidence counters_evidence = EndEvidence::kCounters;
+  uint64_t log_reads_at_wait = 0;
+  double log_wait_since = 0;
 };
 
 struct LostKey {
@@ -146,6 +171,8 @@ class AdvisoryHolds {
   void Settle(const std::optional<std::vector<DatabaseStats>>& later, double seconds_after_poll,
               const LockNames* names, Counters* counters, std::vector<Event>* events);
   void set_takeover_window(double seconds) { takeover_window_seconds_ = seconds; }
+  // The server's log, asked first for how a holder's session ended; null: none configured.
+  void set_log(std::shared_ptr<const SessionEndLog> log) { log_ = std::move(log); }
 
   // The state of `session`'s hold of `key` as of the last judgement (kHeld: held at its
   // inventory); nullopt when it is not tracked (never seen, or ended).
@@ -172,13 +199,22 @@ class AdvisoryHolds {
                      const Hold& h, std::span<const Hold> now_held, const LockNames* names,
                      Counters* counters, std::vector<Event>* events,
                      std::set<AdvisoryKey>* waiting_keys);
-  // Counts one hold of `prev` that ended as `end` at once (a loss remembers its key).
-  void CountEnded(const JudgedInterval& in, const AdvisoryKey& key, const Hold& h, HoldEnd end,
-                  const LockNames* names, Counters* counters, std::vector<Event>* events);
-  // Counts a hold that waited and ended as `end`, with the hand-over or takeover of its key by
+  // Counts one hold of `prev` that ended as `t` at once (a loss remembers its key).
+  void CountEnded(const JudgedInterval& in, const AdvisoryKey& key, const Hold& h,
+                  const HoldTransition& t, const LockNames* names, Counters* counters,
+                  std::vector<Event>* events);
+  // Counts a hold that waited and ended as `t`, with the hand-over or takeover of its key by
   // its next holder.
-  void CountEndedAfterWait(const PendingHold& d, HoldEnd end, double now, const LockNames* names,
-                           Counters* counters, std::vector<Event>* events);
+  void CountEndedAfterWait(const PendingHold& d, const HoldTransition& t, double now,
+                           const LockNames* names, Counters* counters, std::vector<Event>* events);
+  // A hold that ends as `t` or, when `t` is kAwaitingLog, starts to wait for the log at `now`.
+  void EndOrAwaitLog(PendingHold d, const HoldTransition& t, double now, const LockNames* names,
+                     Counters* counters, std::vector<Event>* events);
+  // The kAwaitingLog holds whose session's end the log shows now, or whose wait is over, end.
+  void JudgeAwaitingLog(double now, const LockNames* names, Counters* counters,
+                        std::vector<Event>* events);
+  // The log's word on `session`, as the evidence of a judgement; false when it has none.
+  bool AskLog(const SessionId& session, HoldEvidence* e) const;
   // Takes out of *late, the ends counted since the poll that judged the `settling` holds, those
   // that belong to other sessions: one end for each kBackendEnding session, and a fatal end for
   // each session that ends as a timeout would by the reservation horizon (when the second read
@@ -202,7 +238,9 @@ class AdvisoryHolds {
   void ForgetOldLosses(double now);
 
   double takeover_window_seconds_;
-  // Holds in kBackendEnding, kAwaitingEndCount or kSettling, in the order they started to wait.
+  std::shared_ptr<const SessionEndLog> log_;
+  // Holds in kBackendEnding, kAwaitingEndCount, kSettling or kAwaitingLog, in the order they
+  // started to wait.
   std::vector<PendingHold> pending_;
   // What kSettling holds are settled against: the counters and now() of the poll that judged
   // them, and that poll (its settings, for the sessions' timeouts). The ends Settle() explained,

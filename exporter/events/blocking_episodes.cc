@@ -72,6 +72,7 @@ void BlockingEpisodeTracker::See(const PollData& data, const BlockingRoot& r, co
   Episode& e = it->second;
   if (fresh) e.started = data.now;
   e.state = EpisodeState::kBlocking;
+  e.counters_end.reset();
   e.root = r.root;
   e.peak_blocked = std::max(e.peak_blocked, static_cast<int64_t>(r.blocked_pids.size()));
   e.longest_wait = std::max(e.longest_wait, r.longest_wait);
@@ -97,62 +98,84 @@ void BlockingEpisodeTracker::Judge(const PollData& data, const std::set<RootKey>
       ++it;
       continue;
     }
-    End(data, it->second, outcome->first, outcome->second, counters, events);
+    End(data, it->second, *outcome, counters, events);
     it = episodes_.erase(it);
   }
 }
 
-std::optional<std::pair<EpisodeOutcome, std::string>> BlockingEpisodeTracker::Outcome(
-    const PollData& data, Episode* e) {
+std::optional<EpisodeEnd> BlockingEpisodeTracker::Outcome(const PollData& data, Episode* e) {
   const bool restarted = postmaster_start_ != 0 && data.postmaster_start != postmaster_start_;
-  if (restarted) return std::pair{EpisodeOutcome::kRootEnded, std::string("server_restart")};
+  if (restarted) {
+    return EpisodeEnd{EpisodeOutcome::kRootEnded, "server_restart", EndEvidence::kRestart};
+  }
   if (!e->last_seen) {
     // A prepared transaction or a background process: still listed with the same state since
     // means it let nothing go.
     const LockParty* p = FindParty(data, e->root.id.pid, e->root.gid);
     if (p != nullptr && e->party_since && p->since == e->party_since) {
-      return std::pair{EpisodeOutcome::kWaitersLeft, std::string()};
+      return EpisodeEnd{EpisodeOutcome::kWaitersLeft, "", EndEvidence::kNone};
     }
-    return std::pair{EpisodeOutcome::kReleased, std::string()};
+    return EpisodeEnd{EpisodeOutcome::kReleased, "", EndEvidence::kNone};
   }
   const Session& last = *e->last_seen;
   const Session* now = FindSession(data, last.pid);
   if (now != nullptr && now->backend_start == last.backend_start) {
     const bool same = now->xact_start == last.xact_start && now->state_change == last.state_change;
-    return std::pair{same ? EpisodeOutcome::kWaitersLeft : EpisodeOutcome::kReleased,
-                     std::string()};
+    return EpisodeEnd{same ? EpisodeOutcome::kWaitersLeft : EpisodeOutcome::kReleased, "",
+                      EndEvidence::kNone};
   }
-  // The root's session ended: by how, from this poll's counted ends in its database.
+  return RootEnded(data, e);
+}
+
+std::optional<EpisodeEnd> BlockingEpisodeTracker::RootEnded(const PollData& data, Episode* e) {
+  const Session& last = *e->last_seen;
   SessionEndDeltas d;
   const auto delta = deltas_.find(last.datid);
   if (delta != deltas_.end()) {
     d = {delta->second.sessions_fatal, delta->second.sessions_killed,
          delta->second.sessions_abandoned};
   }
+  const auto keep_rest = [&] {
+    if (delta == deltas_.end()) return;
+    delta->second.sessions_fatal = d.fatal;
+    delta->second.sessions_killed = d.killed;
+    delta->second.sessions_abandoned = d.abandoned;
+  };
+  // The server's log first: the root's own end, with its SQLSTATE.
+  if (const auto logged = log_ ? log_->EndOf({last.pid, last.backend_start}) : std::nullopt) {
+    TakeLoggedEnd(*logged, &d);
+    keep_rest();
+    return EpisodeEnd{EpisodeOutcome::kRootEnded, HoldEndLabel(*logged), EndEvidence::kLog};
+  }
+  const bool counted = data.database_stats.has_value();
+  const EndEvidence evidence = counted ? EndEvidence::kCounters : EndEvidence::kTiming;
+  if (e->state == EpisodeState::kEnding && e->counters_end) {
+    return EpisodeEnd{EpisodeOutcome::kRootEnded, HoldEndLabel(*e->counters_end), evidence};
+  }
+  // By how, from this poll's counted ends in its database.
   const double iitt = EffectiveTimeout("idle_in_transaction_session_timeout", last.datid,
                                        last.usesysid, data.settings, data.overrides);
   const double ist = EffectiveTimeout("idle_session_timeout", last.datid, last.usesysid,
                                       data.settings, data.overrides);
-  const HoldEnd end = InferLossCause(last, e->last_seen_at, data.now, iitt, ist, &d,
-                                     data.database_stats.has_value());
-  if (delta != deltas_.end()) {
-    delta->second.sessions_fatal = d.fatal;
-    delta->second.sessions_killed = d.killed;
-    delta->second.sessions_abandoned = d.abandoned;
+  const HoldEnd end = InferLossCause(last, e->last_seen_at, data.now, iitt, ist, &d, counted);
+  keep_rest();
+  if (e->state == EpisodeState::kBlocking) {
+    // An ending backend counts its end before it leaves pg_stat_activity: a poll between the two
+    // reads sees it gone with nothing counted, and its count shows at the next poll. A log that
+    // is read may show the end by then, whatever the counters say now.
+    const bool log_awaited = log_ != nullptr && log_->readable();
+    if (log_awaited || (end == HoldEnd::kCleanClose && counted)) {
+      e->state = EpisodeState::kEnding;
+      if (end != HoldEnd::kCleanClose) e->counters_end = end;
+      return std::nullopt;
+    }
   }
-  // An ending backend counts its end before it leaves pg_stat_activity; a poll between the two
-  // reads sees it gone with nothing counted: its count shows at the next poll.
-  if (end == HoldEnd::kCleanClose && e->state == EpisodeState::kBlocking &&
-      data.database_stats.has_value()) {
-    e->state = EpisodeState::kEnding;
-    return std::nullopt;
-  }
-  return std::pair{EpisodeOutcome::kRootEnded, std::string(HoldEndLabel(end))};
+  return EpisodeEnd{EpisodeOutcome::kRootEnded, HoldEndLabel(end), evidence};
 }
 
-void BlockingEpisodeTracker::End(const PollData& data, const Episode& e, EpisodeOutcome outcome,
-                                 const std::string& cause, Counters* counters,
-                                 std::vector<Event>* events) const {
+void BlockingEpisodeTracker::End(const PollData& data, const Episode& e, const EpisodeEnd& end,
+                                 Counters* counters, std::vector<Event>* events) const {
+  const EpisodeOutcome outcome = end.outcome;
   const double duration = std::max(0.0, data.now - e.started);
   const std::string db = e.root.datname;
   counters->blocking_episodes[{db, EpisodeOutcomeLabel(outcome)}] += 1;
@@ -163,7 +186,8 @@ void BlockingEpisodeTracker::End(const PollData& data, const Episode& e, Episode
   ev.time = data.now;
   ev.kind = "blocking_episode";
   ev.outcome = EpisodeOutcomeLabel(outcome);
-  ev.cause = cause;
+  ev.cause = end.cause;
+  ev.evidence = end.evidence;
   ev.datname = db;
   ev.previous = e.root.id;
   if (e.root.id.pid == 0) ev.previous_holder = "prepared transaction " + e.root.gid;

@@ -12,9 +12,13 @@
 //   blocking --blocks none; root still there otherwise-------------------> ended (released)
 //   blocking --root gone (pid gone or a new backend_start; a server restart)--> ended
 //                                                                    (root_ended, end cause)
-//   blocking --root gone, no end counted in pg_stat_database yet---------> ending
-//   ending --next poll: an end counted since explains it (InferLossCause)--> ended (root_ended,
-//            that cause); none counted: root_ended, session_closed
+//   blocking --root gone, the server's log shows its end------------------> ended (root_ended,
+//                                                                  the log's cause, evidence log)
+//   blocking --root gone, no end counted in pg_stat_database yet, or the log readable but
+//              silent on it (the counters' cause kept)--------------------> ending
+//   ending --next poll: the log shows its end---------------------------> ended (the log's cause)
+//   ending --next poll, else: the counters' cause kept, or an end counted since explains it
+//            (InferLossCause)--> ended (root_ended, that cause); none counted: session_closed
 //
 // Proof of waiters_left, the one rule: a client session's transaction keeps its locks until it
 // ends, and an unlock is a statement; the root's xact_start and state_change both unchanged
@@ -29,6 +33,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -37,6 +42,7 @@
 
 #include "exporter/events/event_log.h"
 #include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/session_end.h"
 #include "exporter/snapshot/snapshot.h"
 
 namespace pglock {
@@ -63,6 +69,16 @@ struct Episode {
   std::optional<Session> last_seen;
   double last_seen_at = 0;
   std::optional<double> party_since;  // background processes and prepared transactions
+  // kEnding: the counters' word on the root's end when it went there (nullopt: none yet).
+  std::optional<HoldEnd> counters_end;
+};
+
+// How an episode ended: its outcome, the root's end cause ("" unless root_ended) and what
+// decided that cause.
+struct EpisodeEnd {
+  EpisodeOutcome outcome = EpisodeOutcome::kReleased;
+  std::string cause;
+  EndEvidence evidence = EndEvidence::kNone;
 };
 
 class BlockingEpisodeTracker {
@@ -81,6 +97,9 @@ class BlockingEpisodeTracker {
   // Open episodes (blocking or ending), for tests and the page.
   size_t open() const { return episodes_.size(); }
 
+  // The server's log, asked first for how a root's session ended; null: none configured.
+  void set_log(std::shared_ptr<const SessionEndLog> log) { log_ = std::move(log); }
+
  private:
   // pid and backend_start for a client session; pid 0 and the gid for a prepared transaction;
   // pid and 0 for a background process.
@@ -90,13 +109,16 @@ class BlockingEpisodeTracker {
   void Judge(const PollData& data, const std::set<RootKey>& blocking, Counters* counters,
              std::vector<Event>* events);
   // What happened to the root of an episode that blocks no one now (nullopt: wait a poll).
-  std::optional<std::pair<EpisodeOutcome, std::string>> Outcome(const PollData& data, Episode* e);
-  void End(const PollData& data, const Episode& e, EpisodeOutcome outcome, const std::string& cause,
-           Counters* counters, std::vector<Event>* events) const;
+  std::optional<EpisodeEnd> Outcome(const PollData& data, Episode* e);
+  // The same for a client root whose session is gone.
+  std::optional<EpisodeEnd> RootEnded(const PollData& data, Episode* e);
+  void End(const PollData& data, const Episode& e, const EpisodeEnd& end, Counters* counters,
+           std::vector<Event>* events) const;
   void CountDeadlocks(const PollData& data, Counters* counters);
   void SeeCycles(const PollData& data, const TargetView& view, std::vector<Event>* events);
 
   std::map<RootKey, Episode> episodes_;
+  std::shared_ptr<const SessionEndLog> log_;
   std::map<uint32_t, DatabaseStats> last_stats_;
   std::map<uint32_t, DatabaseStats> deltas_;  // of this poll, consumed by root ends
   double postmaster_start_ = 0;

@@ -40,6 +40,9 @@ std::string EventJson(const Event& e) {
   o += ",\"target\":" + Quoted(e.target);
   o += ",\"kind\":" + Quoted(e.kind);
   o += ",\"cause\":" + Quoted(e.cause);
+  if (e.evidence != EndEvidence::kNone) {
+    o += ",\"evidence\":" + Quoted(EndEvidenceLabel(e.evidence));
+  }
   o += ",\"datname\":" + Quoted(e.datname);
   o += ",\"lock\":" + Quoted(e.lock);
   o += ",\"table\":" + Quoted(e.table);
@@ -63,6 +66,7 @@ std::string EventText(const Event& e) {
     if (!v.empty()) o += std::string(" ") + key + "=" + TextValue(v);
   };
   field("cause", e.cause);
+  field("evidence", EndEvidenceLabel(e.evidence));
   field("datname", e.datname);
   field("lock", e.lock);
   field("table", e.table);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "exporter/snapshot/session_end.h"
 #include "exporter/snapshot/snapshot.h"
 #include "exporter/util/thread_annotations.h"
 
@@ -24,6 +25,9 @@ struct Event {
   // (outcome; cause: the root's end cause when it ended), "deadlock" (detail).
   std::string kind;
   std::string cause;  // loss cause, release reason; "" otherwise
+  // What decided the cause of a loss or a release by session close (and a blocking episode's
+  // root_ended cause): the server's log, the counters, the timing alone, a restart.
+  EndEvidence evidence = EndEvidence::kNone;
   std::string datname;
   std::string lock;   // configured name or rendered key; pooled locks too
   std::string table;  // lease events

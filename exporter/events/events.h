@@ -63,6 +63,9 @@ class EventTracker {
     holds_.Settle(later, seconds_after_poll, names, counters, events);
   }
 
+  // The server's log, asked first for how a holder's session ended (null: none configured).
+  void set_log(std::shared_ptr<const SessionEndLog> log) { holds_.set_log(std::move(log)); }
+
   // A reload changed events.takeover_window; what was lost is still remembered.
   void set_takeover_window(double seconds) { holds_.set_takeover_window(seconds); }
 

@@ -9,28 +9,6 @@
 
 namespace pglock {
 
-const char* HoldEndLabel(HoldEnd e) {
-  switch (e) {
-    case HoldEnd::kStillConnected:
-      return "unlocked";
-    case HoldEnd::kCleanClose:
-      return "session_closed";
-    case HoldEnd::kIdleInTransactionTimeout:
-      return "idle_in_transaction_timeout";
-    case HoldEnd::kIdleSessionTimeout:
-      return "idle_session_timeout";
-    case HoldEnd::kTerminated:
-      return "terminated";
-    case HoldEnd::kConnectionLost:
-      return "connection_lost";
-    case HoldEnd::kServerRestart:
-      return "server_restart";
-    case HoldEnd::kUnknown:
-      return "unknown";
-  }
-  return "unknown";
-}
-
 HoldEnd ClaimEnd(const std::optional<HoldEnd>& timeout, SessionEndDeltas* deltas) {
   if (timeout && deltas->fatal > 0) {
     --deltas->fatal;
@@ -189,11 +167,38 @@ std::map<uint32_t, SessionEndDeltas> EndDeltasBetween(const std::vector<Database
   return late;
 }
 
+bool TakeLoggedEnd(HoldEnd end, SessionEndDeltas* deltas) {
+  int64_t* kind = nullptr;
+  switch (end) {
+    case HoldEnd::kTerminated:
+      kind = &deltas->killed;
+      break;
+    case HoldEnd::kConnectionLost:
+      kind = &deltas->abandoned;
+      break;
+    case HoldEnd::kIdleInTransactionTimeout:
+    case HoldEnd::kIdleSessionTimeout:
+    case HoldEnd::kTransactionTimeout:
+    case HoldEnd::kUnknown:
+      kind = &deltas->fatal;
+      break;
+    case HoldEnd::kStillConnected:
+    case HoldEnd::kCleanClose:
+    case HoldEnd::kServerRestart:
+      return false;
+  }
+  if (*kind <= 0) return false;
+  --*kind;
+  return true;
+}
+
 EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingSessions& waiting,
-                       const std::map<uint32_t, SessionEndDeltas>& settled, Sightings* sightings) {
+                       const std::map<uint32_t, SessionEndDeltas>& settled, Sightings* sightings,
+                       const SessionEndLog* log) {
   EndJudgement out;
   const EndParties parties(prev, cur, waiting);
   const bool deltas_known = cur.database_stats.has_value() && prev.database_stats.has_value();
+  out.unlogged_evidence = deltas_known ? EndEvidence::kCounters : EndEvidence::kTiming;
   std::map<uint32_t, SessionEndDeltas> deltas = EndDeltasSince(prev, cur, settled);
   // Those whose idle time matches a timeout claim the 'fatal' deltas first, lock holders or not: a
   // server that reaps idle sessions counts a fatal end for each, and those must not be pinned on
@@ -206,6 +211,20 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingS
     SessionSighting& seen = entry->second;
     const std::optional<HoldEnd> timeout = TimeoutMatch(seen, cur.now, prev);
     const bool holder = parties.holders.count(sid) != 0;
+    if (const std::optional<HoldEnd> logged = log ? log->EndOf(sid) : std::nullopt) {
+      // The log's word; its counted end (one counted while it was listed first) is no longer
+      // there to explain anyone else's.
+      if (waiting.ending.count(sid) == 0 ||
+          !TakeLoggedEnd(*logged, &counted_while_listed[seen.datid])) {
+        TakeLoggedEnd(*logged, &deltas[seen.datid]);
+      }
+      seen.awaiting_end.reset();
+      if (holder) {
+        out.causes[sid] = *logged;
+        out.logged.insert(sid);
+      }
+      continue;
+    }
     if (waiting.ending.count(sid) != 0) {
       // Its own end when one was counted while it was still listed.
       const HoldEnd own = ClaimEnd(timeout, &counted_while_listed[seen.datid]);

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/session_end.h"
 
 namespace pglock {
 
@@ -23,28 +24,6 @@ inline constexpr double kTimeoutSlackSeconds = 1.0;
 // not show yet, waits to claim its late count (a poll may fall between the two reads an exit spans;
 // on PostgreSQL 14 the counters may also be up to 500 ms old).
 inline constexpr double kLateSessionEndSeconds = 10.0;
-using SessionId = std::pair<int, double>;  // pid, backend_start: pids are reused
-
-// How a hold that is gone from pg_locks ended: its session still connected (an unlock or the end
-// of its transaction), a clean close of its session, or a loss and its cause.
-enum class HoldEnd {
-  kStillConnected,
-  kCleanClose,
-  kIdleInTransactionTimeout,
-  kIdleSessionTimeout,
-  kTerminated,
-  kConnectionLost,
-  kServerRestart,
-  kUnknown,  // an abnormal end that matches no rule
-};
-inline constexpr HoldEnd kLossCauses[] = {
-    HoldEnd::kIdleInTransactionTimeout, HoldEnd::kIdleSessionTimeout, HoldEnd::kTerminated,
-    HoldEnd::kConnectionLost,           HoldEnd::kServerRestart,      HoldEnd::kUnknown};
-inline bool IsLoss(HoldEnd e) { return e != HoldEnd::kStillConnected && e != HoldEnd::kCleanClose; }
-// The label value where metrics and JSON are written: the `cause` of a loss, the `reason` of a
-// release ("unlocked", "session_closed").
-const char* HoldEndLabel(HoldEnd e);
-
 // The abnormal session ends of one database not explained yet.
 struct SessionEndDeltas {
   int64_t fatal = 0;
@@ -114,6 +93,10 @@ struct WaitingSessions {
 // How the lock holders of an interval ended.
 struct EndJudgement {
   std::map<SessionId, HoldEnd> causes;  // of the holders at `prev` gone at `cur`
+  // Of those, the causes the server's log gave; the rest are the counters' word (kCounters), or
+  // the timing alone before PostgreSQL 14 (kTiming).
+  std::set<SessionId> logged;
+  EndEvidence unlogged_evidence = EndEvidence::kCounters;
   // Holders at `prev` that ended as a timeout would, their end not counted yet (not those waiting
   // already: a backend counts its end before it leaves, so one interval is enough).
   std::set<SessionId> pending;
@@ -122,12 +105,20 @@ struct EndJudgement {
 };
 
 // How each session that held a lock at `prev` (or whose hold waits: `waiting`) and is gone at
-// `cur` ended: kCleanClose, else the cause of the loss. `settled` are the ends already given to a
-// holder judged at `prev` (not claimed again). `sightings` holds the last sight of every session
-// seen since `prev` (and of those ended earlier that still wait for their end count); those that
-// ended as a timeout would, but whose database shows no fatal end for them yet, are marked as
+// `cur` ended: kCleanClose, else the cause of the loss. The server's `log` (may be null) is asked
+// first: a session whose end it shows takes that cause, and the counted end of its kind if one is
+// left, so that the counters explain the other sessions only. `settled` are the ends already given
+// to a holder judged at `prev` (not claimed again). `sightings` holds the last sight of every
+// session seen since `prev` (and of those ended earlier that still wait for their end count); those
+// that ended as a timeout would, but whose database shows no fatal end for them yet, are marked as
 // waiting for it.
 EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingSessions& waiting,
-                       const std::map<uint32_t, SessionEndDeltas>& settled, Sightings* sightings);
+                       const std::map<uint32_t, SessionEndDeltas>& settled, Sightings* sightings,
+                       const SessionEndLog* log = nullptr);
+
+// Takes the counted end that a session whose end the log gave as `end` left in *deltas, when one
+// of its kind is there (terminated: killed; connection lost: abandoned; a timeout or an unknown
+// end: fatal; a clean close or a restart: none). True when one was taken.
+bool TakeLoggedEnd(HoldEnd end, SessionEndDeltas* deltas);
 
 }  // namespace pglock

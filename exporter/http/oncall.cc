@@ -375,8 +375,11 @@ void EventsHtml(const TargetPart& t, std::string* o) {
                      e.kind == "lease_overlap" || e.kind == "lease_expired_takeover" ||
                      e.kind == "pooled_lock_inherited";
     *o += "<tr><td>" + H(Utc(e.time)) + "</td><td" + (bad ? " class=down" : "") + ">" + H(e.kind) +
-          (e.cause.empty() ? "" : " <b>" + H(e.cause) + "</b>") + "</td><td>" +
-          "<span class=lock>" + H(e.lock.empty() ? e.lease : e.lock) + "</span> " +
+          (e.cause.empty() ? "" : " <b>" + H(e.cause) + "</b>") +
+          (e.evidence == EndEvidence::kNone
+               ? ""
+               : std::string(" <small>(") + EndEvidenceLabel(e.evidence) + ")</small>") +
+          "</td><td>" + "<span class=lock>" + H(e.lock.empty() ? e.lease : e.lock) + "</span> " +
           H(e.table.empty() ? e.datname : e.table) + "</td><td>" +
           H(EventWho(e.previous, e.previous_holder)) + "</td><td>" +
           H(EventWho(e.current, e.current_holder)) + "</td></tr>\n";

@@ -41,6 +41,7 @@ Poller::Poller(TargetConfig target, PollConfig poll, std::shared_ptr<ServerRegis
       inventory_(poll_.inventory_interval),
       events_(std::chrono::duration<double>(poll_.takeover_window).count()) {
   BuildAnalyzeOptions();
+  StartServerLog();
   for (const Collector* c : Collectors()) collector_states_.push_back(c->NewState());
   auto initial = std::make_shared<TargetSnapshot>();
   initial->target = target_.name;
@@ -67,6 +68,17 @@ void Poller::BuildAnalyzeOptions() {
     }
     analyze_options_.lease_rules.push_back(std::move(rules));
   }
+}
+
+void Poller::StartServerLog() {
+  if (server_log_) server_log_->Stop();
+  server_log_.reset();
+  if (target_.server_log.configured()) {
+    server_log_ = std::make_shared<ServerLog>(target_.name, target_.server_log, target_.dsn);
+    server_log_->Start();
+  }
+  events_.set_log(server_log_);
+  episodes_.set_log(server_log_);
 }
 
 TargetConfig Poller::target() const {
@@ -96,6 +108,9 @@ void Poller::ApplyPendingConfig() {
     poll_ = configured_poll_;
   }
   names_stale_ = names_stale_ || !(next.locks == target_.locks);
+  const bool log_changed =
+      !(next.server_log == target_.server_log) ||
+      (next.server_log.via == ServerLogConfig::Via::kSql && next.dsn != target_.dsn);
   // Counters of lease tables and poolers that are no longer configured go; the rest carry on.
   std::set<std::string> keep;
   for (const LeaseTableConfig& t : next.leases) keep.insert("lease:" + t.label());
@@ -111,6 +126,7 @@ void Poller::ApplyPendingConfig() {
     }
   }
   target_ = std::move(next);
+  if (log_changed) StartServerLog();
   inventory_.set_interval(poll_.inventory_interval);
   events_.set_takeover_window(std::chrono::duration<double>(poll_.takeover_window).count());
   BuildAnalyzeOptions();
@@ -131,6 +147,7 @@ void Poller::Stop() {
   abort_.store(true);
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (server_log_) server_log_->Stop();
   conn_.reset();
   collector_states_.clear();
 }
@@ -310,6 +327,7 @@ void Poller::PublishFailure(const Status& status, std::shared_ptr<TargetSnapshot
   for (const Collector* c : Collectors()) snap->collectors.push_back({c->name(), false, 0});
   snap->counters = counters_;
   snap->events = event_log_.Contents();
+  if (server_log_) snap->server_log = server_log_->Status();
   Publish(std::move(snap));
 }
 
@@ -359,6 +377,7 @@ bool Poller::PollOnce() {
   }
   LogStateChange(true, "");
   std::string role = NoteRole(*data);
+  if (server_log_) server_log_->NoteLanguage(data->lc_messages);
   CountCollectorErrors(*data);
 
   // Events first: the view shows the pooled-lock state this poll leads to.
@@ -431,6 +450,7 @@ void Poller::PublishSuccess(std::shared_ptr<TargetSnapshot> snap, std::shared_pt
   snap->collectors = std::move(statuses);
   snap->counters = counters_;
   snap->events = event_log_.Contents();
+  if (server_log_) snap->server_log = server_log_->Status();
   Publish(std::move(snap));
 }
 

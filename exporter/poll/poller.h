@@ -24,6 +24,7 @@
 #include "exporter/pg/connection.h"
 #include "exporter/poll/lock_names.h"
 #include "exporter/poll/server_identity.h"
+#include "exporter/serverlog/server_log.h"
 #include "exporter/snapshot/analyze.h"
 #include "exporter/snapshot/snapshot.h"
 #include "exporter/util/thread_annotations.h"
@@ -59,6 +60,9 @@ class Poller {
 
   // Runs one poll synchronously on the calling thread (tests). Not to be mixed with Start().
   void PollOnceForTest() { PollOnce(); }
+  // The target's server log reader (null without [targets.server_log]); it reads on a thread of
+  // its own from construction on.
+  const ServerLog* server_log() const { return server_log_.get(); }
 
  private:
   void Run() EXCLUDES(mu_);
@@ -67,6 +71,9 @@ class Poller {
   // Applies a pending Reconfigure() (polling thread).
   void ApplyPendingConfig() EXCLUDES(mu_);
   void BuildAnalyzeOptions();
+  // (Re)starts the server log reader for target_ (none when not configured), and hands it to the
+  // event judgements.
+  void StartServerLog();
   Status EnsureConnected(SteadyClock::time_point deadline);
   // Resolves [[targets.locks]] on `conn`; an expression that fails is logged once and left unnamed.
   Status ResolveNames(PgConnection& conn, SteadyClock::time_point deadline);
@@ -118,7 +125,8 @@ class Poller {
   std::thread thread_;
   EventLog event_log_;  // written by the polling thread, published with every snapshot
 
-  // Owned by the polling thread only.
+  // Owned by the polling thread only (the reader runs a thread of its own).
+  std::shared_ptr<ServerLog> server_log_;
   std::unique_ptr<PgConnection> conn_;
   std::vector<std::unique_ptr<CollectorState>> collector_states_;  // parallel to Collectors()
   LockNames names_;

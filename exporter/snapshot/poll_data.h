@@ -212,6 +212,7 @@ struct PollData {
   int server_version_num = 0;
   double postmaster_start = 0;  // epoch seconds; a change means the server restarted
   double now = 0;               // the server's now() at the poll
+  std::string lc_messages;      // the language of the server's log messages
   bool in_recovery = false;     // a standby (pg_is_in_recovery()); promotion is not a restart
   bool inventory = true;        // false when the tiered poll skipped the pg_locks inventory
   std::vector<Session> sessions;

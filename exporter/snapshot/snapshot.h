@@ -294,6 +294,18 @@ struct CollectorStatus {
   double seconds = 0;  // its parse, own round trips and view building
 };
 
+// The server's log reader of a target ([targets.server_log]), as of its last read.
+struct ServerLogStatus {
+  bool up = false;            // the last read succeeded
+  double records = 0;         // records read since the exporter started
+  double unparsed = 0;        // records skipped: malformed, oversized, of an unknown shape
+  bool untranslated = false;  // lc_messages is not English: the lock-wait lines cannot be read
+  std::string error;          // why the last read failed ("" when up)
+  std::string source;         // the file or directory read, or "sql"
+  std::string format;         // "jsonlog" or "csvlog"
+  std::string file;           // the file being followed
+};
+
 // What a scrape serialises for one target.
 struct TargetSnapshot {
   std::string target;
@@ -316,6 +328,8 @@ struct TargetSnapshot {
   Counters counters;
   // The target's recent events, oldest first (web.event_log_size); kept across failed polls.
   std::shared_ptr<const EventList> events;
+  // The server's log reader; null when no [targets.server_log] is configured.
+  std::shared_ptr<const ServerLogStatus> server_log;
 };
 
 }  // namespace pglock

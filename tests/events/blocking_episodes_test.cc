@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -123,6 +125,49 @@ TEST_F(Episodes, RootGoneBeforeItsEndIsCountedWaitsOnePollInEnding) {
   const std::vector<Event> events = Judge(counted);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].cause, "terminated");
+}
+
+// A server log reader that has read what the test says.
+class FakeLog : public SessionEndLog {
+ public:
+  std::optional<HoldEnd> EndOf(const SessionId& s) const override {
+    const auto it = ends.find(s);
+    if (it == ends.end()) return std::nullopt;
+    return it->second;
+  }
+  bool readable() const override { return true; }
+  uint64_t reads_through() const override { return 0; }
+  std::map<SessionId, HoldEnd> ends;
+};
+
+TEST_F(Episodes, RootEndedOnTheLogsWordNotTheCounters) {
+  // Another session of the database was terminated; the root itself hit its idle-in-transaction
+  // timeout, as its own FATAL line says.
+  auto log = std::make_shared<FakeLog>();
+  tracker_.set_log(log);
+  Judge(Poll(0, 2));
+  log->ends[{100, kStart - 3600}] = HoldEnd::kIdleInTransactionTimeout;
+  PollData gone = Poll(5, 0, /*killed=*/1);
+  gone.sessions.clear();
+  const std::vector<Event> events = Judge(gone);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].cause, "idle_in_transaction_timeout");
+  EXPECT_EQ(events[0].evidence, EndEvidence::kLog);
+}
+
+TEST_F(Episodes, RootGoneWithALogThatIsSilentWaitsAPollThenTakesTheCounters) {
+  auto log = std::make_shared<FakeLog>();
+  tracker_.set_log(log);
+  Judge(Poll(0, 2));
+  PollData gone = Poll(5, 0, /*killed=*/1);
+  gone.sessions.clear();
+  EXPECT_TRUE(Judge(gone).empty());  // state: ending, the counters' word kept
+  PollData later = Poll(10, 0, /*killed=*/1);
+  later.sessions.clear();
+  const std::vector<Event> events = Judge(later);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].cause, "terminated");
+  EXPECT_EQ(events[0].evidence, EndEvidence::kCounters);
 }
 
 TEST_F(Episodes, FailedPollsInBetweenNeitherEndNorRestartTheEpisode) {

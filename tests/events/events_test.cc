@@ -93,7 +93,7 @@ class Events {
   void Observe(const PollData& d, std::optional<DatabaseStats> later = std::nullopt) {
     auto data = std::make_shared<PollData>(d);
     JudgePoll(SteadyClock::now(), &data, &inventory_, &tracker_, &names_, ReadAgain(d, later),
-              &counters_, nullptr);
+              &counters_, &events_);
   }
 
   // A poll that is not an inventory: only its sessions count for the lock events.
@@ -101,7 +101,7 @@ class Events {
     auto data = std::make_shared<PollData>(d);
     data->inventory = false;
     JudgePoll(SteadyClock::now(), &data, &inventory_, &tracker_, &names_, ReadAgain(d, {}),
-              &counters_, nullptr);
+              &counters_, &events_);
   }
 
   // The counters read again after poll `d`: `later`, else the poll's own (nothing new).
@@ -142,6 +142,9 @@ class Events {
   }
 
   LockNames& names() { return names_; }
+  void set_log(std::shared_ptr<const SessionEndLog> log) { tracker_.set_log(std::move(log)); }
+  const std::vector<Event>& events() const { return events_; }
+  const AdvisoryHolds& holds() const { return tracker_.holds(); }
   // How long after a poll's now() the settling read runs (the poll's own time + the delay).
   void set_settle_after(double seconds) { settle_after_ = seconds; }
   const Counters& counters() const { return counters_; }
@@ -152,6 +155,7 @@ class Events {
   LockNames names_;
   double settle_after_ = 0.3;
   Counters counters_;
+  std::vector<Event> events_;
 };
 
 // ---- Releases and losses --------------------------------------------------------------------
@@ -1403,6 +1407,151 @@ TEST(InventoryTierTest, CheapPollCarriesWhatTheLastInventoryAloneRead) {
   restarted->now = kStart + 20;
   tier.Complete(t0 + std::chrono::seconds(20), &restarted);
   EXPECT_EQ(restarted->parts.Find<CountedAtInventory>(), nullptr);
+}
+
+// ---- The server's log first -------------------------------------------------------------------
+
+// What a server log reader would have read so far: ends by session, readable or not, and how
+// many times it read the log through.
+class FakeLog : public SessionEndLog {
+ public:
+  std::optional<HoldEnd> EndOf(const SessionId& s) const override {
+    const auto it = ends.find(s);
+    if (it == ends.end()) return std::nullopt;
+    return it->second;
+  }
+  bool readable() const override { return up; }
+  uint64_t reads_through() const override { return reads; }
+
+  std::map<SessionId, HoldEnd> ends;
+  bool up = true;
+  uint64_t reads = 0;
+};
+
+SessionId IdOf(const Session& s) { return {s.pid, s.backend_start}; }
+
+const Event* FindEvent(const std::vector<Event>& events, const std::string& kind, int pid) {
+  for (const Event& e : events) {
+    if (e.kind == kind && e.previous.pid == pid) return &e;
+  }
+  return nullptr;
+}
+
+TEST(ServerLogEvidenceTest, TheLogTellsATerminationFromACleanCloseInTheSameInterval) {
+  // The race the counters lose: one holder is terminated and another of the same database closes
+  // cleanly between two polls. One 'killed' end is counted for the database; only the log says
+  // whose it is. The clean close is listed first, so the counters alone would pin it on it.
+  const Session clean = MakeSession(10, "idle", kStart - 5);
+  const Session killed = MakeSession(11, "idle", kStart - 5);
+  for (const bool with_log : {false, true}) {
+    Events e;
+    auto log = std::make_shared<FakeLog>();
+    if (with_log) e.set_log(log);
+    e.Observe(Poll(kStart, {clean, killed}, {Held(10, 1), Held(11, 2)}));
+    log->ends[IdOf(clean)] = HoldEnd::kCleanClose;
+    log->ends[IdOf(killed)] = HoldEnd::kTerminated;
+    e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 1, 0)));
+    const Event* lost = FindEvent(e.events(), "lock_lost", with_log ? 11 : 10);
+    ASSERT_NE(lost, nullptr) << "with_log=" << with_log;
+    EXPECT_EQ(lost->cause, "terminated");
+    EXPECT_EQ(lost->evidence, with_log ? EndEvidence::kLog : EndEvidence::kCounters);
+    EXPECT_EQ(e.TotalLost(), 1);
+    EXPECT_EQ(e.Released("session_closed"), 1);
+    if (with_log) {
+      const Event* released = FindEvent(e.events(), "lock_released", 10);
+      ASSERT_NE(released, nullptr);
+      EXPECT_EQ(released->evidence, EndEvidence::kLog);
+    }
+  }
+}
+
+TEST(ServerLogEvidenceTest, ACleanCloseTheLogShowsIsNeverALoss) {
+  // Another session of the database was terminated (holding nothing, its end not in the log
+  // yet): the holder's own disconnection line decides.
+  Events e;
+  auto log = std::make_shared<FakeLog>();
+  e.set_log(log);
+  const Session holder = MakeSession(10, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {holder, MakeSession(20, "active", kStart - 1)}, {Held(10, 1)}));
+  log->ends[IdOf(holder)] = HoldEnd::kCleanClose;
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Released("session_closed"), 1);
+}
+
+TEST(ServerLogEvidenceTest, AGoneHolderWaitsForTheLogThenTakesItsWord) {
+  Events e;
+  auto log = std::make_shared<FakeLog>();
+  e.set_log(log);
+  const Session holder = MakeSession(10, "idle in transaction", kStart - 5);
+  e.Observe(Poll(kStart, {holder}, {Held(10, 1)}));
+  // Gone with no end counted and nothing in the log yet: the counters say a clean close, the
+  // second read too; the log may still show otherwise.
+  e.Observe(Poll(kStart + 5, {}, {}));
+  EXPECT_EQ(e.holds().StateOf(Key(1), IdOf(holder)), HoldState::kAwaitingLog);
+  EXPECT_EQ(e.TotalLost(), 0);
+  EXPECT_EQ(e.Released("session_closed"), 0);
+  log->ends[IdOf(holder)] = HoldEnd::kTransactionTimeout;
+  e.Observe(Poll(kStart + 10, {}, {}));
+  EXPECT_EQ(e.Lost("transaction_timeout"), 1);
+  EXPECT_EQ(e.Released("session_closed"), 0);
+  const Event* lost = FindEvent(e.events(), "lock_lost", 10);
+  ASSERT_NE(lost, nullptr);
+  EXPECT_EQ(lost->evidence, EndEvidence::kLog);
+}
+
+TEST(ServerLogEvidenceTest, ASilentLogReadThroughFallsBackToTheCounters) {
+  Events e;
+  auto log = std::make_shared<FakeLog>();
+  e.set_log(log);
+  const Session holder = MakeSession(10, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {holder}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.holds().StateOf(Key(1), IdOf(holder)), HoldState::kAwaitingLog);
+  log->reads += 1;  // a read that may have started before the wait: not enough
+  e.Observe(Poll(kStart + 6, {}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.TotalLost(), 0);
+  log->reads += 1;
+  e.Observe(Poll(kStart + 7, {}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  const Event* lost = FindEvent(e.events(), "lock_lost", 10);
+  ASSERT_NE(lost, nullptr);
+  EXPECT_EQ(lost->evidence, EndEvidence::kCounters);
+}
+
+TEST(ServerLogEvidenceTest, AnUnreadableLogIsNotWaitedFor) {
+  Events e;
+  auto log = std::make_shared<FakeLog>();
+  log->up = false;
+  e.set_log(log);
+  e.Observe(Poll(kStart, {MakeSession(10, "idle", kStart - 5)}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Lost("terminated"), 1);
+}
+
+TEST(ServerLogEvidenceTest, ALoggedFatalEndsAHoldWhileItsBackendIsStillListed) {
+  // The backend wrote its FATAL line and released its locks; it is still in pg_stat_activity.
+  Events e;
+  auto log = std::make_shared<FakeLog>();
+  e.set_log(log);
+  const Session holder = MakeSession(10, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {holder}, {Held(10, 1)}));
+  log->ends[IdOf(holder)] = HoldEnd::kIdleSessionTimeout;
+  e.Observe(Poll(kStart + 5, {holder}, {}));
+  EXPECT_EQ(e.Lost("idle_session_timeout"), 1);
+}
+
+TEST(ServerLogEvidenceTest, TakeoverAfterALoggedLoss) {
+  Events e;
+  auto log = std::make_shared<FakeLog>();
+  e.set_log(log);
+  const Session holder = MakeSession(10, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {holder}, {Held(10, 1)}));
+  log->ends[IdOf(holder)] = HoldEnd::kTerminated;
+  e.Observe(Poll(kStart + 5, {MakeSession(11, "idle", kStart + 4)}, {Held(11, 1)}));
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  EXPECT_EQ(e.Takeovers(), 1);
+  EXPECT_EQ(e.Handovers(), 0);
 }
 
 }  // namespace

@@ -202,8 +202,11 @@ TEST(PooledLocks, TransactionLocksOnHotKeysAreNeverSessionLocks) {
   testing::Pgbouncer bouncer({.pool_mode = "transaction", .default_pool_size = 2});
   ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
   Poller poller(Target(bouncer), TestPoll({.interval_ms = 1000, .timeout_ms = 10000}));
-  poller.Start();
+  // The traffic first: before the pool's first server connection there is no database and user
+  // to count pooled locks for, and the gauge is rightly absent.
   HotKeyTraffic traffic(bouncer, 4, 20, 200);
+  ASSERT_TRUE(WaitFor(10, [&] { return traffic.transactions() > 0; }));
+  poller.Start();
   const Tally t = SampleUntil(poller, Clock::now() + std::chrono::seconds(62));
   traffic.Stop();
   const int inherited_events = HotKeyInheritances(*poller.Latest());
@@ -225,8 +228,11 @@ TEST(PooledLocks, TransactionLockTakenBetweenTheReadsIsNotASessionLock) {
   testing::Pgbouncer bouncer({.pool_mode = "transaction", .default_pool_size = 2});
   ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
   Poller poller(Target(bouncer), TestPoll({.interval_ms = 100, .timeout_ms = 10000}));
-  poller.Start();
+  // The traffic first: before the pool's first server connection there is no database and user
+  // to count pooled locks for, and the gauge is rightly absent.
   HotKeyTraffic traffic(bouncer, 4, 0, 0);
+  ASSERT_TRUE(WaitFor(10, [&] { return traffic.transactions() > 0; }));
+  poller.Start();
   Tally t;
   const auto deadline = Clock::now() + std::chrono::seconds(90);
   while (Clock::now() < deadline && (t.taken_between_reads < 3 || t.samples < 100)) {
@@ -253,8 +259,11 @@ TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
   testing::Pgbouncer bouncer({.pool_mode = "transaction", .default_pool_size = 20});
   ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
   Poller poller(Target(bouncer), TestPoll({.interval_ms = 1000, .timeout_ms = 10000}));
-  poller.Start();
+  // The traffic first: before the pool's first server connection there is no database and user
+  // to count pooled locks for, and the gauge is rightly absent.
   HotKeyTraffic traffic(bouncer, 4, 20, 200);
+  ASSERT_TRUE(WaitFor(10, [&] { return traffic.transactions() > 0; }));
+  poller.Start();
   const auto start = Clock::now();
   std::vector<std::string> leaked;
   std::vector<int> leaked_pids;

@@ -15,11 +15,7 @@ versions=${PGLOCK_PG_VERSIONS:-14 16 17 18 12 13}
 # fidelity_test (75 s of real-time job patterns) runs on 15 only, in the main ctest pass: times six
 # it would cost more CI time than every other matrix test together. standby_test runs on 15 only:
 # the npm packages ship initdb, pg_ctl and postgres, not pg_basebackup.
-tests='^integration\.(lock_health_test|events_test|hardening_test|app_keys_test|lock_table_test|registry_test)$'
-# A test binary that fails is run once more, and both runs are printed: a safety net for tests that
-# wait on real servers on a loaded shared machine, not a cover for a known race (none is known; a
-# rerun in the log is a defect to chase). PGLOCK_CTEST_REPEAT= turns it off.
-PGLOCK_CTEST_REPEAT=${PGLOCK_CTEST_REPEAT---repeat until-pass:2}
+tests='^integration\.(lock_health_test|events_test|hardening_test|app_keys_test|lock_table_test|registry_test|server_log_test)$'
 failed=()
 for major in $versions; do
   start=$(date +%s)
@@ -29,7 +25,7 @@ for major in $versions; do
   fi
   echo "=== PostgreSQL $major: $bindir"
   if ! (cd "$build" && PGLOCK_PG_BINDIR=$bindir PGLOCK_PG_MAJOR=$major \
-          ctest -R "$tests" --output-on-failure -j "$(nproc)" --timeout 900 $PGLOCK_CTEST_REPEAT); then
+          ctest -R "$tests" --output-on-failure -j "$(nproc)" --timeout 900); then
     failed+=("$major")
   fi
   # gtest's own summary of each binary: what passed and what was skipped on this major.

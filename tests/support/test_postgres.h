@@ -41,6 +41,9 @@ class TestPostgres {
   // server_version_num, for tests of features that older servers lack (12/13: no
   // pg_locks.waitstart, no pg_stat_database.sessions_*, no idle_session_timeout).
   int VersionNum() const;
+  // The server's log directory (logging_collector on: csvlog everywhere, jsonlog from 15 on,
+  // log_disconnections and log_lock_waits on).
+  std::string LogDir() const;
 
   // Runs SQL as the superuser; aborts the test binary with a message on error.
   void Exec(const std::string& sql, const std::string& dbname = "postgres") const;
@@ -81,6 +84,8 @@ class TestSession {
   // True once a Send()'s result has arrived (consumes it).
   bool SendDone();
   void Close();
+  // Closes the connection as a killed client does: the socket goes, no Terminate message.
+  void AbandonSocket();
 
  private:
   PGconn* conn_ = nullptr;

@@ -1,0 +1,68 @@
+// How a session ended, as the words the events, the server log reader and the pages share: the
+// end of a hold's session (a release or a loss and its cause), and which evidence decided it.
+// Plain values; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+namespace pglock {
+
+// A session by pid and backend start (epoch seconds): pids are reused. The server log's
+// session_id carries the same two facts (backend start truncated to the second).
+using SessionId = std::pair<int, double>;
+
+// How a hold that is gone from pg_locks ended: its session still connected (an unlock or the end
+// of its transaction), a clean close of its session, or a loss and its cause.
+enum class HoldEnd {
+  kStillConnected,
+  kCleanClose,
+  kIdleInTransactionTimeout,
+  kIdleSessionTimeout,
+  kTransactionTimeout,  // PostgreSQL 17+
+  kTerminated,
+  kConnectionLost,
+  kServerRestart,
+  kUnknown,  // an abnormal end that matches no rule
+};
+inline constexpr HoldEnd kLossCauses[] = {HoldEnd::kIdleInTransactionTimeout,
+                                          HoldEnd::kIdleSessionTimeout,
+                                          HoldEnd::kTransactionTimeout,
+                                          HoldEnd::kTerminated,
+                                          HoldEnd::kConnectionLost,
+                                          HoldEnd::kServerRestart,
+                                          HoldEnd::kUnknown};
+inline bool IsLoss(HoldEnd e) { return e != HoldEnd::kStillConnected && e != HoldEnd::kCleanClose; }
+// The label value where metrics and JSON are written: the `cause` of a loss, the `reason` of a
+// release ("unlocked", "session_closed").
+const char* HoldEndLabel(HoldEnd e);
+
+// Which evidence decided a session's end: the server's log (the backend's own FATAL line or its
+// disconnection line), the session end counters of pg_stat_database, the timing alone (a timeout
+// matched on a server without those counters), or the server's restart (its start time changed).
+enum class EndEvidence { kNone, kLog, kCounters, kTiming, kRestart };
+// "", "log", "counters", "timing", "restart".
+const char* EndEvidenceLabel(EndEvidence e);
+
+// What the server's log says of how sessions ended (exporter/serverlog/server_log.h reads it on a
+// thread of its own). The events ask it first, and the session end counters only when it has not
+// shown a session's end. Implementations are thread-safe.
+class SessionEndLog {
+ public:
+  virtual ~SessionEndLog() = default;
+  // How `session` ended, once the log has shown it (its FATAL line, or its disconnection line
+  // with no FATAL before it: kCleanClose).
+  virtual std::optional<HoldEnd> EndOf(const SessionId& session) const = 0;
+  // True while the log is read without error: an end it has not shown yet is worth waiting for.
+  virtual bool readable() const = 0;
+  // How many reads reached the end of the log so far: a judgement that found no end for a gone
+  // session waits until the log was read through again after it (see kMaxLogWaitSeconds).
+  virtual uint64_t reads_through() const = 0;
+};
+
+// How long, at most, a judgement waits for the log to show a gone session's end before it takes
+// the counters' word (the log's write lag is milliseconds; a reader a poll behind is not).
+inline constexpr double kMaxLogWaitSeconds = 10.0;
+
+}  // namespace pglock
