@@ -45,6 +45,7 @@ expected_alerts=(
   PglockLockTableFilling
   PglockLockTableNearlyFull
   PglockLockManagerContention
+  PglockServerLogUnreadable
 )
 
 # Lease alerts whose runbooks and tests wait for the lease hand-over change: they are in the audit

@@ -174,8 +174,15 @@ chmod 600 "$tmp/pgpass"
 pg_init "$tmp" "$tmp/logs" --auth-local=trust --auth-host=scram-sha-256 ||
   die "initdb failed (initdb.log below)"
 pg_port=$PG_PORT
-say "starting PostgreSQL $PG_VERSION on 127.0.0.1:$pg_port (data in $tmp/pgdata)"
-pg_start "shared_buffers = 32MB" "log_line_prefix = '%m [%p] %q%u@%d/%a '" ||
+# The server's structured log, which the exporter reads for exact session ends (README, "The
+# server's log"): jsonlog from 15 on, csvlog before, in pgdata/log beside the plain text log. The
+# exporter runs as the server's user, or as root: it may read the data directory.
+log_format=csvlog
+((${PG_VERSION%%.*} >= 15)) && log_format=jsonlog
+say "starting PostgreSQL $PG_VERSION on 127.0.0.1:$pg_port (data in $tmp/pgdata, $log_format log)"
+pg_start "shared_buffers = 32MB" "log_line_prefix = '%m [%p] %q%u@%d/%a '" \
+  "logging_collector = on" "log_directory = 'log'" "log_destination = 'stderr,$log_format'" \
+  "log_disconnections = on" "log_lock_waits = on" ||
   die "PostgreSQL did not start"
 
 PGLOCK_DEMO_PASSWORD=$password pg_psql -d postgres -f "$demo_dir/setup.sql" \
@@ -208,7 +215,8 @@ python3 "$repo/scripts/lib/example_config.py" \
   --name demo --dsn "$dsn_common port=$pg_port dbname=app" --poll interval=2s --named-locks \
   --lock "name=sweep,key=$key_sweep" --lock "name=alerts,key=$key_alerts" \
   --lock "name=mail-checks,key=$key_mail" --lock "name=uptime:node-a,key=$key_uptime" \
-  --lease public.leases:holder_parts "${poolers[@]}" >"$config"
+  --lease public.leases:holder_parts "${poolers[@]}" \
+  --server-log "path=$PG_DATA/log,format=$log_format" >"$config"
 "$exporter" --config.file="$config" --check-config >/dev/null || die "the demo config is invalid"
 
 exporter_url=http://127.0.0.1:$exporter_port
@@ -316,7 +324,8 @@ cat <<EOF
   ~0:25  PglockLockAboutToBeDropped fires: rebuild run #1 (role app_worker) is idle in transaction
          holding lock rebuild:run, <60s before its 45s idle_in_transaction_session_timeout.
          See pglock_idle_in_transaction_timeout_remaining_seconds count down.      [timeout drop]
-  ~0:50  the timeout ends the session: PglockAdvisoryLockLost (cause idle_in_transaction_timeout),
+  ~0:50  the timeout ends the session: PglockAdvisoryLockLost (cause idle_in_transaction_timeout,
+         read from the server's $log_format log: the event on /locks says "evidence log"),
          PglockAdvisoryLockTakeover (run #2 took rebuild:run). Both fire at once (no for:).
          The cycle repeats every 2 minutes.                                        [timeout drop]
   ~1:25  PglockLockHoldersExhaustClientPool: billing-worker's 4 connections served requests,
@@ -339,7 +348,8 @@ cat <<EOF
   ~5:30  PglockLeaseExpired: lease uptime:node-b expired and nobody took it over.
   ~6:05  PglockAdvisoryLockWaitCritical: the report-daily waiters pass 5 minutes.
   ~6:05  PglockLockWaitCritical: the pile-up's waits pass 5 minutes.
- Not shown: PglockTargetDown (the database stays up).
+ Not shown: PglockTargetDown (the database stays up), PglockServerLogUnreadable (its log stays
+ readable: see pglock_server_log_up and pglock_server_log_records_total).
 EOF
 if [[ -z $rules ]]; then
   echo " (No alert rules loaded: only the metrics are there to see.)"

@@ -2,12 +2,13 @@
 """Writes a pglock_exporter config for a test, a benchmark or the demo: the packaged example
 (packaging/config.toml, comments and all, so what users start from is what the tests run) with
 the [web] and [poll] keys and the target's name and DSN the caller sets, then the target's lock
-names, lease tables and poolers. --named-locks adds the two lock names the alert tests, the
-on-call page test and the demo share.
+names, lease tables, poolers and server log. --named-locks adds the two lock names the alert
+tests, the on-call page test and the demo share.
 
   example_config.py --name e2e --dsn "host=... dbname=postgres" --poll interval=1s \\
       --named-locks --lock name=job-loop,key_text=job-loop --lease public.leases:holder_parts \\
-      --pooler "pgbouncer=host=... dbname=pgbouncer" > config.toml
+      --pooler "pgbouncer=host=... dbname=pgbouncer" \\
+      --server-log path=/tmp/x/pgdata/log,format=jsonlog > config.toml
 """
 import argparse
 import pathlib
@@ -61,6 +62,8 @@ def main():
     p.add_argument("--lock", action="append", default=[], metavar="KEY=VALUE,...")
     p.add_argument("--lease", action="append", default=[], metavar="TABLE[:holder_parts]")
     p.add_argument("--pooler", action="append", default=[], metavar="NAME=ADMIN_DSN")
+    p.add_argument("--server-log", metavar="KEY=VALUE,...",
+                   help="the target's [targets.server_log] (path=...,format=...)")
     a = p.parse_args()
 
     lines = PACKAGED.read_text().splitlines()
@@ -83,6 +86,10 @@ def main():
         name, admin_dsn = spec.split("=", 1)
         lines += block("poolers", [f"name = {toml_value(name)}",
                                    f"admin_dsn = {toml_value(admin_dsn)}"])
+    if a.server_log:
+        # A table, not an array of tables: it comes last, after the target's arrays.
+        pairs = (kv.split("=", 1) for kv in a.server_log.split(","))
+        lines += ["", "  [targets.server_log]"] + [f"  {k} = {toml_value(v)}" for k, v in pairs]
     if a.comment:
         lines.insert(0, f"# {a.comment}")
     sys.stdout.write("\n".join(lines) + "\n")

@@ -1,7 +1,9 @@
 // --check-targets against a real PostgreSQL and a real PgBouncer, as an unprivileged role with
 // pg_monitor: the all-good case resolves every key, lock table and pooler (exit 0); each kind of
 // problem (a missing table, a missing SELECT privilege, a wrong column type, a key expression that
-// fails, an unreachable pooler) is one line naming the file, line and key and what to do (exit 1).
+// fails, an unreachable pooler, a server log that cannot be read) is one line naming the file,
+// line and key and what to do (exit 1). A server setting that only makes the log show less is
+// ADVICE, with its ALTER SYSTEM, and leaves the exit status at 0.
 #include "exporter/check_targets.h"
 
 #include <gtest/gtest.h>
@@ -274,6 +276,91 @@ TEST_F(CheckTargetsTest, SeveralProblemsEachOnItsOwnLine) {
     EXPECT_NE(out.find(std::string(": ") + key), std::string::npos) << key << "\n" << out;
   }
   Pg().Exec("DROP TABLE ct_locked, ct_typed");
+}
+
+// The test server writes csvlog (and jsonlog from 15 on) into Pg().LogDir() with every setting
+// the exporter wants: the log is readable, its newest file named, its settings shown. With
+// log_lock_waits turned off the check advises turning it on, and still exits 0.
+TEST_F(CheckTargetsTest, ReadableServerLogAndItsSettings) {
+  const std::string body =
+      "\n  [targets.server_log]\n  path = \"" + Pg().LogDir() + "\"\n  format = \"csvlog\"\n";
+  std::string out;
+  EXPECT_EQ(Check(body, &out), 0);
+  EXPECT_EQ(Problems(out), 0) << out;
+  EXPECT_NE(
+      out.find("server log: directory " + Pg().LogDir() + " (*.csv) readable, format csvlog: "),
+      std::string::npos)
+      << out;
+  EXPECT_NE(out.find(" file(s), the newest "), std::string::npos) << out;
+  EXPECT_NE(out.find("server log settings: logging_collector on, log_destination 'csvlog"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("log_disconnections on, log_lock_waits on, deadlock_timeout 1s (shorter "
+                     "waits are never logged)"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("the server writes its log files to " + Pg().LogDir()), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("ADVICE"), std::string::npos) << out;
+
+  Pg().Exec("ALTER SYSTEM SET log_lock_waits = off");
+  Pg().Exec("SELECT pg_reload_conf()");
+  EXPECT_TRUE(testing::WaitFor(5, [] { return Pg().Scalar("SHOW log_lock_waits") == "off"; }));
+  std::string advised;
+  EXPECT_EQ(Check(body, &advised), 0);
+  EXPECT_EQ(Problems(advised), 0) << advised;
+  EXPECT_NE(advised.find("ADVICE " + At(body, "[targets.server_log]") +
+                         "targets.server_log: log_lock_waits is off: waits that end between two "
+                         "polls are not seen -> ALTER SYSTEM SET log_lock_waits = on; SELECT "
+                         "pg_reload_conf();"),
+            std::string::npos)
+      << advised;
+  EXPECT_NE(advised.find("every target resolves (1 ADVICE line(s) above)"), std::string::npos)
+      << advised;
+  Pg().Exec("ALTER SYSTEM RESET log_lock_waits");
+  Pg().Exec("SELECT pg_reload_conf()");
+  EXPECT_TRUE(testing::WaitFor(5, [] { return Pg().Scalar("SHOW log_lock_waits") == "on"; }));
+}
+
+// A path that is not there: one problem at the path's line, naming where the server writes its
+// log, and exit status 1.
+TEST_F(CheckTargetsTest, MissingServerLogPathIsNamedByItsKey) {
+  const std::string body =
+      "\n  [targets.server_log]\n  path = \"/nonexistent/pglock-log\"\n  format = \"csvlog\"\n";
+  ExpectOneProblem(body, At(body, "path = ") +
+                             "targets.server_log.path: server log \"/nonexistent/pglock-log\": "
+                             "No such file or directory -> set path to the server's log "
+                             "directory or one of its files (the server writes to " +
+                             Pg().LogDir() + ")");
+}
+
+// via = "sql": pg_monitor lets the role list the log directory, but reading a file needs EXECUTE
+// on pg_read_binary_file, which the check names together with what it exposes; once granted, the
+// log reads.
+TEST_F(CheckTargetsTest, ServerLogOverSqlNeedsTheReadGrant) {
+  const std::string format = Pg().VersionNum() >= 150000 ? "jsonlog" : "csvlog";
+  const std::string body =
+      "\n  [targets.server_log]\n  via = \"sql\"\n  format = \"" + format + "\"\n";
+  const std::string out = ExpectOneProblem(
+      body, At(body, "via = ") + "targets.server_log.via: server log: pg_read_binary_file(");
+  EXPECT_NE(out.find("-> GRANT EXECUTE ON FUNCTION pg_read_binary_file(text, bigint, bigint, "
+                     "boolean) TO pglock_check; it lets pglock_check read every file of the data "
+                     "directory"),
+            std::string::npos)
+      << out;
+  Pg().Exec(
+      "GRANT EXECUTE ON FUNCTION pg_read_binary_file(text, bigint, bigint, boolean) TO "
+      "pglock_check");
+  std::string granted;
+  EXPECT_EQ(Check(body, &granted), 0);
+  EXPECT_NE(granted.find("server log: log_directory over SQL (*." +
+                         std::string(format == "jsonlog" ? "json" : "csv") +
+                         ") readable by role pglock_check, format " + format + ": "),
+            std::string::npos)
+      << granted;
+  Pg().Exec(
+      "REVOKE EXECUTE ON FUNCTION pg_read_binary_file(text, bigint, bigint, boolean) FROM "
+      "pglock_check");
 }
 
 TEST_F(CheckTargetsTest, UnreachableTargetIsNamedByItsDsn) {
