@@ -88,13 +88,6 @@ class HoldIndex {
 
 namespace {
 
-std::string CounterLock(const AdvisoryKey& key, const LockNames* names) {
-  if (names != nullptr && names->count({key.classid, key.objid, key.objsubid}) != 0) {
-    return LockLabel(key, names);
-  }
-  return "unnamed";
-}
-
 // PostgreSQL 14 reads pg_stat_database from the stats collector's file, which a backend accepts
 // up to 500 ms old, while pg_stat_activity and pg_locks are current: a session that ended just
 // before the poll is gone with its locks but its end is not counted yet, so a termination or a
@@ -189,12 +182,12 @@ void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
         e.lock = LockLabel(key, names);
         e.current = IdentityOf(cur_index.Find(current->session.first), current->session.first);
         if (const auto lost = lost_keys->find(key); lost != lost_keys->end()) {
-          counters->takeovers[{e.datname, CounterLock(key, names)}] += 1;
+          counters->takeovers[{e.datname, CounterLockLabel(key, names)}] += 1;
           e.kind = "lock_takeover";
           e.previous = lost->second.holder;
           lost_keys->erase(lost);  // one takeover per loss
         } else if (held_before) {
-          counters->handovers[{e.datname, CounterLock(key, names)}] += 1;
+          counters->handovers[{e.datname, CounterLockLabel(key, names)}] += 1;
           e.kind = "lock_handover";
           e.previous =
               IdentityOf(prev_index.Find(previous->session.first), previous->session.first);
@@ -437,7 +430,7 @@ void AdvisoryHolds::SeedZeroCounters(const PollData& cur, const LockNames* names
     if (!l.granted) continue;
     if (names != nullptr && !names->empty() &&
         names->count({l.key.classid, l.key.objid, l.key.objsubid}) != 0) {
-      held.emplace(l.key.datid, CounterLock(l.key, names));
+      held.emplace(l.key.datid, CounterLockLabel(l.key, names));
     } else if (last_unnamed != l.key.datid) {
       unnamed.insert(l.key.datid);
       last_unnamed = l.key.datid;
@@ -648,7 +641,7 @@ void AdvisoryHolds::CountEnded(const JudgedInterval& in, const AdvisoryKey& key,
                                std::vector<Event>* events) {
   const HoldEnd end = t.end;
   // Labels only for the few locks that changed.
-  const std::string db = in.prev_index.Datname(key.datid), lock = CounterLock(key, names);
+  const std::string db = in.prev_index.Datname(key.datid), lock = CounterLockLabel(key, names);
   if (end == HoldEnd::kStillConnected) {
     counters->releases[{db, lock, HoldEndLabel(end)}] += 1;
     return;  // routine: no event
@@ -676,7 +669,7 @@ void AdvisoryHolds::CountEndedAfterWait(const PendingHold& d, const HoldTransiti
                                         std::vector<Event>* events) {
   const HoldEnd end = t.end;
   const std::optional<Identity> next = d.taken_by ? std::optional<Identity>(d.taker) : std::nullopt;
-  const std::string lock = CounterLock(d.key, names);
+  const std::string lock = CounterLockLabel(d.key, names);
   Event e;
   e.time = now;
   e.datname = d.db;

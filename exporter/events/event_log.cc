@@ -55,6 +55,11 @@ std::string EventJson(const Event& e) {
          ",\"duration_seconds\":" + Number(e.duration) +
          ",\"peak_blocked\":" + std::to_string(e.peak_blocked) +
          ",\"longest_wait_seconds\":" + Number(e.longest_wait);
+  } else if (e.kind == "lock_wait") {
+    o += ",\"outcome\":" + Quoted(e.outcome) + ",\"started\":" + Number(e.started) +
+         ",\"duration_seconds\":" + Number(e.duration);
+  } else if (e.kind == "lock_timeout" && e.duration > 0) {
+    o += ",\"duration_seconds\":" + Number(e.duration);
   }
   if (!e.detail.empty()) o += ",\"detail\":" + Quoted(e.detail);
   return o + "}";
@@ -89,6 +94,9 @@ std::string EventText(const Event& e) {
          " duration_seconds=" + Number(e.duration) +
          " peak_blocked=" + std::to_string(e.peak_blocked) +
          " longest_wait_seconds=" + Number(e.longest_wait);
+  } else if (e.kind == "lock_wait" || (e.kind == "lock_timeout" && e.duration > 0)) {
+    field("outcome", e.outcome);
+    o += " duration_seconds=" + Number(e.duration);
   }
   field("detail", e.detail);
   return o + " time=" + Number(e.time);

@@ -22,7 +22,10 @@ struct Event {
   std::string target;  // set by the poller
   // "lock_lost" (cause), "lock_takeover", "lock_handover", "lock_released" (cause
   // "session_closed"), "lease_<transition kind>", "pooled_lock_inherited", "blocking_episode"
-  // (outcome; cause: the root's end cause when it ended), "deadlock" (detail).
+  // (outcome; cause: the root's end cause when it ended), "deadlock" (detail), and from the
+  // server's log: "lock_wait" (a wait that outlasted deadlock_timeout and ended: outcome
+  // "acquired" ..., duration; previous: the first holder, current: the waiter), "lock_timeout"
+  // (cause lock_timeout / nowait_failed; current: who gave up, previous: its blocker).
   std::string kind;
   std::string cause;  // loss cause, release reason; "" otherwise
   // What decided the cause of a loss or a release by session close (and a blocking episode's

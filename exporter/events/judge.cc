@@ -19,4 +19,10 @@ void JudgeBlocking(const PollData& data, const TargetView& view, BlockingEpisode
   episodes->Observe(data, view, counters, events);
 }
 
+void JudgeLoggedLocks(const PollData& data, const std::vector<LockRecord>& records,
+                      const LockNames* names, int top_n, bool query_text,
+                      LoggedLockTracker* tracker, Counters* counters, std::vector<Event>* events) {
+  tracker->Observe(data, records, names, top_n, query_text, counters, events);
+}
+
 }  // namespace pglock

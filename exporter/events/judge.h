@@ -13,6 +13,7 @@
 #include "exporter/events/blocking_episodes.h"
 #include "exporter/events/events.h"
 #include "exporter/events/inventory.h"
+#include "exporter/events/logged_locks.h"
 #include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/snapshot.h"
@@ -41,5 +42,11 @@ void JudgePoll(SteadyClock::time_point started, std::shared_ptr<PollData>* data,
 // a poll's judgement, called right after Analyze(), never for a failed poll.
 void JudgeBlocking(const PollData& data, const TargetView& view, BlockingEpisodeTracker* episodes,
                    Counters* counters, std::vector<Event>* events);
+
+// Judges what the server's log said of locks since the last poll (`records`: waits, lock
+// timeouts, deadlocks) against the same successful poll: the third part of a poll's judgement.
+void JudgeLoggedLocks(const PollData& data, const std::vector<LockRecord>& records,
+                      const LockNames* names, int top_n, bool query_text,
+                      LoggedLockTracker* tracker, Counters* counters, std::vector<Event>* events);
 
 }  // namespace pglock

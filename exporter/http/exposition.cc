@@ -67,7 +67,7 @@ void AddHealth(const TargetSnapshot& t, Families* f) {
     f->Add(kCollectorUp, {t.target, c.name}, c.up ? 1 : 0);
     f->Add(kCollectorDuration, {t.target, c.name}, c.seconds);
   }
-  if (t.server_log) ExposeServerLog(t.target, *t.server_log, f);
+  if (t.server_log) ExposeServerLog(t, f);
 }
 
 }  // namespace

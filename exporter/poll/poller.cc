@@ -388,6 +388,10 @@ bool Poller::PollOnce() {
         return CountersReadAgain{ReadSessionEndCounters(deadline), SecondsSince(started)};
       },
       &counters_, &events);
+  if (server_log_) {
+    JudgeLoggedLocks(*data, server_log_->TakeLockRecords(), &names_, poll_.top_n, poll_.query_text,
+                     &logged_locks_, &counters_, &events);
+  }
   RecordEvents(std::move(events));
   auto view = BuildView(*data, &statuses);
 

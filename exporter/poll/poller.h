@@ -21,6 +21,7 @@
 #include "exporter/events/event_log.h"
 #include "exporter/events/events.h"
 #include "exporter/events/inventory.h"
+#include "exporter/events/logged_locks.h"
 #include "exporter/pg/connection.h"
 #include "exporter/poll/lock_names.h"
 #include "exporter/poll/server_identity.h"
@@ -136,6 +137,7 @@ class Poller {
   InventoryTier inventory_;
   EventTracker events_;
   BlockingEpisodeTracker episodes_;
+  LoggedLockTracker logged_locks_;
   Counters counters_;
   double poll_errors_ = 0;
   double last_success_ = 0;

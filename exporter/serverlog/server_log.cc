@@ -36,6 +36,32 @@ const MetricDesc kLogUntranslated{
     "ends are still read by SQLSTATE).",
     {"target"}};
 
+const MetricDesc kLogDropped{
+    "pglock_server_log_dropped_total",
+    MetricType::Counter,
+    "Lock records of the server's log (waits, lock timeouts, deadlocks) dropped: more than "
+    "10000 arrived between two polls.",
+    {"target"}};
+const MetricDesc kLoggedWaits{
+    "pglock_logged_lock_waits_total",
+    MetricType::Counter,
+    "Lock waits that outlasted deadlock_timeout, from the server log's log_lock_waits lines "
+    "(each wait once, whether or not a poll saw it). lock: the configured name of an advisory "
+    "key, unnamed for other advisory keys, empty for other lock types.",
+    {"target", "datname", "locktype", "lock"}};
+const MetricDesc kLoggedWaitSeconds{
+    "pglock_logged_lock_wait_seconds",
+    MetricType::Histogram,
+    "How long logged lock waits lasted until the lock was acquired (the log's \"acquired ... "
+    "after\" line).",
+    {"target", "locktype"}};
+const MetricDesc kLockTimeouts{
+    "pglock_lock_timeouts_total",
+    MetricType::Counter,
+    "Statements that gave up on a lock (SQLSTATE 55P03: lock_timeout, a failed NOWAIT), from "
+    "the server log; usename: the first top_n roles, the rest other.",
+    {"target", "datname", "usename"}};
+
 }  // namespace
 
 bool EnglishMessages(const std::string& lc_messages) {
@@ -84,6 +110,13 @@ void ServerLog::NoteLanguage(const std::string& lc_messages) {
   lc_messages_ = lc_messages;
 }
 
+std::vector<LockRecord> ServerLog::TakeLockRecords() {
+  MutexLock lock(&mu_);
+  std::vector<LockRecord> out;
+  out.swap(lock_records_);
+  return out;
+}
+
 std::shared_ptr<const ServerLogStatus> ServerLog::Status() const {
   MutexLock lock(&mu_);
   return status_;
@@ -113,7 +146,22 @@ void ServerLog::ReadOnce() {
     options.max_record_bytes = static_cast<size_t>(config_.max_record_bytes);
     follower_ = std::make_unique<LogFollower>(MakeSource(), format_, options);
   }
-  const pglock::Status s = follower_->Poll([this](const LogRecord& r) { facts_.Add(r); });
+  std::vector<LockRecord> locks;
+  bool translated = false;
+  double dropped = 0;
+  const pglock::Status s = follower_->Poll([&](const LogRecord& r) {
+    facts_.Add(r);
+    if (std::optional<LockRecord> l = ClassifyLockRecord(r)) {
+      // Bounded whatever the log does: a burst beyond what waits for the poller is counted.
+      if (locks.size() < kMaxQueuedLockRecords) {
+        locks.push_back(std::move(*l));
+      } else {
+        ++dropped;
+      }
+    } else if (!translated && LooksLikeTranslatedLockWait(r)) {
+      translated = true;
+    }
+  });
   const bool ok = s.ok();
   up_.store(ok);
   // Only a read that reached the end of the log shows every end written before it started.
@@ -137,15 +185,34 @@ void ServerLog::ReadOnce() {
   status->format = config_.format;
   status->file = follower_->current_file();
   MutexLock lock(&mu_);
-  status->untranslated = !EnglishMessages(lc_messages_);
+  const size_t room = kMaxQueuedLockRecords - std::min(kMaxQueuedLockRecords, lock_records_.size());
+  dropped_ += dropped + static_cast<double>(locks.size() - std::min(room, locks.size()));
+  if (locks.size() > room) locks.resize(room);
+  std::move(locks.begin(), locks.end(), std::back_inserter(lock_records_));
+  translated_waits_ = translated_waits_ || translated;
+  status->dropped = dropped_;
+  status->untranslated = translated_waits_ || !EnglishMessages(lc_messages_);
   status_ = std::move(status);
 }
 
-void ExposeServerLog(const std::string& target, const ServerLogStatus& status, Families* out) {
-  out->Add(kLogUp, {target}, status.up ? 1 : 0);
-  out->Add(kLogRecords, {target}, status.records);
-  out->Add(kLogUnparsed, {target}, status.unparsed);
-  out->Add(kLogUntranslated, {target}, status.untranslated ? 1 : 0);
+void ExposeServerLog(const TargetSnapshot& t, Families* out) {
+  const ServerLogStatus& status = *t.server_log;
+  out->Add(kLogUp, {t.target}, status.up ? 1 : 0);
+  out->Add(kLogRecords, {t.target}, status.records);
+  out->Add(kLogUnparsed, {t.target}, status.unparsed);
+  out->Add(kLogDropped, {t.target}, status.dropped);
+  out->Add(kLogUntranslated, {t.target}, status.untranslated ? 1 : 0);
+  // Series appear with the first record that counts in them: a log without waits adds none.
+  for (const auto& [key, n] : t.counters.logged_lock_waits) {
+    const auto& [db, locktype, lock] = key;
+    out->Add(kLoggedWaits, {t.target, db, locktype, lock}, n);
+  }
+  for (const auto& [locktype, h] : t.counters.logged_wait_seconds) {
+    out->AddHistogram(kLoggedWaitSeconds, {t.target, locktype}, h.bounds, h.counts, h.sum, h.count);
+  }
+  for (const auto& [key, n] : t.counters.lock_timeouts) {
+    out->Add(kLockTimeouts, {t.target, std::get<0>(key), std::get<1>(key)}, n);
+  }
 }
 
 }  // namespace pglock

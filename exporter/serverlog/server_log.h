@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "exporter/config/config.h"
+#include "exporter/serverlog/lock_records.h"
 #include "exporter/serverlog/log_follower.h"
 #include "exporter/serverlog/session_end_facts.h"
 #include "exporter/snapshot/session_end.h"
@@ -24,6 +25,8 @@
 namespace pglock {
 
 class Families;
+
+inline constexpr size_t kMaxQueuedLockRecords = 10'000;
 
 class ServerLog : public SessionEndLog {
  public:
@@ -42,6 +45,10 @@ class ServerLog : public SessionEndLog {
 
   // The server's lc_messages, from the poller's last poll.
   void NoteLanguage(const std::string& lc_messages) EXCLUDES(mu_);
+  // The lock records (waits, lock timeouts, deadlocks) read since the last call, in the log's
+  // order: at most kMaxQueuedLockRecords wait between two calls, those beyond are dropped and
+  // counted (ServerLogStatus::dropped).
+  std::vector<LockRecord> TakeLockRecords() EXCLUDES(mu_);
   // The reader's health as of its last read.
   std::shared_ptr<const ServerLogStatus> Status() const EXCLUDES(mu_);
 
@@ -70,6 +77,9 @@ class ServerLog : public SessionEndLog {
   bool stop_ GUARDED_BY(mu_) = false;
   std::shared_ptr<const ServerLogStatus> status_ GUARDED_BY(mu_);
   std::string lc_messages_ GUARDED_BY(mu_);
+  std::vector<LockRecord> lock_records_ GUARDED_BY(mu_);
+  double dropped_ GUARDED_BY(mu_) = 0;
+  bool translated_waits_ GUARDED_BY(mu_) = false;  // a wait line in another language was seen
   std::thread thread_;
 
   // Owned by the reading thread.
@@ -81,8 +91,9 @@ class ServerLog : public SessionEndLog {
 // empty: the server's default when unset).
 bool EnglishMessages(const std::string& lc_messages);
 
-// pglock_server_log_up, _records_total, _unparsed_total and pglock_server_log_untranslated of
-// one target.
-void ExposeServerLog(const std::string& target, const ServerLogStatus& status, Families* out);
+// The server log's families of one target: its health (pglock_server_log_up, _records_total,
+// _unparsed_total, _dropped_total, pglock_server_log_untranslated) and what it counted
+// (pglock_logged_lock_waits_total, pglock_logged_lock_wait_seconds, pglock_lock_timeouts_total).
+void ExposeServerLog(const TargetSnapshot& t, Families* out);
 
 }  // namespace pglock

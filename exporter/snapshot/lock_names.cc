@@ -19,4 +19,11 @@ std::string LockLabel(const AdvisoryKey& key, const LockNames* names) {
   return RenderAdvisoryKey(key);
 }
 
+std::string CounterLockLabel(const AdvisoryKey& key, const LockNames* names) {
+  if (names != nullptr && names->count({key.classid, key.objid, key.objsubid}) != 0) {
+    return LockLabel(key, names);
+  }
+  return "unnamed";
+}
+
 }  // namespace pglock

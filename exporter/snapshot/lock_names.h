@@ -20,5 +20,8 @@ void AddPairName(int32_t key1, int32_t key2, const std::string& name, LockNames*
 
 // The `lock` label: the configured name (names may be null), else the rendered key.
 std::string LockLabel(const AdvisoryKey& key, const LockNames* names);
+// The `lock` label of a counter: the configured name, else "unnamed" (counters are bounded by
+// the configured names).
+std::string CounterLockLabel(const AdvisoryKey& key, const LockNames* names);
 
 }  // namespace pglock

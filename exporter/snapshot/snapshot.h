@@ -281,6 +281,11 @@ struct Counters {
       lease_transitions;                                                     // table, lease, kind
   std::map<std::tuple<std::string, std::string>, double> blocking_episodes;  // db, outcome
   std::map<std::string, double> deadlocks;                                   // db
+  // From the server's log (events/logged_locks.h): waits that outlasted deadlock_timeout by
+  // (db, locktype, lock), how long they lasted by locktype, lock timeouts by (db, role).
+  std::map<std::tuple<std::string, std::string, std::string>, double> logged_lock_waits;
+  std::map<std::string, CountHistogram> logged_wait_seconds;
+  std::map<std::tuple<std::string, std::string>, double> lock_timeouts;
   CountHistogram episode_seconds;
   CountHistogram episode_peak_blocked;
   std::map<std::string, double> series_dropped;    // metric
@@ -299,6 +304,7 @@ struct ServerLogStatus {
   bool up = false;            // the last read succeeded
   double records = 0;         // records read since the exporter started
   double unparsed = 0;        // records skipped: malformed, oversized, of an unknown shape
+  double dropped = 0;         // lock records dropped: more than the poller took between polls
   bool untranslated = false;  // lc_messages is not English: the lock-wait lines cannot be read
   std::string error;          // why the last read failed ("" when up)
   std::string source;         // the file or directory read, or "sql"

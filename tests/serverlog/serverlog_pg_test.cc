@@ -159,7 +159,7 @@ class LockReader {
       return all;
     });
     for (size_t i = 0; i < found.size(); ++i) {
-      EXPECT_TRUE(found[i].has_value()) << LogFormatName(formats_[i]);
+      EXPECT_TRUE(found[i].has_value()) << LogFormatName(formats_[i]) << Seen(records_[i]);
     }
     return found;
   }
@@ -167,6 +167,16 @@ class LockReader {
   int translated() const { return translated_; }
 
  private:
+  // The lock records read, for a failure's message.
+  static std::string Seen(const std::vector<LockRecord>& records) {
+    std::string seen = "; lock records read:";
+    for (const LockRecord& r : records) {
+      seen += "\n  " + std::string(LockRecordKindName(r.kind)) + " pid " + std::to_string(r.pid) +
+              ": " + r.message;
+    }
+    return seen;
+  }
+
   void Poll() {
     for (size_t i = 0; i < followers_.size(); ++i) {
       const Status s = followers_[i]->Poll([&](const LogRecord& r) {
@@ -299,10 +309,14 @@ TEST(ServerLogLocks, NowaitFailuresNameTheirRelation) {
   holder.session.Query("BEGIN");
   holder.session.Query("SELECT * FROM lockrec_jobs WHERE id = 3 FOR UPDATE");
   if (lock_failures) row.session.Query("SET log_lock_failures = on");
-  EXPECT_NE(row.session.QueryError("SELECT * FROM lockrec_jobs WHERE id = 3 FOR UPDATE NOWAIT"),
-            "");
-  EXPECT_NE(table.session.QueryError("LOCK TABLE lockrec_jobs IN ACCESS EXCLUSIVE MODE NOWAIT"),
-            "");
+  EXPECT_NE(row.session.QueryError("SELECT * FROM lockrec_jobs WHERE id = 3 FOR UPDATE NOWAIT")
+                .find("could not obtain lock on row"),
+            std::string::npos);
+  table.session.Query("BEGIN");
+  EXPECT_NE(table.session.QueryError("LOCK TABLE lockrec_jobs IN ACCESS EXCLUSIVE MODE NOWAIT")
+                .find("could not obtain lock on relation"),
+            std::string::npos);
+  table.session.Query("ROLLBACK");
   holder.session.Query("ROLLBACK");
   for (const auto& n : reader.WaitFor([&](const LockRecord& r) {
          return r.pid == row.pid && r.kind != LockRecordKind::kLockFailure;
@@ -355,10 +369,16 @@ TEST(ServerLogLocks, ThreeSessionDeadlockNamesEveryProcessAndItsLock) {
   const auto deadlocks = reader.WaitFor([&](const LockRecord& r) {
     return r.kind == LockRecordKind::kDeadlock && index_of(r.pid) >= 0;
   });
-  for (auto& c : clients) {
-    EXPECT_TRUE(testing::WaitFor(10, [&] { return c->session.SendDone(); }));
-    c->session.Query("ROLLBACK");
-  }
+  // The victim's rollback lets one other finish; its rollback frees the last.
+  std::vector<bool> done(3, false);
+  EXPECT_TRUE(testing::WaitFor(10, [&] {
+    for (int i = 0; i < 3; ++i) {
+      if (done[i] || !clients[i]->session.SendDone()) continue;
+      clients[i]->session.Query("ROLLBACK");
+      done[i] = true;
+    }
+    return done == std::vector<bool>(3, true);
+  }));
   for (const auto& d : deadlocks) {
     if (!d) continue;
     EXPECT_EQ(d->sqlstate, "40P01");

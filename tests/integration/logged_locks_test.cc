@@ -1,0 +1,180 @@
+// What the server's log tells of locks between polls, on a real server (log_lock_waits on,
+// deadlock_timeout 1 s): a row-lock wait of 2 s that no poll sees, an advisory wait by its name,
+// a lock timeout by role, a three-session deadlock with every process, and PostgreSQL 18's
+// log_lock_failures naming the holder of a failed NOWAIT.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "exporter/poll/poller.h"
+#include "tests/support/metrics_text.h"
+#include "tests/support/pg_environment.h"
+#include "tests/support/test_poll.h"
+
+namespace pglock {
+namespace {
+
+using testing::Pg;
+using testing::PollAndScrape;
+using testing::Sample;
+using testing::Sum;
+using testing::TestPoll;
+using testing::TestSession;
+using testing::WaitFor;
+
+TargetConfig Target() {
+  return testing::TestTarget(Pg().Dsn(),
+                             "[[targets.locks]]\nname = \"nightly-report\"\nkey = 4242\n"
+                             "[targets.server_log]\npath = \"" +
+                                 Pg().LogDir() +
+                                 "\"\nformat = \"csvlog\"\n"
+                                 "read_interval = \"200ms\"\n");
+}
+
+// A poller whose log reader has read to the end of the log once: what was there before is not
+// read as new.
+std::unique_ptr<Poller> StartedPoller() {
+  auto poller = std::make_unique<Poller>(Target(), TestPoll({.interval_ms = 5000}));
+  EXPECT_TRUE(WaitFor(5, [&] { return poller->server_log()->reads_through() > 0; }));
+  poller->PollOnceForTest();
+  return poller;
+}
+
+// Polls (every 300 ms, 15 s at most) until an event of `kind` is in the poller's log.
+std::shared_ptr<const Event> PollUntilEvent(Poller& poller, const std::string& kind) {
+  std::shared_ptr<const Event> found;
+  WaitFor(15, [&] {
+    poller.PollOnceForTest();
+    const auto snap = poller.Latest();
+    for (const auto& e : *snap->events) {
+      if (e->kind == kind) found = e;
+    }
+    if (!found) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return found != nullptr;
+  });
+  return found;
+}
+
+class LoggedLocks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Pg().Exec("DROP TABLE IF EXISTS jobs");
+    Pg().Exec("CREATE TABLE jobs (id int PRIMARY KEY, state text)");
+    Pg().Exec("INSERT INTO jobs SELECT g, 'new' FROM generate_series(1, 3) g");
+  }
+};
+
+TEST_F(LoggedLocks, ARowLockWaitBetweenTwoPollsIsCountedWithWaiterHolderAndDuration) {
+  auto poller = StartedPoller();
+  TestSession holder(Pg().Dsn() + " application_name=worker-a");
+  TestSession waiter(Pg().Dsn() + " application_name=worker-b");
+  holder.Query("BEGIN");
+  holder.Query("UPDATE jobs SET state = 'a' WHERE id = 1");
+  waiter.Send("UPDATE jobs SET state = 'b' WHERE id = 1");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  holder.Query("COMMIT");
+  ASSERT_TRUE(WaitFor(5, [&] { return waiter.SendDone(); }));
+  const auto e = PollUntilEvent(*poller, "lock_wait");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->current.pid, waiter.Pid());
+  EXPECT_EQ(e->current.application_name, "worker-b");
+  EXPECT_EQ(e->previous.pid, holder.Pid());
+  EXPECT_EQ(e->outcome, "acquired");
+  EXPECT_NEAR(e->duration, 2.0, 0.5);
+  EXPECT_NE(e->detail.find("between polls"), std::string::npos) << e->detail;
+  const auto samples = PollAndScrape(*poller);
+  EXPECT_EQ(Sum(samples, "pglock_logged_lock_waits_total", {{"locktype", "transactionid"}}), 1);
+  EXPECT_EQ(Sum(samples, "pglock_logged_lock_wait_seconds_count", {{"locktype", "transactionid"}}),
+            1);
+}
+
+TEST_F(LoggedLocks, AnAdvisoryWaitIsCountedByTheKeysName) {
+  auto poller = StartedPoller();
+  TestSession holder(Pg().Dsn() + " application_name=report-1");
+  TestSession waiter(Pg().Dsn() + " application_name=report-2");
+  holder.Query("SELECT pg_advisory_lock(4242)");
+  waiter.Send("SELECT pg_advisory_lock(4242)");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  holder.Query("SELECT pg_advisory_unlock(4242)");
+  ASSERT_TRUE(WaitFor(5, [&] { return waiter.SendDone(); }));
+  const auto e = PollUntilEvent(*poller, "lock_wait");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->lock, "nightly-report");
+  EXPECT_EQ(e->previous.pid, holder.Pid());
+  const auto samples = PollAndScrape(*poller);
+  EXPECT_EQ(Sum(samples, "pglock_logged_lock_waits_total",
+                {{"locktype", "advisory"}, {"lock", "nightly-report"}}),
+            1);
+}
+
+TEST_F(LoggedLocks, ALockTimeoutIsCountedByRoleWithItsBlocker) {
+  Pg().Exec("DROP ROLE IF EXISTS deployer");
+  Pg().Exec("CREATE ROLE deployer LOGIN SUPERUSER");
+  auto poller = StartedPoller();
+  TestSession holder(Pg().Dsn() + " application_name=long-report");
+  holder.Query("BEGIN");
+  holder.Query("SELECT count(*) FROM jobs");
+  TestSession deploy(Pg().Dsn("postgres", "deployer") + " application_name=migrate");
+  deploy.Query("SET lock_timeout = '1500ms'");
+  EXPECT_NE(deploy.QueryError("ALTER TABLE jobs ADD COLUMN note text"), "");
+  holder.Query("COMMIT");
+  const auto e = PollUntilEvent(*poller, "lock_timeout");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->cause, "lock_timeout");
+  EXPECT_EQ(e->current.pid, deploy.Pid());
+  EXPECT_EQ(e->current.usename, "deployer");
+  EXPECT_EQ(e->previous.pid, holder.Pid());
+  EXPECT_NE(e->lock.find("relation"), std::string::npos) << e->lock;
+  const auto samples = PollAndScrape(*poller);
+  EXPECT_EQ(Sum(samples, "pglock_lock_timeouts_total", {{"usename", "deployer"}}), 1);
+}
+
+TEST_F(LoggedLocks, AThreeSessionDeadlockNamesEveryProcessAndLock) {
+  auto poller = StartedPoller();
+  std::vector<std::unique_ptr<TestSession>> s;
+  for (int i = 0; i < 3; ++i) {
+    s.push_back(
+        std::make_unique<TestSession>(Pg().Dsn() + " application_name=cycle-" + std::to_string(i)));
+    s[i]->Query("BEGIN");
+    s[i]->Query("UPDATE jobs SET state = 'x' WHERE id = " + std::to_string(i + 1));
+  }
+  // Each takes the next one's row: a cycle of three.
+  for (int i = 0; i < 3; ++i) {
+    s[i]->Send("UPDATE jobs SET state = 'y' WHERE id = " + std::to_string((i + 1) % 3 + 1));
+  }
+  ASSERT_TRUE(WaitFor(10, [&] {
+    int done = 0;
+    for (auto& x : s) done += x->SendDone() ? 1 : 0;
+    return done >= 1;
+  }));
+  const auto e = PollUntilEvent(*poller, "deadlock");
+  for (auto& x : s) x->Close();
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->evidence, EndEvidence::kLog);
+  int named = 0;
+  for (const std::string part : {"pid ", "waits for ShareLock on transaction"}) {
+    EXPECT_NE(e->detail.find(part), std::string::npos) << e->detail;
+  }
+  for (size_t at = 0; (at = e->detail.find(" waits for ", at)) != std::string::npos; ++at) ++named;
+  EXPECT_EQ(named, 3) << e->detail;
+}
+
+TEST_F(LoggedLocks, LogLockFailuresNameTheHolderOfAFailedNowait) {
+  if (Pg().VersionNum() < 180000) GTEST_SKIP() << "log_lock_failures is 18+";
+  auto poller = StartedPoller();
+  TestSession holder(Pg().Dsn() + " application_name=holder");
+  holder.Query("BEGIN");
+  holder.Query("SELECT * FROM jobs WHERE id = 2 FOR UPDATE");
+  TestSession nowait(Pg().Dsn() + " application_name=nowait");
+  nowait.Query("SET log_lock_failures = on");
+  EXPECT_NE(nowait.QueryError("SELECT * FROM jobs WHERE id = 2 FOR UPDATE NOWAIT"), "");
+  holder.Query("COMMIT");
+  const auto e = PollUntilEvent(*poller, "lock_timeout");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->cause, "nowait_failed");
+  EXPECT_EQ(e->current.pid, nowait.Pid());
+  EXPECT_EQ(e->previous.pid, holder.Pid());
+}
+
+}  // namespace
+}  // namespace pglock
