@@ -4,6 +4,9 @@
 // log_lock_failures naming the holder of a failed NOWAIT.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <random>
 #include <thread>
 
 #include "exporter/poll/poller.h"
@@ -174,6 +177,100 @@ TEST_F(LoggedLocks, LogLockFailuresNameTheHolderOfAFailedNowait) {
   EXPECT_EQ(e->cause, "nowait_failed");
   EXPECT_EQ(e->current.pid, nowait.Pid());
   EXPECT_EQ(e->previous.pid, holder.Pid());
+}
+
+// Events of `kind` (and `outcome`, when given) in the poller's event log.
+int CountEvents(const Poller& poller, const std::string& kind, const std::string& outcome = "") {
+  int n = 0;
+  for (const auto& e : *poller.Latest()->events) {
+    n += e->kind == kind && (outcome.empty() || e->outcome == outcome) ? 1 : 0;
+  }
+  return n;
+}
+
+// One wait of `seconds` on a row (odd i) or on the named advisory key (even i).
+void InjectWait(int i, double seconds) {
+  TestSession holder(Pg().Dsn() + " application_name=holder-" + std::to_string(i));
+  TestSession waiter(Pg().Dsn() + " application_name=waiter-" + std::to_string(i));
+  const bool row = i % 2 == 1;
+  holder.Query(row ? "BEGIN" : "SELECT pg_advisory_lock(4242)");
+  if (row) holder.Query("UPDATE jobs SET state = 'h' WHERE id = 1");
+  waiter.Send(row ? "UPDATE jobs SET state = 'w' WHERE id = 1" : "SELECT pg_advisory_lock(4242)");
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(seconds * 1000)));
+  holder.Query(row ? "COMMIT" : "SELECT pg_advisory_unlock(4242)");
+  ASSERT_TRUE(WaitFor(5, [&] { return waiter.SendDone(); }));
+}
+
+void InjectLockTimeout() {
+  TestSession holder(Pg().Dsn() + " application_name=report");
+  holder.Query("BEGIN");
+  holder.Query("SELECT count(*) FROM jobs");
+  TestSession deploy(Pg().Dsn() + " application_name=migrate");
+  deploy.Query("SET lock_timeout = '2s'");
+  EXPECT_NE(deploy.QueryError("ALTER TABLE jobs ADD COLUMN note text"), "");
+}
+
+void InjectDeadlock() {
+  TestSession a(Pg().Dsn() + " application_name=dl-a"), b(Pg().Dsn() + " application_name=dl-b");
+  a.Query("BEGIN");
+  b.Query("BEGIN");
+  a.Query("UPDATE jobs SET state = 'a' WHERE id = 2");
+  b.Query("UPDATE jobs SET state = 'b' WHERE id = 3");
+  a.Send("UPDATE jobs SET state = 'a' WHERE id = 3");
+  b.Send("UPDATE jobs SET state = 'b' WHERE id = 2");
+  ASSERT_TRUE(WaitFor(10, [&] { return a.SendDone() || b.SendDone(); }));
+}
+
+TEST_F(LoggedLocks, AWorkloadOfWaitsTimeoutsAndDeadlocksIsCountedExactly) {
+  // A poll every 5 s, waits of 1.5 to 4 s (row and advisory, longer than deadlock_timeout: the
+  // log shows none shorter), lock timeouts of 2 s, two deadlocks. PGLOCK_WORKLOAD_SECONDS sets
+  // the run's length (default 40).
+  const char* env = std::getenv("PGLOCK_WORKLOAD_SECONDS");
+  const double seconds = env != nullptr ? std::atof(env) : 40;
+  Poller poller(Target(), TestPoll({.interval_ms = 5000}));
+  ASSERT_TRUE(WaitFor(5, [&] { return poller.server_log()->reads_through() > 0; }));
+  poller.Start();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> wait_seconds(1.5, 4.0);
+  int waits = 0, timeouts = 0, deadlocks = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  for (int i = 0; elapsed() < seconds; ++i) {
+    InjectWait(i, wait_seconds(rng));
+    ++waits;
+    if (i % 3 == 2) {
+      InjectLockTimeout();
+      ++timeouts;
+    }
+    if (deadlocks < 2 && elapsed() > seconds * (deadlocks + 1) / 3) {
+      InjectDeadlock();
+      ++deadlocks;
+    }
+  }
+  // Every wait, timeout and deadlock line read and judged by a poll.
+  WaitFor(20, [&] {
+    return CountEvents(poller, "lock_wait", "acquired") >= waits &&
+           CountEvents(poller, "lock_timeout") >= timeouts &&
+           CountEvents(poller, "deadlock") >= deadlocks;
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(6));  // one more poll: nothing counted twice
+  const auto samples = testing::ParseSamples(testing::Serialize({poller.Latest()}));
+  const double counted_waits = Sum(samples, "pglock_logged_lock_waits_total");
+  const double counted_timeouts = Sum(samples, "pglock_lock_timeouts_total");
+  std::printf(
+      "workload: %.0f s, 5 s polls: %d waits injected, %d acquired-wait events; %d lock timeouts "
+      "injected, %.0f counted; %d deadlocks injected, %d deadlock events; "
+      "pglock_logged_lock_waits_total %.0f (waits + timeouts + the deadlocks' victims)\n",
+      elapsed(), waits, CountEvents(poller, "lock_wait", "acquired"), timeouts, counted_timeouts,
+      deadlocks, CountEvents(poller, "deadlock"), counted_waits);
+  EXPECT_EQ(CountEvents(poller, "lock_wait", "acquired"), waits);
+  EXPECT_EQ(counted_timeouts, timeouts);
+  EXPECT_EQ(CountEvents(poller, "lock_timeout"), timeouts);
+  EXPECT_EQ(CountEvents(poller, "deadlock"), deadlocks);
+  EXPECT_EQ(counted_waits, waits + timeouts + deadlocks);
+  poller.Stop();
 }
 
 }  // namespace

@@ -501,14 +501,14 @@ TEST(LockRecordsTest, TranslatedWaitLinesAreRecognisedNotClassified) {
       "Prozess 4242 wartet immer noch auf ShareLock-Sperre auf Transaktion 737 nach 1000,123 ms",
       "Prozess 4242 erlangte ShareLock-Sperre auf Transaktion 737 nach 1500,250 ms",
       "el proceso 4242 aún espera ShareLock en transacción 737 después de 1000.123 ms",
-      "le processus 4242 est toujours en attente de ShareLock sur transaction 737 après "
-      "1000.123 ms",
+      std::string("le processus 4242 est toujours en attente de ShareLock sur transaction 737 ") +
+          "après 1000.123 ms",
       "il processo 4242 è ancora un attesa di ShareLock su transazione 737 dopo 1000.123 ms",
       "プロセス4242はShareLockをトランザクション 737で待機しています。1000.123ミリ秒後",
       "プロセス4242は1500.250 ms後にトランザクション 737上のShareLockを獲得しました",
       "4242 PID 프로세스에서 여전히 ShareLock(트랜잭션 737) 작업을 기다리고 있음(1000.123ms 후)",
-      "процесс 4242 продолжает ожидать в режиме ShareLock блокировку \"транзакция 737\" в течение "
-      "1000.123 мс",
+      std::string("процесс 4242 продолжает ожидать в режиме ShareLock блокировку ") +
+          "\"транзакция 737\" в течение 1000.123 мс",
       "process 4242 väntar fortfarande på ShareLock för transaktion 737 efter 1000.123 ms",
       "процес 4242 все ще чекає в режимі ShareLock блокування транзакція 737 після 1000.123 мс",
       "进程4242在1000.123 ms仍然等待在事务 737上的ShareLock",
