@@ -1,6 +1,9 @@
 #include "exporter/events/event_log.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
+#include <tuple>
 
 #include "exporter/log.h"
 
@@ -35,6 +38,48 @@ std::string TextValue(const std::string& s) {
 
 }  // namespace
 
+void CoalesceEvents(std::vector<Event>* events) {
+  const auto coalesced = [](const std::string& kind) {
+    return kind == "lock_released" || kind == "lock_lost" || kind == "lock_takeover" ||
+           kind == "lock_handover" || kind == "pooled_lock_inherited";
+  };
+  using Key = std::tuple<std::string, double, std::string, std::string, std::string, int, int, int,
+                         std::string, std::string>;
+  std::map<Key, size_t> first;  // -> index in `out`
+  std::vector<Event> out;
+  std::vector<size_t> named;  // per event of `out`: locks named in its `lock`
+  for (Event& e : *events) {
+    if (!coalesced(e.kind)) {
+      out.push_back(std::move(e));
+      named.push_back(1);
+      continue;
+    }
+    const Key key{e.kind,          e.time,        e.datname,
+                  e.pooler,        e.cause,       static_cast<int>(e.evidence),
+                  e.previous.pid,  e.current.pid, e.previous_holder,
+                  e.current_holder};
+    const auto [it, fresh] = first.try_emplace(key, out.size());
+    if (fresh) {
+      out.push_back(std::move(e));
+      named.push_back(1);
+      continue;
+    }
+    Event& into = out[it->second];
+    into.count += e.count;
+    if (named[it->second] < kCoalescedNames) {
+      into.lock += ", " + e.lock;
+      ++named[it->second];
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].count > static_cast<int64_t>(named[i])) {
+      out[i].lock +=
+          " and " + std::to_string(out[i].count - static_cast<int64_t>(named[i])) + " more";
+    }
+  }
+  *events = std::move(out);
+}
+
 std::string EventJson(const Event& e) {
   std::string o = "{\"time\":" + Number(e.time);
   o += ",\"target\":" + Quoted(e.target);
@@ -45,6 +90,7 @@ std::string EventJson(const Event& e) {
   }
   o += ",\"datname\":" + Quoted(e.datname);
   o += ",\"lock\":" + Quoted(e.lock);
+  if (e.count != 1) o += ",\"count\":" + std::to_string(e.count);
   o += ",\"table\":" + Quoted(e.table);
   o += ",\"lease\":" + Quoted(e.lease);
   o += ",\"pooler\":" + Quoted(e.pooler);
@@ -74,6 +120,7 @@ std::string EventText(const Event& e) {
   field("evidence", EndEvidenceLabel(e.evidence));
   field("datname", e.datname);
   field("lock", e.lock);
+  if (e.count != 1) o += " count=" + std::to_string(e.count);
   field("table", e.table);
   field("lease", e.lease);
   field("pooler", e.pooler);
@@ -106,15 +153,23 @@ void EventLog::Append(std::vector<Event> events) {
   if (events.empty() || capacity_ == 0) return;
   MutexLock lock(&mu_);
   for (Event& e : events) {
-    ring_.push_back(std::make_shared<const Event>(std::move(e)));
-    if (ring_.size() > capacity_) ring_.pop_front();
+    auto& ring = rings_[e.kind];
+    ring.emplace_back(next_seq_++, std::make_shared<const Event>(std::move(e)));
+    if (ring.size() > capacity_) ring.pop_front();
   }
   contents_.reset();
 }
 
 std::shared_ptr<const EventList> EventLog::Contents() const {
   MutexLock lock(&mu_);
-  if (!contents_) contents_ = std::make_shared<const EventList>(ring_.begin(), ring_.end());
+  if (contents_) return contents_;
+  std::vector<std::pair<uint64_t, std::shared_ptr<const Event>>> all;
+  for (const auto& [kind, ring] : rings_) all.insert(all.end(), ring.begin(), ring.end());
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto list = std::make_shared<EventList>();
+  list->reserve(all.size());
+  for (auto& [seq, e] : all) list->push_back(std::move(e));
+  contents_ = std::move(list);
   return contents_;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,7 +51,19 @@ struct Event {
   int64_t peak_blocked = 0;
   double longest_wait = 0;
   std::string detail;  // deadlock: the sessions and locks of the cycle
+  // How many locks this event tells of: the locks of one session released, lost, handed over or
+  // inherited at once are one event (CoalesceEvents), `lock` naming the first few.
+  int64_t count = 1;
 };
+
+// The locks named in a coalesced event's `lock`; the rest are counted.
+inline constexpr size_t kCoalescedNames = 5;
+
+// One incident, one event: events of the same kind about the same sessions at the same poll (a
+// session's thousands of locks released, lost, handed over or inherited at once) become one,
+// with their count and the first kCoalescedNames locks named ("a, b, c, d, e and 6082 more").
+// Lock events only; the order of first appearance is kept.
+void CoalesceEvents(std::vector<Event>* events);
 
 // One JSON object for an event (fields as in the README's /api/v1/events schema); any bytes in
 // the strings give valid JSON.
@@ -58,7 +71,9 @@ std::string EventJson(const Event& e);
 // "key=value ..." for text logs; values quoted with Go-style escapes when needed.
 std::string EventText(const Event& e);
 
-// The last `capacity` events of a target, oldest first.
+// The recent events of a target: the last `capacity` of each kind, so that a flood of routine
+// events (thousands of releases) cannot evict the losses, takeovers, inheritances, episodes,
+// deadlocks and timeouts before it. Contents() lists them all, oldest first.
 class EventLog {
  public:
   explicit EventLog(size_t capacity) : capacity_(capacity) {}
@@ -73,7 +88,10 @@ class EventLog {
  private:
   const size_t capacity_;
   mutable Mutex mu_;
-  std::deque<std::shared_ptr<const Event>> ring_ GUARDED_BY(mu_);
+  // By kind, each in the order appended, with its sequence number across kinds.
+  std::map<std::string, std::deque<std::pair<uint64_t, std::shared_ptr<const Event>>>> rings_
+      GUARDED_BY(mu_);
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
   mutable std::shared_ptr<const EventList> contents_ GUARDED_BY(mu_);  // null: stale
 };
 

@@ -78,10 +78,14 @@ void JudgeSameHolder(const LeaseRow& row, const LeaseTransitions::LeaseSeen& bef
 
 }  // namespace
 
-void LeaseTransitions::SeedZeroCounters(const PollData& cur, Counters* counters) const {
+void LeaseTransitions::SeedZeroCounters(const PollData& cur, Counters* counters) {
   for (const LeaseTableData& t : cur.leases) {
     if (!t.ok || t.rows.size() > kMaxSeededLeases) continue;
+    size_t& seeded = seeded_names_[t.table];
     for (const LeaseRow& r : t.rows) {
+      if (counters->lease_transitions.count({t.table, r.name, "acquired"}) != 0) continue;
+      if (seeded >= kMaxSeededLeases) break;
+      ++seeded;
       for (const char* kind :
            {"acquired", "released", "renewed", "handover", "expired_takeover", "overlap"}) {
         counters->lease_transitions[{t.table, r.name, kind}] += 0;

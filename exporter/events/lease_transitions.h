@@ -39,7 +39,10 @@ namespace pglock {
 // Distinct lease names per table that get their own transition counters; the rest count as
 // lease="other", so tables with per-job lease names cannot grow the counters without bound.
 inline constexpr size_t kMaxLeaseCounterNames = 1'000;
-// Lease tables with at most this many rows get their transition counters created at 0.
+// Lease tables with at most this many rows get their transition counters created at 0, and no
+// table gets more than this many names seeded over the exporter's life: a job queue's ever-new
+// ids get their counters when something is counted for them (kMaxLeaseCounterNames, then
+// "other"), never one set of zeros per id seen.
 inline constexpr size_t kMaxSeededLeases = 100;
 // How long a lease that changed holder while valid waits for its table's write counters to show
 // that it was given back before it counts as an overlap. PostgreSQL 15+ backends flush their
@@ -61,7 +64,7 @@ class LeaseTransitions {
   // read failed keeps its last good read.
   void Observe(const PollData& cur, Counters* counters, std::vector<Event>* events);
   // Creates the transition counters of the leases of small tables at 0.
-  void SeedZeroCounters(const PollData& cur, Counters* counters) const;
+  void SeedZeroCounters(const PollData& cur, Counters* counters);
 
   // The state kept per table (plain data; the judgement's file-local helpers read it).
   // What the last good read of a lease table showed, and the evidence kept for the holder changes
@@ -105,6 +108,7 @@ class LeaseTransitions {
                             std::vector<Event>* events);
 
   std::map<std::string, LeaseTableState> tables_;  // by table
+  std::map<std::string, size_t> seeded_names_;     // by table: names given zero counters
 };
 
 }  // namespace pglock

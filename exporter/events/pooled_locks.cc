@@ -48,6 +48,9 @@ void PooledLockTracker::Judge(const PollData& data, const LockNames* names, Coun
   const PollIndex index(data);
   std::set<Id> seen;
   std::set<std::string> readable;  // poolers read at this poll
+  // Connections that served another client at this poll: one inheritance each, however many
+  // session locks they hold.
+  std::set<std::pair<int, double>> served_another;
   for (const PoolerData& p : data.poolers) {
     if (!p.ok) continue;
     readable.insert(p.name);
@@ -85,8 +88,9 @@ void PooledLockTracker::Judge(const PollData& data, const LockNames* names, Coun
                               server.linked_client != lock.last_linked_client;
       if (lock.state == PooledLockState::kSessionLock && (other_app || other_link)) {
         ++lock.inherited;
-        if (counters != nullptr)
+        if (counters != nullptr && served_another.insert({l.pid, s->backend_start}).second) {
           counters->pooled_inherited[{p.name, lock.database, lock.user}] += 1;
+        }
         if (events != nullptr) events->push_back(InheritedEvent(data, lock, *s, client, names));
       }
       if (!server.linked_client.empty()) lock.last_linked_client = server.linked_client;

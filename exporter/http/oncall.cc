@@ -169,6 +169,12 @@ std::string Secs(double v) {
   return buf;
 }
 
+std::string Count(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
 std::string Utc(double epoch) {
   const auto t = static_cast<std::time_t>(epoch);
   std::tm tm{};
@@ -328,14 +334,30 @@ void PooledAndLeasesHtml(const TargetPart& t, std::string* o) {
   *o += "<p>" + std::to_string(t.leases_fine) + " other leases held normally.</p>\n";
 }
 
-// The newest blocking episodes and deadlock cycles seen, newest first.
+// A lock wait, lock timeout or deadlock that the server's log told (the poll-seen deadlock
+// cycle of a target without a log is a blocking-episode row instead).
+bool FromServerLog(const Event& e) {
+  return e.evidence == EndEvidence::kLog &&
+         (e.kind == "lock_wait" || e.kind == "lock_timeout" || e.kind == "deadlock");
+}
+
+// The newest events the server's log told, newest first, as many as the page shows.
+std::vector<const Event*> LoggedEvents(const TargetPart& t) {
+  std::vector<const Event*> out;
+  for (auto it = t.events.rbegin(); it != t.events.rend() && out.size() < kPageLogged; ++it) {
+    if (FromServerLog(**it)) out.push_back(*it);
+  }
+  return out;
+}
+
+// The newest blocking episodes and deadlock cycles a poll saw, newest first.
 void EpisodesHtml(const TargetPart& t, std::string* o) {
   *o += "<h3>Recent blocking episodes</h3>\n";
   std::string rows;
   size_t shown = 0;
   for (auto it = t.events.rbegin(); it != t.events.rend() && shown < kPageEpisodes; ++it) {
     const Event& e = **it;
-    if (e.kind != "blocking_episode" && e.kind != "deadlock") continue;
+    if ((e.kind != "blocking_episode" && e.kind != "deadlock") || FromServerLog(e)) continue;
     ++shown;
     const std::string how = e.kind == "deadlock" ? "deadlock" : e.outcome;
     rows += "<tr><td>" + H(Utc(e.kind == "deadlock" ? e.time : e.started)) + "</td><td>" +
@@ -358,6 +380,76 @@ void EpisodesHtml(const TargetPart& t, std::string* o) {
       rows + "</table>\n";
 }
 
+// What the target's log reader reports, where that limits what the section shows.
+void LogReaderHtml(const ServerLogStatus& log, std::string* o) {
+  if (!log.up) {
+    *o += "<p class=down>The server's log cannot be read" +
+          (log.error.empty() ? std::string() : ": " + H(log.error)) + ".</p>\n";
+  }
+  if (log.untranslated) {
+    *o +=
+        "<p class=down>The server's lc_messages is not English: its lock-wait lines cannot be "
+        "read (lock timeouts and deadlocks still are, by SQLSTATE).</p>\n";
+  }
+  if (log.dropped > 0) {
+    *o += "<p class=down>" + H(Count(log.dropped)) +
+          " lock records dropped (more than 10,000 between two polls).</p>\n";
+  }
+}
+
+// One lock wait, lock timeout or deadlock from the log: who waited (or gave up, or was
+// cancelled), behind whom, for what, how long, and the log's detail.
+std::string LoggedRowHtml(const Event& e) {
+  std::string what;
+  std::string waiter = EventWho(e.current, e.current_holder);
+  std::string holder = EventWho(e.previous, e.previous_holder);
+  std::string waited;
+  if (e.kind == "lock_wait") {
+    what = "<td>lock_wait " +
+           (e.outcome == "acquired" ? H(e.outcome) : "<b>" + H(e.outcome) + "</b>") + "</td>";
+    waited = Secs(e.duration);
+  } else if (e.kind == "lock_timeout") {
+    // The cause when it says more than the kind: nowait_failed, lock_not_available.
+    what = "<td class=down>lock_timeout" + (e.cause == e.kind ? "" : " <b>" + H(e.cause) + "</b>") +
+           "</td>";
+    if (e.duration > 0) waited = Secs(e.duration);
+  } else {  // deadlock: `previous` is the process the server cancelled; the cycle is the detail
+    what = "<td class=down>deadlock</td>";
+    waiter = "cancelled: " + holder;
+    holder.clear();
+  }
+  return "<tr><td>" + H(Utc(e.time)) + "</td>" + what + "<td><span class=lock>" + H(e.lock) +
+         "</span> " + H(e.datname) + "</td><td>" + H(waiter) + "</td><td>" + H(holder) +
+         "</td><td>" + H(waited) + "</td><td class=detail>" + H(e.detail) + "</td></tr>\n";
+}
+
+// The newest lock waits, lock timeouts and deadlocks the server's log told, newest first; or
+// how to let the exporter read that log.
+void LoggedHtml(const TargetPart& t, std::string* o) {
+  *o += "<h3>Between polls (from the server's log)</h3>\n";
+  if (!t.snap->server_log) {
+    *o +=
+        "<p class=note>Not read: this target has no <code>[targets.server_log]</code>. Lock "
+        "waits, lock timeouts and deadlocks that begin and end between two polls are only in the "
+        "server's log; the README's section \"The server's log\" says how to let the exporter "
+        "read it (<a href=\"/runbooks/README#the-servers-log\">in short</a>).</p>\n";
+    return;
+  }
+  LogReaderHtml(*t.snap->server_log, o);
+  const std::vector<const Event*> logged = LoggedEvents(t);
+  if (logged.empty()) {
+    *o +=
+        "<p>None since the exporter started (the server logs a wait once it outlasts "
+        "deadlock_timeout, and only with log_lock_waits on).</p>\n";
+    return;
+  }
+  *o +=
+      "<table><tr><th>time (database clock)</th><th>what</th><th>lock</th><th>waiter (gave "
+      "up, cancelled)</th><th>holder</th><th>waited</th><th>detail</th></tr>\n";
+  for (const Event* e : logged) *o += LoggedRowHtml(*e);
+  *o += "</table>\n";
+}
+
 // The newest events, newest first.
 void EventsHtml(const TargetPart& t, std::string* o) {
   *o += "<h3>Recent events</h3>\n";
@@ -371,11 +463,15 @@ void EventsHtml(const TargetPart& t, std::string* o) {
   size_t shown = 0;
   for (auto it = t.events.rbegin(); it != t.events.rend() && shown < kPageEvents; ++it, ++shown) {
     const Event& e = **it;
+    // Red: what pages, and what returned an error to an application (a statement that gave up
+    // on a lock, a transaction a deadlock rolled back).
     const bool bad = e.kind == "lock_lost" || e.kind == "lock_takeover" ||
                      e.kind == "lease_overlap" || e.kind == "lease_expired_takeover" ||
-                     e.kind == "pooled_lock_inherited";
+                     e.kind == "pooled_lock_inherited" || e.kind == "lock_timeout" ||
+                     e.kind == "deadlock";
     *o += "<tr><td>" + H(Utc(e.time)) + "</td><td" + (bad ? " class=down" : "") + ">" + H(e.kind) +
-          (e.cause.empty() ? "" : " <b>" + H(e.cause) + "</b>") +
+          (e.outcome.empty() ? "" : " " + H(e.outcome)) +
+          (e.cause.empty() || e.cause == e.kind ? "" : " <b>" + H(e.cause) + "</b>") +
           (e.evidence == EndEvidence::kNone
                ? ""
                : std::string(" <small>(") + EndEvidenceLabel(e.evidence) + ")</small>") +
@@ -411,6 +507,7 @@ void TargetHtml(const TargetPart& t, std::string* o) {
     PooledAndLeasesHtml(t, o);
   }
   EpisodesHtml(t, o);
+  LoggedHtml(t, o);
   EventsHtml(t, o);
   *o += "</section>\n";
 }
@@ -498,6 +595,13 @@ std::string LeaseJson(const LeaseItem& l) {
          "}";
 }
 
+std::string ServerLogJson(const ServerLogStatus& log) {
+  return "{\"up\":" + std::string(log.up ? "true" : "false") + ",\"error\":" + J(log.error) +
+         ",\"format\":" + J(log.format) +
+         ",\"untranslated\":" + (log.untranslated ? "true" : "false") +
+         ",\"dropped\":" + Count(log.dropped) + "}";
+}
+
 void TargetJson(const TargetPart& t, std::string* o) {
   const TargetSnapshot& s = *t.snap;
   *o += "{\"target\":" + J(s.target) + ",\"up\":" + (s.up ? "true" : "false") +
@@ -530,6 +634,10 @@ void TargetJson(const TargetPart& t, std::string* o) {
   *o += ",\"leases_held_normally\":" + std::to_string(t.leases_fine) + ",\"events\":";
   JsonArray(
       t.events, [&](const Event* e) { *o += EventJson(*e); }, o);
+  *o += ",\"server_log\":" + (s.server_log ? ServerLogJson(*s.server_log) : "null");
+  *o += ",\"between_polls\":";
+  JsonArray(
+      LoggedEvents(t), [&](const Event* e) { *o += EventJson(*e); }, o);
   *o += "}";
 }
 
@@ -547,7 +655,8 @@ const char* kStyle =
     "padding:.2em;font-size:.9em}form input{max-width:10em}"
     ".verdict{border-left:4px solid #b00;background:#fff6e6;padding:.3em .5em;margin:.3em 0;"
     "overflow-wrap:anywhere}code.cmd{font-family:monospace;background:#222;color:#fff;"
-    "padding:.15em .3em;line-height:1.7;white-space:pre-wrap;overflow-wrap:anywhere}";
+    "padding:.15em .3em;line-height:1.7;white-space:pre-wrap;overflow-wrap:anywhere}"
+    "td.detail{min-width:16em;overflow-wrap:anywhere}";
 
 }  // namespace
 

@@ -52,6 +52,9 @@ inline constexpr size_t kPageEvents = 100;
 inline constexpr int kPageRefreshSeconds = 10;
 // Newest blocking episodes and deadlocks shown per target in "Recent blocking episodes".
 inline constexpr size_t kPageEpisodes = 20;
+// Newest lock waits, lock timeouts and deadlocks from the server's log shown per target in
+// "Between polls" (the page and /api/v1/locks' between_polls).
+inline constexpr size_t kPageLogged = 20;
 
 std::string RenderLocksPage(const SnapshotList& snapshots, const LocksFilter& filter);
 std::string RenderLocksJson(const SnapshotList& snapshots, const LocksFilter& filter);

@@ -195,6 +195,7 @@ void Poller::LogStateChange(bool up, const std::string& error) {
 }
 
 void Poller::RecordEvents(std::vector<Event> events) {
+  CoalesceEvents(&events);  // one incident, one event (and one log line)
   for (Event& e : events) {
     e.target = target_.name;
     LogStructured("event", EventText(e), "event", EventJson(e));

@@ -3,7 +3,9 @@
 #   1. a throwaway PostgreSQL with a holder of lock "report-daily" (two waiters behind it), an
 #      idle-in-transaction holder under a role timeout, and an expired lease; headless Chromium
 #      opens /locks: the rendered DOM must show the pids and lock names; a phone-sized screenshot
-#      is written to $PGLOCK_SCREENSHOT (default: the temporary directory).
+#      is written to $PGLOCK_SCREENSHOT (default: the temporary directory). The server's log is
+#      read ([targets.server_log]): a wait that ends between two polls and a lock timeout must be
+#      in the DOM's "Between polls" section, with their pids and the lock's name.
 #   2. the verdict: a migration's ALTER TABLE waits behind a checkout request left idle in
 #      transaction, two readers queue behind the ALTER TABLE. Chromium lays out /locks narrowed to
 #      that table (its HTML saved to a file with a small measuring script added: the page itself
@@ -42,7 +44,12 @@ cleanup() {
 trap cleanup EXIT
 
 pg_init "$tmp" "$tmp/logs" --auth-local=trust --auth-host=trust || fail "initdb"
-pg_start "max_connections = 300" || fail "postgres did not start"
+# The server's structured log (jsonlog from 15 on, csvlog before), read by the exporter for the
+# waits and lock timeouts that begin and end between two polls.
+log_format=csvlog
+((${PG_VERSION%%.*} >= 15)) && log_format=jsonlog
+pg_start "max_connections = 300" "logging_collector = on" "log_directory = 'log'" \
+  "log_destination = 'stderr,$log_format'" "log_lock_waits = on" || fail "postgres did not start"
 pg_psql -d postgres <<'SQL'
 CREATE ROLE report_job LOGIN;
 ALTER ROLE report_job SET idle_in_transaction_session_timeout = '10min';
@@ -58,7 +65,8 @@ port=$(free_port)
 python3 "$repo/scripts/lib/example_config.py" --name main \
   --dsn "host=127.0.0.1 port=$PG_PORT dbname=postgres user=postgres" \
   --poll interval=1s --poll top_n=200 --poll max_leases=2000 \
-  --lock name=report-daily,key1=7742,key2_text=report-daily --lease leases >"$tmp/config.toml"
+  --lock name=report-daily,key1=7742,key2_text=report-daily --lease leases \
+  --server-log "path=$PG_DATA/log,format=$log_format" >"$tmp/config.toml"
 "$exporter" --config.file="$tmp/config.toml" --web.listen-address="127.0.0.1:$port" \
   >"$tmp/logs/exporter.log" 2>&1 &
 pids+=($!)
@@ -92,6 +100,26 @@ waiters=$(q "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE appli
 idle=$(q "SELECT pid FROM pg_stat_activity WHERE application_name = 'rebuild-1'")
 say "holder $holder, waiters $waiters, idle in transaction $idle"
 
+# Between polls, from the server's log: a wait of 1.5 s for key 4711 that ends when its holder's
+# session does, and a lock timeout on report-daily (lock_timeout 1.5 s, longer than
+# deadlock_timeout, so its wait is logged first).
+psql_bg short-holder postgres "SELECT pg_advisory_lock(4711), pg_backend_pid(), pg_sleep(1.7)"
+sleep 0.2
+PGAPPNAME=short-waiter "$PG_BIN/psql" -X -q -At -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres \
+  -c "SELECT pg_advisory_lock(4711)" -c "SELECT pg_backend_pid()" >"$tmp/short-waiter.pid"
+PGAPPNAME=report-impatient "$PG_BIN/psql" -X -q -At -h 127.0.0.1 -p "$PG_PORT" -U postgres \
+  -d postgres -c "SELECT pg_backend_pid()" -c "SET lock_timeout = '1500ms'" \
+  -c "SELECT pg_advisory_lock(7742, hashtext('report-daily'))" >"$tmp/impatient.pid" 2>/dev/null &&
+  fail "the lock timeout did not happen"
+short_waiter=$(tail -n 1 "$tmp/short-waiter.pid")
+impatient=$(head -n 1 "$tmp/impatient.pid")
+for ((i = 0; i < 100; i++)); do
+  events=$(curl -fsS "$url/api/v1/events" 2>/dev/null || true)
+  grep -q '"kind":"lock_timeout"' <<<"$events" && grep -q '"kind":"lock_wait"' <<<"$events" && break
+  sleep 0.2
+done
+say "logged: a wait by pid $short_waiter, a lock timeout of pid $impatient"
+
 chrome() {
   chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
     --disable-background-networking --disable-component-update --disable-sync \
@@ -103,6 +131,13 @@ for want in "pid $holder" "report-daily" "pid $idle" "mail-checks" "expired" ${w
 done
 grep -qF '&lt;b&gt;9f&lt;/b&gt;' "$tmp/dom.html" || fail "the lease holder is not escaped in the DOM"
 say "Chromium's DOM of /locks shows holder, waiters, lock names, the idle holder and the lease"
+between=$(sed -n '/<h3>Between polls (from the server.s log)<\/h3>/,/<h3>Recent events<\/h3>/p' \
+  "$tmp/dom.html")
+for want in "lock_wait acquired" "pid $short_waiter short-waiter" "lock_timeout" \
+  "pid $impatient report-impatient" "report-daily"; do
+  grep -qF -- "$want" <<<"$between" || fail "\"Between polls\" in the rendered /locks has no \"$want\""
+done
+say "Chromium's DOM of /locks shows the logged wait and the lock timeout between polls"
 shot=${PGLOCK_SCREENSHOT:-$tmp/locks.png}
 chrome shot --hide-scrollbars --window-size=430,1100 --screenshot="$shot" "$url/locks" >/dev/null
 [[ -s $shot ]] || fail "no screenshot"

@@ -113,6 +113,161 @@ TEST(PageCache, RendersOncePerSnapshotSetAndVariant) {
   EXPECT_EQ(cache.renders(), 3u);
 }
 
+Event Logged(const std::string& kind, double time) {
+  Event e;
+  e.kind = kind;
+  e.time = time;
+  e.evidence = EndEvidence::kLog;
+  e.datname = "app";
+  return e;
+}
+
+// The part of `html` from `from` up to the next `to` (or the end).
+std::string Between(const std::string& html, const std::string& from, const std::string& to) {
+  const auto begin = html.find(from);
+  if (begin == std::string::npos) return "";
+  const auto end = html.find(to, begin + from.size());
+  return html.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+size_t Occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// What the server's log told of locks between polls: lock waits, lock timeouts and deadlocks in
+// their own section, newest first, at most kPageLogged, every string escaped (names, identities,
+// the log's detail, the reader's error); the lock timeout and the deadlock red in the recent
+// events; the same in the JSON's between_polls. A target without a log says how to read one.
+TEST(BetweenPolls, LoggedWaitsTimeoutsAndDeadlocksNewestFirstBoundedAndEscaped) {
+  const std::string hostile = "<script>x('\"&')</script>";
+  EventList events;
+  for (int i = 0; i < 30; ++i) {
+    Event old = Logged("lock_wait", 1000 + i);
+    old.outcome = "acquired";
+    old.lock = "old-wait-" + std::to_string(i);
+    old.duration = 1.5;
+    events.push_back(std::make_shared<const Event>(old));
+  }
+  Event nowait = Logged("lock_timeout", 1999);
+  nowait.cause = "nowait_failed";
+  nowait.lock = "relation queue";
+  events.push_back(std::make_shared<const Event>(nowait));
+  Event wait = Logged("lock_wait", 2000);
+  wait.outcome = "failed_to_acquire";
+  wait.lock = hostile;
+  wait.current = {11, hostile, "10.0.0.1", "app<1>", "", ""};
+  wait.previous = {12, "</td><td>", "", "owner", "", ""};
+  wait.duration = 2.5;
+  wait.started = 1997.5;
+  wait.detail = "ShareLock; holders 12; between polls <b>";
+  events.push_back(std::make_shared<const Event>(wait));
+  Event timeout = Logged("lock_timeout", 2001);
+  timeout.cause = "lock_timeout";
+  timeout.lock = "relation jobs";
+  timeout.current = {31, "migrate", "", "deploy<er>", "", ""};
+  timeout.previous = {32, "report", "", "app", "", ""};
+  timeout.detail = "holders 32; statement: ALTER TABLE \"<t>\" ADD c int";
+  events.push_back(std::make_shared<const Event>(timeout));
+  Event deadlock = Logged("deadlock", 2002);
+  deadlock.previous = {21, hostile, "", "app", "", ""};
+  deadlock.lock = "transaction 5";
+  deadlock.detail =
+      "cancelled pid 21: pid 21 waits for ShareLock on transaction 5, blocked by pid 22 "
+      "(query: <img src=x onerror=alert(1)>)";
+  events.push_back(std::make_shared<const Event>(deadlock));
+  Event lost = Logged("lock_lost", 2003);
+  lost.cause = "terminated";
+  lost.lock = "lost-lock";
+  events.push_back(std::make_shared<const Event>(lost));
+
+  auto snap = std::make_shared<TargetSnapshot>();
+  snap->target = "main";
+  snap->up = true;
+  snap->events = std::make_shared<const EventList>(events);
+  auto log = std::make_shared<ServerLogStatus>();
+  log->up = false;
+  log->error = "open <dir>: permission denied";
+  log->untranslated = true;
+  log->dropped = 3;
+  snap->server_log = log;
+  auto plain = std::make_shared<TargetSnapshot>();
+  plain->target = "nolog";
+  plain->up = true;
+
+  const std::string html = RenderLocksPage({snap, plain}, {});
+  EXPECT_EQ(html.find("<script>"), std::string::npos) << html;
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  const std::string section =
+      Between(html, "<h3>Between polls (from the server's log)</h3>", "<h3>Recent events</h3>");
+  ASSERT_FALSE(section.empty()) << html;
+  EXPECT_NE(section.find("cannot be read: open &lt;dir&gt;: permission denied"), std::string::npos)
+      << section;
+  EXPECT_NE(section.find("lc_messages is not English"), std::string::npos);
+  EXPECT_NE(section.find("3 lock records dropped"), std::string::npos);
+  // Newest first: the deadlock, the timeout, the failed wait, the failed NOWAIT, then the newest
+  // 16 old waits: 20 rows and the header.
+  const auto d = section.find("<td class=down>deadlock</td>");
+  const auto t = section.find("<td class=down>lock_timeout</td>");
+  const auto w = section.find("<td>lock_wait <b>failed_to_acquire</b></td>");
+  ASSERT_NE(d, std::string::npos) << section;
+  ASSERT_NE(t, std::string::npos) << section;
+  ASSERT_NE(w, std::string::npos) << section;
+  EXPECT_LT(d, t);
+  EXPECT_LT(t, w);
+  EXPECT_EQ(Occurrences(section, "<tr>"), kPageLogged + 1);
+  EXPECT_NE(section.find("<td class=down>lock_timeout <b>nowait_failed</b></td>"),
+            std::string::npos);
+  EXPECT_NE(section.find("old-wait-14</span>"), std::string::npos);
+  EXPECT_EQ(section.find("old-wait-13</span>"), std::string::npos);
+  EXPECT_EQ(section.find("lost-lock"), std::string::npos);
+  // Who waited, behind whom, for what, how long, and the log's detail, escaped.
+  EXPECT_NE(section.find("<span class=lock>&lt;script&gt;x(&#39;&quot;&amp;&#39;)&lt;/script&gt;"
+                         "</span> app"),
+            std::string::npos)
+      << section;
+  EXPECT_NE(section.find("pid 11 &lt;script&gt;"), std::string::npos);
+  EXPECT_NE(section.find("app&lt;1&gt;@10.0.0.1"), std::string::npos);
+  EXPECT_NE(section.find("pid 12 &lt;/td&gt;&lt;td&gt; owner@local"), std::string::npos);
+  EXPECT_NE(section.find("<td>2.5 s</td>"), std::string::npos);
+  EXPECT_NE(section.find("between polls &lt;b&gt;"), std::string::npos);
+  EXPECT_NE(section.find("deploy&lt;er&gt;"), std::string::npos);
+  EXPECT_NE(section.find("statement: ALTER TABLE &quot;&lt;t&gt;&quot; ADD c int"),
+            std::string::npos);
+  EXPECT_NE(section.find("cancelled: pid 21 &lt;script&gt;"), std::string::npos);
+  EXPECT_NE(section.find("(query: &lt;img src=x onerror=alert(1)&gt;)"), std::string::npos);
+  // A deadlock from the log is not a blocking-episode row as well.
+  EXPECT_NE(Between(html, "<h3>Recent blocking episodes</h3>", "<h3>Between polls")
+                .find("None seen since the exporter started"),
+            std::string::npos);
+  // The recent events: what returned an error to an application is red.
+  EXPECT_NE(html.find("<td class=down>lock_timeout <small>(log)</small>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=down>deadlock <small>(log)</small>"), std::string::npos);
+  EXPECT_NE(html.find("<td>lock_wait failed_to_acquire <small>(log)</small>"), std::string::npos);
+  // The target without a log says how to read one.
+  const std::string nolog = Between(html, "<h2>nolog", "</section>");
+  EXPECT_NE(nolog.find("Not read: this target has no <code>[targets.server_log]</code>"),
+            std::string::npos)
+      << nolog;
+  EXPECT_NE(nolog.find("\"The server's log\""), std::string::npos);
+  EXPECT_NE(nolog.find("<a href=\"/runbooks/README#the-servers-log\">"), std::string::npos);
+
+  const std::string json = RenderLocksJson({snap, plain}, {});
+  EXPECT_NE(json.find("\"server_log\":{\"up\":false,\"error\":\"open <dir>: permission denied\","
+                      "\"format\":\"\",\"untranslated\":true,\"dropped\":3}"),
+            std::string::npos)
+      << json;
+  const std::string between = Between(json, "\"between_polls\":[", "]}");
+  EXPECT_EQ(between.find("\"between_polls\":[{\"time\":2002.000,\"target\":\"\",\"kind\":"
+                         "\"deadlock\""),
+            0u)
+      << between;
+  EXPECT_EQ(Occurrences(between, "\"kind\":"), kPageLogged);
+  EXPECT_EQ(between.find("lock_lost"), std::string::npos);
+  EXPECT_NE(json.find("\"server_log\":null,\"between_polls\":[]}"), std::string::npos) << json;
+}
+
 Event At(double time) {
   Event e;
   e.time = time;

@@ -1,6 +1,7 @@
 // The on-call view against a real PostgreSQL and the real HTTP server: /locks and the JSON APIs
 // during real incidents (a wait, a lock lost to idle_in_transaction_session_timeout and taken by
-// another run), query texts only when enabled, hostile names escaped, the event log, runbooks.
+// another run, a wait and a lock timeout between polls from the server's log), query texts only
+// when enabled, hostile names escaped, the event log, runbooks.
 #include "exporter/http/oncall.h"
 
 #include <gtest/gtest.h>
@@ -357,6 +358,75 @@ TEST(OnCall, LeaseWithoutExpiryIsHeldWithNoExpiry) {
   EXPECT_EQ(html.find("overdue"), std::string::npos) << html;
   EXPECT_NE(html.find("no expiry"), std::string::npos) << html;
   Pg().Exec("DROP TABLE oncall_flags");
+}
+
+// Between polls, from the server's log: a named advisory lock waited for 1.5 s by a session with
+// a hostile application_name, over before the next poll, then the same session's lock timeout
+// behind the same holder. Both in "Between polls", newest first, escaped, and in the JSON's
+// between_polls; the lock timeout red in the recent events.
+TEST(OnCall, BetweenPollsShowsLoggedWaitsAndLockTimeoutsEscaped) {
+  TargetConfig t = Target();
+  t.server_log.path = Pg().LogDir();
+  t.server_log.format = "csvlog";
+  t.server_log.read_interval = Duration(200);
+  Poller poller(t, TestPoll({.interval_ms = 5000}));
+  ASSERT_TRUE(WaitFor(5, [&] { return poller.server_log()->reads_through() > 0; }));
+  poller.PollOnceForTest();
+  TestSession holder(Pg().Dsn() + " application_name=holder-app");
+  TestSession waiter(Pg().Dsn() + " application_name='" + kHostileApp + "'");
+  holder.Query("SELECT pg_advisory_lock(4242)");
+  waiter.Send("SELECT pg_advisory_lock(4242)");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  holder.Query("SELECT pg_advisory_unlock(4242)");
+  ASSERT_TRUE(WaitFor(5, [&] { return waiter.SendDone(); }));
+  waiter.Query("SELECT pg_advisory_unlock(4242)");
+  holder.Query("SELECT pg_advisory_lock(4242)");
+  waiter.Query("SET lock_timeout = '1500ms'");  // longer than deadlock_timeout: logged first
+  EXPECT_NE(waiter.QueryError("SELECT pg_advisory_lock(4242)"), "");
+  holder.Query("SELECT pg_advisory_unlock(4242)");
+
+  std::string html;
+  ASSERT_TRUE(WaitFor(15, [&] {
+    poller.PollOnceForTest();
+    html = RenderLocksPage({poller.Latest()}, {});
+    if (html.find("<td class=down>lock_timeout</td>") != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return false;
+  })) << html;
+  const auto begin = html.find("<h3>Between polls (from the server's log)</h3>");
+  const auto end = html.find("<h3>Recent events</h3>");
+  ASSERT_NE(begin, std::string::npos) << html;
+  const std::string section = html.substr(begin, end - begin);
+  const std::string lock = "&lt;script&gt;alert(&#39;lock&#39;)&lt;/script&gt;&amp;&quot;";
+  const auto timeout = section.find(
+      "<td class=down>lock_timeout</td><td>"
+      "<span class=lock>" +
+      lock + "</span>");
+  const auto wait = section.find("<td>lock_wait acquired</td><td><span class=lock>" + lock);
+  ASSERT_NE(timeout, std::string::npos) << section;
+  ASSERT_NE(wait, std::string::npos) << section;
+  EXPECT_LT(timeout, wait);
+  EXPECT_NE(
+      section.find("pid " + std::to_string(waiter.Pid()) + " &lt;img src=x onerror=alert(1)&gt;"),
+      std::string::npos)
+      << section;
+  EXPECT_NE(section.find("pid " + std::to_string(holder.Pid()) + " holder-app"), std::string::npos);
+  EXPECT_NE(section.find("between polls"), std::string::npos);
+  EXPECT_EQ(html.find("<script>"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_NE(html.find("<td class=down>lock_timeout <small>(log)</small>"), std::string::npos);
+
+  const std::string json = RenderLocksJson({poller.Latest()}, {});
+  EXPECT_TRUE(ValidJson(json)) << json;
+  const auto polls = json.find("\"between_polls\":[{");
+  ASSERT_NE(polls, std::string::npos) << json;
+  EXPECT_EQ(
+      json.find("\"kind\":\"lock_timeout\",\"cause\":\"lock_timeout\",\"evidence\":\"log\"", polls),
+      json.find("\"kind\":", polls))
+      << json;
+  EXPECT_NE(json.find("\"server_log\":{\"up\":true"), std::string::npos);
+  waiter.Close();
+  holder.Close();
 }
 
 TEST(OnCall, RunbooksAreServedAndUnknownNamesAre404) {

@@ -410,5 +410,94 @@ TEST(PooledLocks, PoolerReconnectAndKillReleaseALeakedLockTerminateLosesIt) {
   }
 }
 
+// Events of `kind` (of sessions of application `app`, when given) in the poller's event log, and
+// the locks they tell of (their counts summed).
+std::pair<int, int64_t> EventsOf(const Poller& poller, const std::string& kind,
+                                 const std::string& app = "") {
+  std::pair<int, int64_t> n{0, 0};
+  for (const auto& e : *poller.Latest()->events) {
+    if (e->kind != kind || (!app.empty() && e->previous.application_name != app)) continue;
+    ++n.first;
+    n.second += e->count;
+  }
+  return n;
+}
+
+// One incident, one story: a client leaks 6,000 session locks on a pooled connection, another
+// client inherits them, the runbook's RECONNECT releases them. Each step is one event with its
+// count (not 6,000), the inheritance counts once (a connection that served another client), and
+// the loss and blocking episode logged before the flood are still in the event log.
+TEST(PooledLocks, AThousandsOfLocksLeakIsOneEventPerStepAndKeepsWhatCameBefore) {
+  testing::Pgbouncer bouncer({.pool_mode = "transaction", .default_pool_size = 1});
+  ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
+  Poller poller(Target(bouncer), TestPoll({.interval_ms = 500, .timeout_ms = 10000}));
+  const auto poll = [&] {
+    poller.PollOnceForTest();
+    SleepMs(200);
+  };
+  // Before the flood: a blocking episode, and (14+: its cause is known) a lost lock.
+  {
+    TestSession holder(Pg().Dsn() + " application_name=episode-root");
+    TestSession waiter(Pg().Dsn() + " application_name=episode-waiter");
+    holder.Query("SELECT pg_advisory_lock(4243)");
+    waiter.Send("SELECT pg_advisory_lock(4243)");
+    ASSERT_TRUE(WaitFor(10, [&] {
+      poll();
+      return poller.Latest()->view && !poller.Latest()->view->all_blocking_roots.empty();
+    }));
+    holder.Query("SELECT pg_advisory_unlock(4243)");
+    ASSERT_TRUE(WaitFor(5, [&] { return waiter.SendDone(); }));
+  }
+  const bool counters = Pg().VersionNum() >= 140000;
+  if (counters) {
+    TestSession victim(Pg().Dsn() + " application_name=victim");
+    victim.Query("SELECT pg_advisory_lock(4242)");
+    poll();
+    Pg().Exec("SELECT pg_terminate_backend(" + std::to_string(victim.Pid()) + ")");
+  }
+  ASSERT_TRUE(WaitFor(15, [&] {
+    poll();
+    return EventsOf(poller, "blocking_episode").first > 0 &&
+           (!counters || EventsOf(poller, "lock_lost").first > 0);
+  }));
+  {
+    TestSession leaker(bouncer.Dsn("postgres") + " application_name=leaker");
+    leaker.Query("SELECT count(pg_advisory_lock(g)) FROM generate_series(100000, 105999) g");
+  }
+  ASSERT_TRUE(WaitFor(20, [&] {
+    poll();
+    const auto s = testing::ParseSamples(testing::Serialize({poller.Latest()}));
+    return Value(s, "pglock_pooled_session_advisory_locks", {{"pooler", "pgb"}}).value_or(0) ==
+           6000;
+  }));
+  TestSession heir(bouncer.Dsn("postgres") + " application_name=heir");
+  heir.Query("SELECT 1");  // the pool's only server connection: the leaker's
+  ASSERT_TRUE(WaitFor(20, [&] {
+    poll();
+    return EventsOf(poller, "pooled_lock_inherited").first > 0;
+  }));
+  TestSession admin(bouncer.Dsn("pgbouncer"));
+  admin.Query("RECONNECT postgres");
+  heir.Query("SELECT 1");  // returned to the pool after this: RECONNECT closes it
+  ASSERT_TRUE(WaitFor(20, [&] {
+    poll();
+    return EventsOf(poller, "lock_released", "heir").second >= 6000;
+  }));
+  poll();
+  const auto s = testing::ParseSamples(testing::Serialize({poller.Latest()}));
+  EXPECT_EQ(Sum(s, "pglock_pooled_session_lock_inherited_total", {{"pooler", "pgb"}}), 1);
+  const auto inherited = EventsOf(poller, "pooled_lock_inherited");
+  const auto released = EventsOf(poller, "lock_released", "heir");
+  std::cout << "6,000-lock leak: " << inherited.first << " inheritance event(s) for "
+            << inherited.second << " locks, " << released.first << " release event(s) for "
+            << released.second << " locks, " << poller.Latest()->events->size() << " events kept\n";
+  EXPECT_EQ(inherited.first, 1);
+  EXPECT_EQ(inherited.second, 6000);
+  EXPECT_EQ(released.first, 1);
+  EXPECT_EQ(released.second, 6000);
+  EXPECT_GE(EventsOf(poller, "blocking_episode").first, 1);
+  if (counters) EXPECT_EQ(EventsOf(poller, "lock_lost").first, 1);
+}
+
 }  // namespace
 }  // namespace pglock
