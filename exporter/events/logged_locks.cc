@@ -162,10 +162,9 @@ void LoggedLockTracker::TimedOut(const PollData& poll, const LockRecord& r, cons
 
 void LoggedLockTracker::Deadlock(const PollData& poll, const LockRecord& r, const LockNames* names,
                                  bool query_text, std::vector<Event>* events) {
-  // The cycle's waits ended with it (its processes are known by pid alone).
-  std::set<int> pids{r.pid};
-  for (const DeadlockProcess& p : r.cycle) pids.insert(p.pid);
-  std::erase_if(open_, [&](const auto& w) { return pids.count(w.first.first) != 0; });
+  // The cancelled process's wait ended here; the others of the cycle go on waiting, and their
+  // "acquired" lines end their own waits (counted once, from their "still waiting" line).
+  open_.erase({r.pid, r.session_start});
   if (events == nullptr) return;
   const PollIndex index(poll);
   Event e = LogEvent("deadlock", r, index);

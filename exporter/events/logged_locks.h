@@ -6,7 +6,8 @@
 //   open --"acquired ... after N ms"-----------> ended: a lock_wait event, N in the histogram
 //   open --the same process's 55P03 ----------> ended: a lock_timeout event (its lock, the holders
 //                                                the wait line named)
-//   open --the same process's 40P01 ----------> ended: in the deadlock event
+//   open --the same process's 40P01 ----------> ended: in the deadlock event (the others of the
+//                                                cycle wait on, and end with their own lines)
 //   open --neither within kOpenWaitSeconds----> forgotten (its end was not logged)
 //   a 55P03 with no open wait ---------------> a lock_timeout event (the blocker from the last
 //                                                poll, when it saw the process wait)

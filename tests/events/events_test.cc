@@ -1366,6 +1366,28 @@ TEST(EventTrackerTest, LeaseNamesAreCappedPerTable) {
   EXPECT_EQ(e.TotalLeaseTransitions(), static_cast<double>(kMaxLeaseCounterNames + 5));
 }
 
+TEST(EventTrackerTest, AJobQueuesEverNewIdsKeepTheSeriesBoundedOverDays) {
+  // A job queue read as a lock table: a few claimed jobs at a time, each id seen for a few polls
+  // and never again. 20,000 ids: the zero-seeded counters stop at kMaxSeededLeases names, the
+  // counted ones at kMaxLeaseCounterNames, then "other".
+  Events e;
+  size_t after_cap = 0;
+  for (int poll = 0; poll < 5000; ++poll) {
+    std::vector<LeaseRow> rows;
+    for (int j = 0; j < 4; ++j) {
+      const int id = poll * 4 + j;
+      rows.push_back({std::to_string(id), "worker", 1000.0 + poll, 0});
+    }
+    e.Observe(LeasePoll(1000.0 + poll, Leases(rows)));
+    if (poll == 1000) after_cap = e.counters().lease_transitions.size();
+  }
+  std::set<std::string> names;
+  for (const auto& [k, v] : e.counters().lease_transitions) names.insert(std::get<1>(k));
+  EXPECT_LE(names.size(), kMaxLeaseCounterNames + 1);
+  EXPECT_EQ(e.counters().lease_transitions.size(), after_cap) << "series grew after the cap";
+  EXPECT_GT(e.Lease("other", "acquired"), 10'000);
+}
+
 // ---- The tiered poll ---------------------------------------------------------------------------
 
 // What a collector reads at inventories only (the shared lock table's entries, say) is carried to

@@ -137,7 +137,7 @@ TEST_F(LoggedLocks, RolesOfLockTimeoutsAreBoundedByTopN) {
   EXPECT_EQ(counters_.lock_timeouts.size(), 3u);
 }
 
-TEST_F(LoggedLocks, ADeadlockNamesEveryProcessOfTheCycleAndEndsTheirWaits) {
+TEST_F(LoggedLocks, ADeadlockNamesEveryProcessAndTheOthersWaitsEndWithTheirOwnLines) {
   LockRecord d = Wait(LockRecordKind::kDeadlock, 21, kNow + 1, 0);
   for (int pid : {21, 22, 23}) {
     DeadlockProcess p;
@@ -149,8 +149,12 @@ TEST_F(LoggedLocks, ADeadlockNamesEveryProcessOfTheCycleAndEndsTheirWaits) {
     p.query = "UPDATE t SET x = 1";
     d.cycle.push_back(p);
   }
-  Observe(Poll(kNow), {Wait(LockRecordKind::kStillWaiting, 22, kNow, 1.0), d});
-  ASSERT_EQ(events_.size(), 1u);
+  Observe(Poll(kNow), {Wait(LockRecordKind::kStillWaiting, 22, kNow, 1.0), d,
+                       Wait(LockRecordKind::kAcquired, 22, kNow + 1, 2.0)});
+  // Pid 22 waited on behind the cycle and got its lock once 21 was cancelled: one wait.
+  EXPECT_EQ((counters_.logged_lock_waits[{"shop", "transactionid", ""}]), 1);
+  ASSERT_EQ(events_.size(), 2u);
+  EXPECT_EQ(events_[1].kind, "lock_wait");
   EXPECT_EQ(events_[0].kind, "deadlock");
   EXPECT_EQ(events_[0].previous.pid, 21);
   for (const char* part : {"pid 21 waits", "pid 22 waits", "pid 23 waits", "blocked by pid 21"}) {

@@ -496,7 +496,9 @@ TEST(PooledLocks, AThousandsOfLocksLeakIsOneEventPerStepAndKeepsWhatCameBefore) 
   EXPECT_EQ(released.first, 1);
   EXPECT_EQ(released.second, 6000);
   EXPECT_GE(EventsOf(poller, "blocking_episode").first, 1);
-  if (counters) EXPECT_EQ(EventsOf(poller, "lock_lost").first, 1);
+  if (counters) {
+    EXPECT_EQ(EventsOf(poller, "lock_lost").first, 1);
+  }
 }
 
 }  // namespace
