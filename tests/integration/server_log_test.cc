@@ -288,6 +288,71 @@ TEST(ServerLog, TerminationsAmongCleanClosesOfTheSameDatabase) {
   EXPECT_EQ(log.from_log, 3 * rounds);
 }
 
+TEST(ServerLog, ALossAfterARotationIsReadFromTheNewFile) {
+  for (const std::string& format : Formats()) {
+    Poller poller(Target(format), TestPoll({.interval_ms = 200}));
+    ASSERT_TRUE(WaitFor(5, [&] { return poller.server_log()->reads_through() > 0; }));
+    TestSession holder(Pg().Dsn() + " application_name=rotated");
+    holder.Query("SELECT pg_advisory_lock(4242)");
+    poller.PollOnceForTest();
+    const std::string before = poller.server_log()->Status()->file;
+    // A new file by name (log_filename has seconds: the next second's name).
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    Pg().Scalar("SELECT pg_rotate_logfile()");
+    ASSERT_TRUE(WaitFor(10,
+                        [&] {
+                          TestSession(Pg().Dsn()).Close();  // a line for the new file
+                          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                          return poller.server_log()->Status()->file != before;
+                        }))
+        << format << ": still reading " << before;
+    const int pid = holder.Pid();
+    Pg().Scalar("SELECT pg_terminate_backend(" + std::to_string(pid) + ")");
+    ExpectLoss(PollUntilEnded(poller, pid), "terminated", format);
+  }
+}
+
+TEST(ServerLog, InAnotherLanguageEndsAreReadBySqlstateAndWaitsAreNotCountedAsSilence) {
+  // lc_messages is a session's own: a German session's FATAL and wait lines are German. Needs a
+  // de_DE.UTF-8 locale (scripts/install-deps.sh makes one) and a server built with translations
+  // (Debian's are; the npm packages of other majors are not).
+  TestSession probe(Pg().Dsn());
+  if (!probe.QueryError("SET lc_messages = 'de_DE.UTF-8'").empty()) {
+    GTEST_SKIP() << "no de_DE.UTF-8 locale on this machine";
+  }
+  if (probe.QueryError("SELECT 1/0").find("Division durch Null") == std::string::npos) {
+    GTEST_SKIP() << "this server has no German messages";
+  }
+  const std::string format = Formats()[0];
+  Poller poller(Target(format), TestPoll({.interval_ms = 200}));
+  ASSERT_TRUE(WaitFor(5, [&] { return poller.server_log()->reads_through() > 0; }));
+  {
+    TestSession victim(Pg().Dsn() + " application_name=opfer");
+    victim.Query("SET lc_messages = 'de_DE.UTF-8'");
+    victim.Query("SELECT pg_advisory_lock(4242)");
+    const int pid = victim.Pid();
+    poller.PollOnceForTest();
+    Pg().Scalar("SELECT pg_terminate_backend(" + std::to_string(pid) + ")");
+    ExpectLoss(PollUntilEnded(poller, pid), "terminated", format);
+  }
+  TestSession holder(Pg().Dsn() + " application_name=halter");
+  TestSession waiter(Pg().Dsn() + " application_name=wartend");
+  waiter.Query("SET lc_messages = 'de_DE.UTF-8'");
+  holder.Query("SELECT pg_advisory_lock(4243)");
+  waiter.Send("SELECT pg_advisory_lock(4243)");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  holder.Query("SELECT pg_advisory_unlock(4243)");
+  ASSERT_TRUE(WaitFor(5, [&] { return waiter.SendDone(); }));
+  ASSERT_TRUE(WaitFor(10, [&] {
+    poller.PollOnceForTest();
+    return poller.server_log()->Status()->untranslated;
+  })) << "a German wait line went unnoticed";
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_server_log_untranslated", {}), 1);
+  EXPECT_TRUE(testing::Select(samples, "pglock_logged_lock_waits_total").empty())
+      << "a wait the exporter cannot read is neither counted nor a zero";
+}
+
 TEST(ServerLog, ServerRestartIsAServerRestartLoss) {
   // Last: it restarts the binary's server.
   const std::string format = Formats()[0];
