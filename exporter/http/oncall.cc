@@ -1,5 +1,6 @@
 #include "exporter/http/oncall.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -32,6 +33,7 @@ struct TargetPart {
   std::vector<const HeldLock*> held;
   std::vector<const IdleHolder*> idle;
   std::vector<std::pair<std::string, const PooledLockRow*>> pooled;  // pooler, lock
+  size_t pooled_total = 0;                                           // before kPagePooledLocks
   std::vector<LeaseItem> leases;
   int64_t leases_fine = 0;  // held leases needing no look
   std::vector<const RowLockHolder*> row_locks;
@@ -96,6 +98,14 @@ TargetPart Select(const TargetSnapshot& snap, const LocksFilter& f) {
       if (Match(f.lock, l.lock)) t.pooled.push_back({p.name, &l});
     }
   }
+  // Inherited first, then the longest held.
+  t.pooled_total = t.pooled.size();
+  std::stable_sort(t.pooled.begin(), t.pooled.end(), [](const auto& a, const auto& b) {
+    if (a.second->inherited != b.second->inherited)
+      return a.second->inherited > b.second->inherited;
+    return a.second->seconds > b.second->seconds;
+  });
+  if (t.pooled.size() > kPagePooledLocks) t.pooled.resize(kPagePooledLocks);
   for (const LeaseTableView& table : v.leases) {
     for (const LeaseView& l : table.leases) {
       if (!Match(f.lock, l.lease)) continue;
@@ -317,6 +327,11 @@ void PooledAndLeasesHtml(const TargetPart& t, std::string* o) {
             H(Secs(l->seconds)) + "</td><td>" + std::to_string(l->inherited) + "</td></tr>\n";
     }
     *o += "</table>\n";
+    if (t.pooled_total > t.pooled.size()) {
+      *o += "<p>" + std::to_string(t.pooled_total - t.pooled.size()) +
+            " more session locks on pooled connections (" + std::to_string(t.pooled_total) +
+            " in all; inherited and longest held first).</p>\n";
+    }
   }
   *o += "<h3>Leases needing a look</h3>\n";
   if (!t.leases.empty()) {
@@ -525,11 +540,14 @@ std::string IdentityJson(const Identity& id) {
 
 std::string VerdictJson(const Verdict& v) {
   std::string locks = "[";
-  for (const std::string& l : v.dropped_locks) locks += (locks.size() > 1 ? "," : "") + J(l);
+  for (size_t i = 0; i < v.dropped_locks.size() && i < kPageDroppedLocks; ++i) {
+    locks += (locks.size() > 1 ? "," : "") + J(v.dropped_locks[i]);
+  }
   return "{\"action\":" + J(VerdictActionName(v.action)) + ",\"pid\":" + std::to_string(v.pid) +
          ",\"command\":" + J(v.command) + ",\"then\":" + J(v.then) +
          ",\"frees\":" + std::to_string(v.frees) + ",\"cost\":" + J(v.cost) +
          ",\"dropped_locks\":" + locks + "]" +
+         ",\"dropped_locks_total\":" + std::to_string(v.dropped_locks.size()) +
          ",\"lock_timeout_seconds\":" + (v.lock_timeout > 0 ? Num(v.lock_timeout) : "null") +
          ",\"lock_timeout_source\":" + J(v.lock_timeout_source) + "}";
 }
@@ -628,12 +646,18 @@ void TargetJson(const TargetPart& t, std::string* o) {
         *o += PooledJson(p.first, *p.second);
       },
       o);
+  *o += ",\"pooled_locks_total\":" + std::to_string(t.pooled_total);
   *o += ",\"leases\":";
   JsonArray(
       t.leases, [&](const LeaseItem& l) { *o += LeaseJson(l); }, o);
+  // The newest kPageEvents, oldest first (all of them: /api/v1/events).
+  const std::vector<const Event*> recent(
+      t.events.end() - static_cast<std::ptrdiff_t>(std::min(t.events.size(), kPageEvents)),
+      t.events.end());
   *o += ",\"leases_held_normally\":" + std::to_string(t.leases_fine) + ",\"events\":";
   JsonArray(
-      t.events, [&](const Event* e) { *o += EventJson(*e); }, o);
+      recent, [&](const Event* e) { *o += EventJson(*e); }, o);
+  *o += ",\"events_total\":" + std::to_string(t.events.size());
   *o += ",\"server_log\":" + (s.server_log ? ServerLogJson(*s.server_log) : "null");
   *o += ",\"between_polls\":";
   JsonArray(

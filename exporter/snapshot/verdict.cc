@@ -41,9 +41,12 @@ std::string Quote(const std::string& s) {
   return o + "'";
 }
 
+// The first few items and how many more: a leaked pool connection can hold thousands of locks.
 std::string Joined(const std::vector<std::string>& items) {
+  constexpr size_t kNamed = 5;
   std::string o;
-  for (const std::string& i : items) o += (o.empty() ? "" : ", ") + i;
+  for (size_t i = 0; i < items.size() && i < kNamed; ++i) o += (o.empty() ? "" : ", ") + items[i];
+  if (items.size() > kNamed) o += " and " + std::to_string(items.size() - kNamed) + " more";
   return o;
 }
 

@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "exporter/http/oncall.h"
 #include "exporter/poll/poller.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
@@ -476,6 +477,12 @@ TEST(PooledLocks, AThousandsOfLocksLeakIsOneEventPerStepAndKeepsWhatCameBefore) 
     poll();
     return EventsOf(poller, "pooled_lock_inherited").first > 0;
   }));
+  // With 6,000 leaked locks held and inherited, the pages stay within their budget.
+  const SnapshotList during{poller.Latest()};
+  const size_t page = RenderLocksPage(during, {}).size(), api = RenderLocksJson(during, {}).size();
+  std::cout << "/locks " << page << " bytes, /api/v1/locks " << api << " bytes\n";
+  EXPECT_LT(page, 200u << 10);
+  EXPECT_LT(api, 200u << 10);
   TestSession admin(bouncer.Dsn("pgbouncer"));
   admin.Query("RECONNECT postgres");
   heir.Query("SELECT 1");  // returned to the pool after this: RECONNECT closes it
