@@ -96,9 +96,15 @@ Verdict PooledVerdict(const RootFacts& f) {
   v.pid = f.root.id.pid;
   v.frees = f.blocked;
   v.command = "RECONNECT " + p.database;
+  // RECONNECT closes the connection when its client releases it; KILL works on every PgBouncer
+  // (KILL_CLIENT, one client only, is not in the 1.18 Debian 12 ships).
   v.then = "on the admin console of pooler " + p.pooler +
-           " (psql -p <port> pgbouncer); or KILL_CLIENT " +
-           "of the client holding it. Not pg_terminate_backend: that counts a loss and pages";
+           " (psql -p <port> pgbouncer). RECONNECT closes the connection once its client "
+           "releases it: if a client keeps it in a transaction (SHOW SERVERS: close_needed 1 "
+           "and the lock still held a poll later), KILL " +
+           p.database +
+           " closes it now, with every connection of that database's pools (their "
+           "clients reconnect). Not pg_terminate_backend: that counts a loss and pages";
   v.cost = "the pool " + p.database + "/" + p.user + " closes its server connections as they " +
            "are released, so the session lock leaked on server pid " + Pid(v.pid) +
            " (first taken by " + p.first_client + ", now serving " + p.current_client +

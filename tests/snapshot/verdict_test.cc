@@ -186,7 +186,20 @@ TEST(Verdict, PooledLeakedSessionLockIsFreedByThePooler) {
   EXPECT_EQ(v.action, VerdictAction::kPoolerReconnect);
   EXPECT_EQ(v.command, "RECONNECT shop");
   EXPECT_NE(v.then.find("Not pg_terminate_backend"), std::string::npos);
+  // What works on every PgBouncer when a client keeps the connection in a transaction.
+  EXPECT_NE(v.then.find("KILL shop"), std::string::npos) << v.then;
+  EXPECT_EQ(v.then.find("KILL_CLIENT"), std::string::npos) << "not in Debian 12's PgBouncer 1.18";
   EXPECT_EQ(v.frees, 3);
+}
+
+TEST(Verdict, ARootWithThousandsOfLocksNamesFiveAndCountsTheRest) {
+  RootFacts f;
+  f.root.id = {100, "leaker", "10.0.0.7", "app", "idle", ""};
+  f.root.backend_type = "client backend";
+  for (int i = 0; i < 6000; ++i) f.advisory_locks.push_back(std::to_string(i));
+  const Verdict v = DecideVerdict(f);
+  EXPECT_NE(v.cost.find("0, 1, 2, 3, 4 and 5995 more"), std::string::npos) << v.cost;
+  EXPECT_LT(v.cost.size(), 1000u);
 }
 
 TEST(Verdict, InvisibleRootGetsNoCommand) {
