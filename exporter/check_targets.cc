@@ -99,6 +99,8 @@ const char* Derivation(const LockNameConfig& lock) {
   return "";
 }
 
+constexpr char kNotHeld[] = "not held now";
+
 // "not held now", or "held now by pid 12 (database "app", application_name "x")", ...
 Status Holders(PgConnection& conn, const AdvisoryKey& key, SteadyClock::time_point deadline,
                std::string* out) {
@@ -113,7 +115,7 @@ Status Holders(PgConnection& conn, const AdvisoryKey& key, SteadyClock::time_poi
   Columns c(*r, "check_lock_holders");
   const int pid = c["pid"], datname = c["datname"], app = c["application_name"];
   if (Status s = c.status(); !s.ok()) return s;
-  *out = r->Rows() == 0 ? "not held now" : "held now by ";
+  *out = r->Rows() == 0 ? kNotHeld : "held now by ";
   for (int i = 0; i < r->Rows(); ++i) {
     *out +=
         (i > 0 ? ", " : "") +
@@ -121,6 +123,32 @@ Status Holders(PgConnection& conn, const AdvisoryKey& key, SteadyClock::time_poi
         " (database \"" + r->String(i, datname) + "\", application_name \"" + r->String(i, app) +
         "\")";
   }
+  return Status::Ok();
+}
+
+// For a lock not held now: the advisory keys of its form (one bigint, two int4) held right now,
+// the most held first, with their holders' applications; "" when none.
+Status SameFormKeys(PgConnection& conn, const AdvisoryKey& key, SteadyClock::time_point deadline,
+                    std::string* out) {
+  std::optional<PgResult> r;
+  if (Status s =
+          conn.ExecOne(queries::kCheckSameFormKeys, {std::to_string(key.objsubid)}, deadline, &r);
+      !s.ok()) {
+    return s;
+  }
+  Columns c(*r, "check_same_form_keys");
+  const int classid = c["classid"], objid = c["objid"], holders = c["holders"],
+            apps = c["applications"], total = c["total"];
+  if (Status s = c.status(); !s.ok()) return s;
+  out->clear();
+  for (int i = 0; i < r->Rows(); ++i) {
+    AdvisoryKey k = key;
+    k.classid = static_cast<uint32_t>(r->Int(i, classid).value_or(0));
+    k.objid = static_cast<uint32_t>(r->Int(i, objid).value_or(0));
+    *out += (i > 0 ? ", " : "") + RenderAdvisoryKey(k) + " (" + r->String(i, holders) +
+            " holder(s), application_name \"" + r->String(i, apps) + "\")";
+  }
+  if (r->Rows() > 0) *out = r->String(0, total) + " key(s) of its form held now: " + *out;
   return Status::Ok();
 }
 
@@ -148,6 +176,18 @@ Status CheckLock(PgConnection& conn, const LockNameConfig& lock, const TargetChe
   if (Status s = Holders(conn, key, tc.Deadline(), &holders); !s.ok()) return s;
   tc.report->Fact("lock \"" + lock.name + "\": key " + RenderAdvisoryKey(key) + " (" +
                   Derivation(lock) + "), " + holders);
+  if (holders != kNotHeld) return Status::Ok();
+  // Not held is normal for a job that is not running: advice, not a problem.
+  std::string others;
+  if (Status s = SameFormKeys(conn, key, tc.Deadline(), &others); !s.ok()) return s;
+  if (!others.empty()) {
+    tc.report->Advice(
+        lock.Problem("name", "lock \"" + lock.name + "\" (key " + RenderAdvisoryKey(key) +
+                                 ") is not held now; " + others),
+        "if one of them is this lock, the recipe derives another key than the "
+        "application: compare " +
+            std::string(Derivation(lock)) + " with the application's call");
+  }
   return Status::Ok();
 }
 
@@ -179,10 +219,19 @@ Status ReadTableInfo(PgConnection& conn, const std::string& relation,
 
 // How the table's rows are judged held.
 std::string Judgement(const LeaseTableConfig& t) {
-  std::string out = t.ttl > Duration(0)
-                        ? "held while taken_at + " + FormatDuration(t.ttl) + " > now()"
-                    : t.has_expiry() ? "held while expires_at > now()"
-                                     : "held where held_sql (" + t.held_sql + "), no expiry";
+  constexpr char kRowLocked[] = "while a live transaction has locked or changed the row";
+  std::string out;
+  if (t.ttl > Duration(0)) {
+    out = "held while taken_at + " + FormatDuration(t.ttl) + " > now()";
+  } else if (t.has_expiry()) {
+    out = "held while expires_at > now()";
+  } else if (!t.held_sql.empty()) {
+    out = "held where held_sql (" + t.held_sql + ")" + (t.row_lock ? " or " : "");
+  } else {
+    out = "held ";
+  }
+  if (t.row_lock) out += (t.has_expiry() ? " or " : "") + std::string(kRowLocked);
+  if (!t.has_expiry()) out += ", no expiry";
   if (!t.where_sql.empty()) out += "; only rows where where_sql (" + t.where_sql + ") are locks";
   return out;
 }

@@ -4,7 +4,9 @@
 -- and the poll's pg_stat_activity snapshot only. The entries themselves are counted from the
 -- poll's one read of pg_locks (queries/advisory_locks.sql).
 -- autovacuum_worker_slots is 18+ (NULL before). The LWLock is named LockManager from 13 on,
--- lock_manager on 12. Without pg_monitor, other roles' wait events read as NULL.
+-- lock_manager on 12. Without pg_monitor, other roles' wait events read as NULL. own_pid: the
+-- exporter's own backend, whose entries (its poll's catalog locks past the fast-path slots) are
+-- left out of every count: it is not a session of the server's users.
 SELECT current_setting('max_locks_per_transaction')::int8 AS max_locks_per_transaction,
        current_setting('max_connections')::int8 AS max_connections,
        current_setting('autovacuum_max_workers')::int8 AS autovacuum_max_workers,
@@ -15,4 +17,6 @@ SELECT current_setting('max_locks_per_transaction')::int8 AS max_locks_per_trans
        (SELECT count(*)
         FROM pg_stat_get_activity(NULL) a
         WHERE a.wait_event_type = 'LWLock'
-          AND a.wait_event IN ('LockManager', 'lock_manager')) AS lock_manager_waiters
+          AND a.wait_event IN ('LockManager', 'lock_manager')
+          AND a.pid <> pg_backend_pid()) AS lock_manager_waiters,
+       pg_backend_pid() AS own_pid

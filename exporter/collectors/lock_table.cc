@@ -61,7 +61,8 @@ Status ParseSettings(const PgResult& r, LockTableReading* reading) {
   const int max_locks = c["max_locks_per_transaction"], connections = c["max_connections"],
             av_workers = c["autovacuum_max_workers"], av_slots = c["autovacuum_worker_slots"],
             workers = c["max_worker_processes"], senders = c["max_wal_senders"],
-            prepared = c["max_prepared_transactions"], waiters = c["lock_manager_waiters"];
+            prepared = c["max_prepared_transactions"], waiters = c["lock_manager_waiters"],
+            own_pid = c["own_pid"];
   if (Status s = c.status(); !s.ok()) return s;
   if (r.Rows() != 1) return Status::UnexpectedShape("lock_table: expected one row");
   LockTableSettings& s = reading->settings;
@@ -73,12 +74,14 @@ Status ParseSettings(const PgResult& r, LockTableReading* reading) {
   s.max_wal_senders = Setting(r, senders);
   s.max_prepared_transactions = Setting(r, prepared);
   reading->lock_manager_waiters = Setting(r, waiters);
+  reading->own_pid = static_cast<int>(Setting(r, own_pid));
   return Status::Ok();
 }
 
 // Every row of the inventory's pg_locks read lies outside the fast path (advisory locks never
-// take it, pending requests are in the shared table, the rest came back to be counted).
-std::vector<LockTableUse> CountEntries(const PollData& data) {
+// take it, pending requests are in the shared table, the rest came back to be counted), but the
+// exporter's own (`own_pid`).
+std::vector<LockTableUse> CountEntries(const PollData& data, int own_pid) {
   std::unordered_map<int, int64_t> advisory;  // by pid: there can be 100k rows
   for (const AdvisoryLock& l : data.locks) ++advisory[l.pid];
   std::map<std::pair<int, std::string>, int64_t> other;
@@ -88,8 +91,12 @@ std::vector<LockTableUse> CountEntries(const PollData& data) {
   for (const TransactionLock& l : data.xact_locks) ++other[{l.pid, "transactionid"}];
   std::vector<LockTableUse> use;
   use.reserve(advisory.size() + other.size());
-  for (const auto& [pid, n] : advisory) use.push_back({pid, "advisory", n});
-  for (const auto& [key, n] : other) use.push_back({key.first, key.second, n});
+  for (const auto& [pid, n] : advisory) {
+    if (pid != own_pid) use.push_back({pid, "advisory", n});
+  }
+  for (const auto& [key, n] : other) {
+    if (key.first != own_pid) use.push_back({key.first, key.second, n});
+  }
   return use;
 }
 
@@ -144,8 +151,11 @@ Status LockTableCollector::Parse(const PollPlan& plan, const BatchResults& resul
                                  PollData* data) const {
   const PgResult* r = results.Find(name());
   if (r == nullptr) return Status::UnexpectedShape("lock_table: no result");
-  if (Status s = ParseSettings(*r, data->parts.Mutable<LockTableReading>()); !s.ok()) return s;
-  if (plan.inventory) *data->parts.Mutable<LockTableCount>() = {CountEntries(*data), data->now};
+  LockTableReading* reading = data->parts.Mutable<LockTableReading>();
+  if (Status s = ParseSettings(*r, reading); !s.ok()) return s;
+  if (plan.inventory) {
+    *data->parts.Mutable<LockTableCount>() = {CountEntries(*data, reading->own_pid), data->now};
+  }
   return Status::Ok();
 }
 
@@ -195,12 +205,14 @@ Status ReadFullLockTable(PgConnection& conn, const QueryTimeouts& timeouts,
   for (int i = 0; i < r->Rows(); ++i) {
     SessionLockTableEntries e;
     e.session.pid = static_cast<int>(r->Int(i, pid).value_or(0));
+    if (e.session.pid == reading.own_pid && e.session.pid != 0) continue;
     e.session.application_name = r->String(i, app);
     e.session.client_addr = r->String(i, addr);
     e.session.state = r->String(i, state);
     if (const auto it = known.find(e.session.pid); it != known.end()) {
       e.datname = it->second->datname;
       e.session.usename = it->second->session.usename;
+      e.pooled = it->second->pooled;
     }
     e.locktype = r->String(i, locktype);
     e.entries = r->Int(i, entries).value_or(0);
@@ -212,6 +224,18 @@ Status ReadFullLockTable(PgConnection& conn, const QueryTimeouts& timeouts,
   view->counted = true;
   KeepTopSessions(std::move(rows), top_n, view);
   return Status::Ok();
+}
+
+void MarkPooledLockTableSessions(TargetView* view) {
+  std::unordered_map<int, PooledConnection> pooled;
+  for (const PoolerView& p : view->poolers) {
+    for (const PooledLockRow& l : p.locks) {
+      pooled[l.pid] = {p.name, l.database, l.user, l.first_client, l.current_client};
+    }
+  }
+  for (SessionLockTableEntries& e : view->lock_table.sessions) {
+    if (const auto it = pooled.find(e.session.pid); it != pooled.end()) e.pooled = it->second;
+  }
 }
 
 void LockTableCollector::ExposeCounters(const TargetSnapshot& snap, Families* f) const {

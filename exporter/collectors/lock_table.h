@@ -44,6 +44,7 @@ struct LockTableReading {
   LockTableSettings settings;
   // Backends waiting on the lock manager's LWLock (LockManager; lock_manager on 12).
   int64_t lock_manager_waiters = 0;
+  int own_pid = 0;  // the exporter's backend: its entries are not counted
 };
 
 // The entries counted from an inventory's pg_locks read (PollData::parts): a cheap poll carries
@@ -79,6 +80,11 @@ bool LockTableFull(const Status& status);
 Status ReadFullLockTable(PgConnection& conn, const QueryTimeouts& timeouts,
                          SteadyClock::time_point deadline, size_t top_n,
                          const LockTableView* previous, LockTableView* view);
+
+// Marks the top sessions of view->lock_table that are a pooler's server connection with a session
+// lock known held on it (view->poolers), so that a page can say to RECONNECT rather than terminate
+// even once polls fail with the table full. REQUIRES: the pooler collector's view is built.
+void MarkPooledLockTableSessions(TargetView* view);
 
 class LockTableCollector : public Collector {
  public:

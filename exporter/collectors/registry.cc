@@ -76,6 +76,7 @@ TargetView Analyze(const PollData& data, const AnalyzeOptions& options, HoldHist
     }
   }
   // Verdicts need every part of the view (pooled locks come last).
+  MarkPooledLockTableSessions(&view);
   AttachVerdicts(data, index, options.names, &view);
   return view;
 }

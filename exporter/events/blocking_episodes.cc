@@ -36,6 +36,16 @@ std::string CycleText(const DeadlockCycle& c) {
   return o;
 }
 
+// The lock a root's waiters wait for, from the first edge out of it among the view's waits.
+std::string RootLock(const TargetView& view, const LockParticipant& root) {
+  for (const LockWaitEdge& w : view.lock_waits) {
+    if (w.blocker.id.pid != root.id.pid || w.blocker.gid != root.gid) continue;
+    if (w.locktype == "advisory" && !w.lock.empty()) return w.lock;
+    return w.relation.empty() ? w.locktype : w.relation;
+  }
+  return "";
+}
+
 }  // namespace
 
 const char* EpisodeOutcomeLabel(EpisodeOutcome o) {
@@ -60,6 +70,7 @@ void BlockingEpisodeTracker::Observe(const PollData& data, const TargetView& vie
     const RootKey key{r.root.id.pid, s != nullptr ? s->backend_start : 0.0, r.root.gid};
     blocking.insert(key);
     See(data, r, key);
+    if (std::string lock = RootLock(view, r.root); !lock.empty()) episodes_[key].lock = lock;
   }
   Judge(data, blocking, counters, events);
   SeeCycles(data, view, events);
@@ -189,6 +200,7 @@ void BlockingEpisodeTracker::End(const PollData& data, const Episode& e, const E
   ev.cause = end.cause;
   ev.evidence = end.evidence;
   ev.datname = db;
+  ev.lock = e.lock;
   ev.previous = e.root.id;
   if (e.root.id.pid == 0) ev.previous_holder = "prepared transaction " + e.root.gid;
   if (e.root.backend_type != "client backend" && e.root.id.pid != 0) {

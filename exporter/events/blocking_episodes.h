@@ -65,6 +65,9 @@ struct Episode {
   double started = 0;  // now() of the first poll that saw it block
   int64_t peak_blocked = 0;
   double longest_wait = 0;
+  // What its waiters wait for, as the last poll that saw a wait on the root shows it: the advisory
+  // lock's name (else key), the relation, else the lock type ("" when no wait edge was seen).
+  std::string lock;
   // What the last poll that saw it blocking showed of the root's session (client roots only).
   std::optional<Session> last_seen;
   double last_seen_at = 0;

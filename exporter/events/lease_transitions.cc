@@ -4,18 +4,28 @@
 #include <set>
 #include <string_view>
 
+#include "exporter/snapshot/poll_index.h"
+
 namespace pglock {
 namespace {
 
 // Counts lease transitions of one table; names beyond kMaxLeaseCounterNames count as "other".
-// Every transition but a renewal (routine, once per poll per lease) is also an event.
+// Every transition but a renewal (routine, once per poll per lease) is also an event, naming the
+// sessions whose transactions held a row_lock table's row (LeaseRow::pid; 0: none).
 class LeaseCounter {
  public:
-  LeaseCounter(std::string table, Counters* counters, std::vector<Event>* events, double now)
-      : table_(std::move(table)), counters_(counters), events_(events), now_(now) {}
+  // `sessions` (may be null) name the pids; it must outlive the counter.
+  LeaseCounter(std::string table, Counters* counters, std::vector<Event>* events, double now,
+               const std::vector<Session>* sessions = nullptr)
+      : table_(std::move(table)),
+        counters_(counters),
+        events_(events),
+        now_(now),
+        sessions_(sessions) {}
 
   void operator()(const std::string& lease, const char* kind,
-                  const std::string& previous_holder = "", const std::string& current_holder = "") {
+                  const std::string& previous_holder = "", const std::string& current_holder = "",
+                  int previous_pid = 0, int current_pid = 0) {
     if (events_ != nullptr && std::string_view(kind) != "renewed") {
       Event e;
       e.time = now_;
@@ -24,6 +34,8 @@ class LeaseCounter {
       e.lease = lease;
       e.previous_holder = previous_holder;
       e.current_holder = current_holder;
+      if (previous_pid != 0) e.previous = Who(previous_pid);
+      if (current_pid != 0) e.current = Who(current_pid);
       events_->push_back(std::move(e));
     }
     if (!scanned_) {  // only when something is counted: most polls count nothing
@@ -44,10 +56,22 @@ class LeaseCounter {
   }
 
  private:
+  // Events are few: a scan per event costs less than an index per poll.
+  Identity Who(int pid) const {
+    const Session* found = nullptr;
+    if (sessions_ != nullptr) {
+      for (const Session& s : *sessions_) {
+        if (s.pid == pid) found = &s;
+      }
+    }
+    return IdentityOf(found, pid);
+  }
+
   const std::string table_;
   Counters* const counters_;
   std::vector<Event>* const events_;  // may be null
   const double now_;
+  const std::vector<Session>* const sessions_;  // may be null
   bool scanned_ = false;
   std::set<std::string> known_;  // distinct names already counted for this table
 };
@@ -62,7 +86,8 @@ void JudgeSameHolder(const LeaseRow& row, const LeaseTransitions::LeaseSeen& bef
   const bool moved_back =
       row.expires_at < old.expires_at && row.expires_at <= t.now && old.expires_at > prev_now;
   if (moved_back) {
-    count(row.name, "released", old.holder);  // given back by moving its expiry to the past
+    count(row.name, "released", old.holder, "",
+          old.pid);  // given back by moving its expiry to the past
     now_seen->state = LeaseState::kGivenBack;
     mark->explained.updated += 1;
   } else if (row.expires_at != old.expires_at || (t.has_taken_at && row.taken_at != old.taken_at)) {
@@ -100,7 +125,7 @@ void LeaseTransitions::Observe(const PollData& cur, Counters* counters,
     if (!t.ok) continue;  // keep the last good read; compare against it next time
     LeaseTableState& st = tables_[t.table];
     LeaseWriteMark mark{st.next_seq++, t.now, t.writes, {}};
-    CompareLeaseRows(t, &st, &mark, counters, events);
+    CompareLeaseRows(t, cur.sessions, &st, &mark, counters, events);
     st.marks.push_back(mark);
     ResolveHolderChanges(t.table, &st, counters, events);
     // Keep the marks that pending changes are judged against, and the last one as the next base.
@@ -110,9 +135,10 @@ void LeaseTransitions::Observe(const PollData& cur, Counters* counters,
   }
 }
 
-void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st,
-                                        LeaseWriteMark* mark, Counters* counters,
-                                        std::vector<Event>* events) {
+void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t,
+                                        const std::vector<Session>& sessions_now,
+                                        LeaseTableState* st, LeaseWriteMark* mark,
+                                        Counters* counters, std::vector<Event>* events) {
   const bool complete = static_cast<int64_t>(t.rows.size()) >= t.total;
   std::map<std::string, LeaseSeen> seen;
   for (const LeaseRow& row : t.rows) seen[row.name].row = row;
@@ -124,12 +150,12 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t, LeaseTableState
   const double prev_now = st->marks.back().now;
   const uint64_t base_seq = st->marks.back().seq;
   const bool both_complete = complete && st->complete;
-  LeaseCounter count(t.table, counters, events, t.now);
+  LeaseCounter count(t.table, counters, events, t.now, &sessions_now);
   for (const LeaseRow& row : t.rows) {
     LeaseSeen& now_seen = seen[row.name];
     const auto p = st->leases.find(row.name);
     if (p == st->leases.end()) {
-      if (both_complete) count(row.name, "acquired", "", row.holder);
+      if (both_complete) count(row.name, "acquired", "", row.holder, 0, row.pid);
       continue;
     }
     const LeaseRow& old = p->second.row;
@@ -139,7 +165,7 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t, LeaseTableState
     } else if (p->second.state == LeaseState::kGivenBack || row.row_locked || old.row_locked) {
       // A row lock changes hands only when its transaction ends: the server itself keeps two
       // sessions from holding it at once.
-      count(row.name, "handover", old.holder, row.holder);
+      count(row.name, "handover", old.holder, row.holder, old.pid, row.pid);
     } else if (t.has_expiry &&
                (t.has_taken_at ? row.taken_at >= old.expires_at : old.expires_at <= t.now)) {
       // Without taken_at, an old lease expired by now may have expired before the take.
@@ -155,7 +181,7 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t, LeaseTableState
   if (both_complete) {
     for (const auto& [name, old] : st->leases) {
       if (seen.count(name) != 0) continue;
-      count(name, "released", old.row.holder);
+      count(name, "released", old.row.holder, "", old.row.pid);
       // A row leaves a filtered table's read by an UPDATE as well as by a DELETE: claim neither,
       // which can only turn a later overlap into a hand-over, never the reverse.
       if (!t.filtered) mark->explained.deleted += 1;

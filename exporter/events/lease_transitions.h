@@ -101,8 +101,10 @@ class LeaseTransitions {
 
  private:
   // Compares one table's rows with its last good read; adds what they explain to *mark.
-  void CompareLeaseRows(const LeaseTableData& t, LeaseTableState* st, LeaseWriteMark* mark,
-                        Counters* counters, std::vector<Event>* events);
+  // `sessions_now` name the sessions of row_lock holders in the events.
+  void CompareLeaseRows(const LeaseTableData& t, const std::vector<Session>& sessions_now,
+                        LeaseTableState* st, LeaseWriteMark* mark, Counters* counters,
+                        std::vector<Event>* events);
   // Judges the pending holder changes against the counters of the read just added to st->marks.
   void ResolveHolderChanges(const std::string& table, LeaseTableState* st, Counters* counters,
                             std::vector<Event>* events);

@@ -37,9 +37,10 @@ struct TargetPart {
   std::vector<LeaseItem> leases;
   int64_t leases_fine = 0;  // held leases needing no look
   std::vector<const RowLockHolder*> row_locks;
-  std::vector<const Event*> events;  // oldest first
-  int64_t waiters = 0;               // advisory, exact, over the target's databases
-  int64_t lock_waiters = 0;          // every lock type, exact
+  std::vector<const Event*> events;           // oldest first
+  const LockTableView* lock_table = nullptr;  // when full or filling (ShowLockTable)
+  int64_t waiters = 0;                        // advisory, exact, over the target's databases
+  int64_t lock_waiters = 0;                   // every lock type, exact
   int64_t held_total = 0;
 };
 
@@ -58,9 +59,21 @@ const char* LeaseState(const LeaseTableView& table, const LeaseView& l) {
   return nullptr;
 }
 
+// The lock table of a target whose table is full (its polls fail with SQLSTATE 53200) or filling
+// (kLockTableFillingRatio of its slots used), null otherwise.
+const LockTableView* ShowLockTable(const TargetSnapshot& snap) {
+  if (!snap.lock_table || !snap.lock_table->counted || !(snap.up || snap.lock_table_full))
+    return nullptr;
+  const LockTableView& v = *snap.lock_table;
+  const bool filling = v.slots > 0 && static_cast<double>(v.entries) >=
+                                          kLockTableFillingRatio * static_cast<double>(v.slots);
+  return snap.lock_table_full || filling ? &v : nullptr;
+}
+
 TargetPart Select(const TargetSnapshot& snap, const LocksFilter& f) {
   TargetPart t;
   t.snap = &snap;
+  t.lock_table = ShowLockTable(snap);
   if (snap.events) {
     for (const auto& e : *snap.events) {
       if (f.lock.empty() || e->lock == f.lock || e->lease == f.lock) t.events.push_back(e.get());
@@ -243,6 +256,43 @@ void VerdictHtml(const Verdict& v, std::string* o) {
         "</div>";
 }
 
+// The session with the most entries among the top ones, with its entries; null when none but
+// prepared transactions (no session to end).
+std::pair<const SessionLockTableEntries*, int64_t> TopFiller(const LockTableView& v) {
+  std::map<int, int64_t> by_pid;
+  for (const SessionLockTableEntries& e : v.sessions) by_pid[e.session.pid] += e.entries;
+  const SessionLockTableEntries* top = nullptr;
+  for (const SessionLockTableEntries& e : v.sessions) {
+    if (e.session.pid == 0) continue;
+    if (top == nullptr || by_pid[e.session.pid] > by_pid[top->session.pid]) top = &e;
+  }
+  return {top, top == nullptr ? 0 : by_pid[top->session.pid]};
+}
+
+// What frees the table: a pooled connection's leak the pooler's RECONNECT (the verdict's rule),
+// any other session its end, whatever its state (a cancel releases no session lock).
+Verdict LockTableVerdict(const SessionLockTableEntries& top, int64_t entries) {
+  Verdict v;
+  if (top.pooled) {
+    RootFacts f;
+    f.root.id = top.session;
+    f.root.datname = top.datname;
+    const PooledConnection& p = *top.pooled;
+    f.pooled = PooledRoot{p.pooler, p.database, p.user, p.first_client, p.current_client};
+    v = DecideVerdict(f);
+  } else {
+    v.action = VerdictAction::kTerminate;
+    v.pid = top.session.pid;
+    v.command = "SELECT pg_terminate_backend(" + std::to_string(v.pid) + ")";
+    v.cost =
+        "its session ends: its session locks are dropped (an advisory one dropped this way is a "
+        "loss, PglockAdvisoryLockLost pages, and its next holder is a takeover) and its "
+        "transaction rolls back; its client gets an error on its next statement.";
+  }
+  v.frees = entries;
+  return v;
+}
+
 void NodeHtml(const WaitNode& n, std::string* o) {
   *o += "<li>";
   if (!n.locktype.empty()) {
@@ -311,6 +361,35 @@ void HoldersHtml(const TargetPart& t, std::string* o) {
     }
     *o += "</table>\n";
   }
+}
+
+// A full or filling lock table: its figures, the sessions filling it and what frees it.
+void LockTableHtml(const TargetSnapshot& s, const LockTableView& v, std::string* o) {
+  const double used = v.slots > 0 ? 100.0 * static_cast<double>(v.entries) / v.slots : 0;
+  *o +=
+      "<h3 class=down>Shared lock table " +
+      std::string(s.lock_table_full ? "FULL" : Count(used) + "% used") + "</h3>\n<p>" +
+      std::to_string(v.entries) + " entries used of " +
+      (v.slots > 0 ? std::to_string(v.slots) + " slots (" + Count(used) + "%)" : "? slots") +
+      ", figures from " + H(Secs(v.age)) + " ago" +
+      (s.lock_table_full ? "; sessions needing one more lock fail with out of shared memory" : "") +
+      ".</p>\n";
+  if (v.sessions.empty()) return;
+  *o += "<table><tr><th>entries</th><th>lock type</th><th>session</th><th>db</th></tr>\n";
+  for (const SessionLockTableEntries& e : v.sessions) {
+    *o += "<tr><td>" + std::to_string(e.entries) + "</td><td>" + H(e.locktype) + "</td><td>" +
+          WhoHtml(e.session) +
+          (e.pooled ? " <span class=bt>pooler " + H(e.pooled->pooler) + "</span>" : "") +
+          "</td><td>" + H(e.datname) + "</td></tr>\n";
+  }
+  *o += "</table>\n";
+  const auto [top, entries] = TopFiller(v);
+  if (top == nullptr) return;
+  const Verdict verdict = LockTableVerdict(*top, entries);
+  *o += "<div class=verdict><b>Do:</b> <code class=cmd>" + H(verdict.command) + "</code>";
+  if (!verdict.then.empty()) *o += " &mdash; then " + H(verdict.then);
+  *o += "<br><b>Frees</b> " + std::to_string(entries) + " entries &middot; <b>Cost:</b> " +
+        H(verdict.cost) + "</div>\n";
 }
 
 // Session locks on pooled connections and the leases that need a look.
@@ -503,6 +582,7 @@ void TargetHtml(const TargetPart& t, std::string* o) {
   *o += "<section><h2>" + H(s.target) + " <span class=\"" + (s.up ? "up" : "down") + "\">" +
         H(s.state) + "</span></h2>\n";
   if (!s.up && !s.last_error.empty()) *o += "<p class=down>" + H(s.last_error) + "</p>\n";
+  if (t.lock_table != nullptr) LockTableHtml(s, *t.lock_table, o);
   if (s.view) {
     *o += "<h3>Lock waits (" + std::to_string(t.lock_waiters) + " waiting, " +
           std::to_string(t.waiters) + " of them on advisory locks)</h3>\n";
@@ -620,6 +700,24 @@ std::string ServerLogJson(const ServerLogStatus& log) {
          ",\"dropped\":" + Count(log.dropped) + "}";
 }
 
+std::string LockTableJson(const TargetSnapshot& s, const LockTableView& v) {
+  std::string o = "{\"full\":" + std::string(s.lock_table_full ? "true" : "false") +
+                  ",\"entries\":" + std::to_string(v.entries) +
+                  ",\"slots\":" + std::to_string(v.slots) + ",\"age_seconds\":" + Num(v.age) +
+                  ",\"sessions\":";
+  JsonArray(
+      v.sessions,
+      [&](const SessionLockTableEntries& e) {
+        o += "{\"datname\":" + J(e.datname) + "," + IdentityJson(e.session) +
+             ",\"locktype\":" + J(e.locktype) + ",\"entries\":" + std::to_string(e.entries) +
+             ",\"pooler\":" + (e.pooled ? J(e.pooled->pooler) : "null") + "}";
+      },
+      &o);
+  const auto [top, entries] = TopFiller(v);
+  o += ",\"verdict\":" + (top == nullptr ? "null" : VerdictJson(LockTableVerdict(*top, entries)));
+  return o + "}";
+}
+
 void TargetJson(const TargetPart& t, std::string* o) {
   const TargetSnapshot& s = *t.snap;
   *o += "{\"target\":" + J(s.target) + ",\"up\":" + (s.up ? "true" : "false") +
@@ -627,7 +725,9 @@ void TargetJson(const TargetPart& t, std::string* o) {
         ",\"server_version\":" + J(s.server_version) +
         ",\"lock_waiters\":" + std::to_string(t.lock_waiters) +
         ",\"advisory_waiters\":" + std::to_string(t.waiters) +
-        ",\"advisory_locks_held\":" + std::to_string(t.held_total) + ",\"wait_forest\":";
+        ",\"advisory_locks_held\":" + std::to_string(t.held_total) +
+        ",\"lock_table\":" + (t.lock_table != nullptr ? LockTableJson(s, *t.lock_table) : "null") +
+        ",\"wait_forest\":";
   JsonArray(
       t.forest, [&](const WaitNode& n) { NodeJson(n, o); }, o);
   *o += ",\"held\":";

@@ -61,6 +61,9 @@ inline constexpr size_t kPageLogged = 20;
 inline constexpr size_t kPagePooledLocks = 20;
 inline constexpr size_t kPageDroppedLocks = 20;
 
+// A lock table this full (PglockLockTableFilling's ratio) is shown with its filling sessions.
+inline constexpr double kLockTableFillingRatio = 0.7;
+
 std::string RenderLocksPage(const SnapshotList& snapshots, const LocksFilter& filter);
 std::string RenderLocksJson(const SnapshotList& snapshots, const LocksFilter& filter);
 std::string RenderEventsJson(const SnapshotList& snapshots, const LocksFilter& filter);

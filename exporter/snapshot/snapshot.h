@@ -204,12 +204,22 @@ struct PoolerView {
   std::vector<PooledLockRow> locks;
 };
 
+// A pooled server connection with a session lock known held on it (PoolerView::locks).
+struct PooledConnection {
+  std::string pooler;
+  std::string database;  // the pool's
+  std::string user;
+  std::string first_client;
+  std::string current_client;
+};
+
 // One session's entries in the shared lock table, of one lock type.
 struct SessionLockTableEntries {
   std::string datname;
   Identity session;  // pid 0: prepared transactions
   std::string locktype;
   int64_t entries = 0;
+  std::optional<PooledConnection> pooled = {};  // the session is a pooler's server connection
 };
 
 // The server's shared lock table as one poll saw it (exporter/collectors/lock_table.h).

@@ -95,6 +95,34 @@ TEST_F(Episodes, BlockingThenReleasedWhenTheRootCommits) {
   EXPECT_EQ(tracker_.open(), 0u);
 }
 
+TEST_F(Episodes, TheEpisodeNamesTheLockItsWaitersWaitedFor) {
+  // A row lock's wait shows as its lock type; a relation's wait as the relation.
+  Judge(Poll(0, 1));
+  PollData released = Poll(5, 0);
+  released.sessions[0] = Client(100, "idle");
+  released.sessions[0].state_change = kStart + 4;
+  std::vector<Event> events = Judge(released);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].lock, "transactionid");
+
+  PollData on_table = Poll(10, 1);
+  on_table.lock_waits[0] = {200,
+                            "relation",
+                            "AccessExclusiveLock",
+                            kDb,
+                            "public.orders",
+                            "",
+                            "relation:public.orders",
+                            kStart + 9};
+  Judge(on_table);
+  PollData done = Poll(15, 0);
+  done.sessions[0] = Client(100, "idle");
+  done.sessions[0].state_change = kStart + 14;
+  events = Judge(done);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].lock, "public.orders");
+}
+
 TEST_F(Episodes, WaitersLeftWhileTheRootStillHolds) {
   Judge(Poll(0, 2));
   const std::vector<Event> events = Judge(Poll(5, 0));  // root unchanged: same xact, same state

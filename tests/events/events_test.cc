@@ -1366,6 +1366,46 @@ TEST(EventTrackerTest, LeaseNamesAreCappedPerTable) {
   EXPECT_EQ(e.TotalLeaseTransitions(), static_cast<double>(kMaxLeaseCounterNames + 5));
 }
 
+TEST(EventTrackerTest, RowLockLeaseEventsNameTheHoldingSessions) {
+  // A row_lock table's row held by pid 41's transaction, then by pid 42's, then by none: each
+  // event carries the pid and identity of the session whose transaction held the row.
+  const auto row = [](const std::string& holder, int pid) {
+    LeaseRow r{"job-7", holder, 1000, 0};
+    r.row_locked = pid != 0;
+    r.pid = pid;
+    return r;
+  };
+  const auto poll = [](double now, std::vector<LeaseRow> rows, std::vector<Session> sessions) {
+    PollData d = LeasePoll(now, Leases(std::move(rows)));
+    d.sessions = std::move(sessions);
+    return d;
+  };
+  Session worker1 = MakeSession(41, "idle in transaction", 1000);
+  worker1.application_name = "worker-1";
+  Session worker2 = MakeSession(42, "idle in transaction", 1004);
+  worker2.application_name = "worker-2";
+  Events e;
+  e.Observe(poll(1000, {}, {worker1}));
+  e.Observe(poll(1002, {row("pid 41", 41)}, {worker1}));
+  e.Observe(poll(1006, {row("pid 42", 42)}, {worker1, worker2}));
+  e.Observe(poll(1010, {}, {worker1, worker2}));
+  std::vector<const Event*> lease;
+  for (const Event& ev : e.events()) {
+    if (ev.kind.starts_with("lease_")) lease.push_back(&ev);
+  }
+  ASSERT_EQ(lease.size(), 3u);
+  EXPECT_EQ(lease[0]->kind, "lease_acquired");
+  EXPECT_EQ(lease[0]->current.pid, 41);
+  EXPECT_EQ(lease[0]->current.application_name, "worker-1");
+  EXPECT_EQ(lease[1]->kind, "lease_handover");
+  EXPECT_EQ(lease[1]->previous.pid, 41);
+  EXPECT_EQ(lease[1]->current.pid, 42);
+  EXPECT_EQ(lease[1]->current.application_name, "worker-2");
+  EXPECT_EQ(lease[2]->kind, "lease_released");
+  EXPECT_EQ(lease[2]->previous.pid, 42);
+  EXPECT_EQ(lease[2]->current.pid, 0);
+}
+
 TEST(EventTrackerTest, AJobQueuesEverNewIdsKeepTheSeriesBoundedOverDays) {
   // A job queue read as a lock table: a few claimed jobs at a time, each id seen for a few polls
   // and never again. 20,000 ids: the zero-seeded counters stop at kMaxSeededLeases names, the

@@ -268,6 +268,64 @@ TEST(BetweenPolls, LoggedWaitsTimeoutsAndDeadlocksNewestFirstBoundedAndEscaped) 
   EXPECT_NE(json.find("\"server_log\":null,\"between_polls\":[]}"), std::string::npos) << json;
 }
 
+// A poll failed with the table full: the page shows the last figures, the sessions filling the
+// table and what frees it, escaped; a pooled filler gets its pooler's RECONNECT.
+TEST(LockTable, FullTableShowsFiguresFillersAndTheCommandEscaped) {
+  const std::string hostile = "<script>x('\"&')</script>";
+  auto table = std::make_shared<LockTableView>();
+  table->counted = true;
+  table->entries = 6400;
+  table->slots = 6400;
+  table->age = 42;
+  SessionLockTableEntries leak;
+  leak.datname = "db<1>";
+  leak.session = {19492, hostile, "10.0.0.9", "app\"x", "idle", ""};
+  leak.locktype = "advisory";
+  leak.entries = 6087;
+  SessionLockTableEntries other = leak;
+  other.session = {77, "reporter", "", "report", "active", ""};
+  other.locktype = "relation";
+  other.entries = 12;
+  table->sessions = {leak, other};
+  auto snap = std::make_shared<TargetSnapshot>();
+  snap->target = "main";
+  snap->state = "down";
+  snap->last_error = "out of shared memory";
+  snap->lock_table_full = true;
+  snap->lock_table = table;
+  const std::string html = RenderLocksPage({snap}, {});
+  EXPECT_EQ(html.find("<script>"), std::string::npos) << html;
+  EXPECT_NE(html.find("Shared lock table FULL"), std::string::npos) << html;
+  EXPECT_NE(html.find("6400 entries used of 6400 slots (100%)"), std::string::npos) << html;
+  EXPECT_NE(html.find("figures from 42.0 s ago"), std::string::npos) << html;
+  EXPECT_NE(html.find("&lt;script&gt;"), std::string::npos);
+  EXPECT_NE(html.find("db&lt;1&gt;"), std::string::npos);
+  EXPECT_NE(html.find("<code class=cmd>SELECT pg_terminate_backend(19492)</code>"),
+            std::string::npos);
+  EXPECT_NE(html.find("Frees</b> 6087 entries"), std::string::npos);
+  EXPECT_NE(html.find("session locks are dropped"), std::string::npos);
+  const std::string json = RenderLocksJson({snap}, {});
+  EXPECT_NE(json.find("\"lock_table\":{\"full\":true,\"entries\":6400,\"slots\":6400"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"application_name\":\"<script>x('\\\"&')</script>\""), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"command\":\"SELECT pg_terminate_backend(19492)\""), std::string::npos);
+
+  table->sessions[0].pooled = PooledConnection{"bouncer<1>", "app", "app", "c1", "c2"};
+  const std::string pooled = RenderLocksPage({snap}, {});
+  EXPECT_NE(pooled.find("<code class=cmd>RECONNECT app</code>"), std::string::npos) << pooled;
+  EXPECT_NE(pooled.find("bouncer&lt;1&gt;"), std::string::npos);
+  EXPECT_EQ(pooled.find("pg_terminate_backend(19492)</code>"), std::string::npos);
+
+  // Neither full nor filling: nothing about the table.
+  snap->lock_table_full = false;
+  snap->up = true;
+  table->entries = 100;
+  EXPECT_EQ(RenderLocksPage({snap}, {}).find("Shared lock table"), std::string::npos);
+  EXPECT_NE(RenderLocksJson({snap}, {}).find("\"lock_table\":null"), std::string::npos);
+}
+
 Event At(double time) {
   Event e;
   e.time = time;

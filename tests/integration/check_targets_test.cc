@@ -157,6 +157,47 @@ TEST_F(CheckTargetsTest, EverythingResolves) {
   Pg().Exec("DROP DATABASE ct_other");
 }
 
+// A row_lock table without held_sql is judged by its rows' transactions, and says so.
+TEST_F(CheckTargetsTest, RowLockTableSaysWhatItJudges) {
+  Pg().Exec(
+      "DROP TABLE IF EXISTS ct_mutex; CREATE TABLE ct_mutex (name text); "
+      "INSERT INTO ct_mutex VALUES ('a'), ('b'); GRANT SELECT ON ct_mutex TO pglock_check");
+  const std::string body = R"(
+  [[targets.leases]]
+  table = "ct_mutex"
+  name_column = "name"
+  row_lock = true
+)";
+  std::string out;
+  EXPECT_EQ(Check(body, &out), 0);
+  EXPECT_NE(out.find("held while a live transaction has locked or changed the row, no expiry"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("held_sql ()"), std::string::npos) << out;
+  Pg().Exec("DROP TABLE ct_mutex");
+}
+
+// A recipe that matches no held lock while a key of its form is held: the held keys and their
+// applications are listed as advice (exit 0: not held is normal for a job that is not running).
+TEST_F(CheckTargetsTest, UnheldLockListsTheHeldKeysOfItsForm) {
+  TestSession app(Pg().Dsn() + " application_name=report-job");
+  app.Query("SELECT pg_advisory_lock(7742, 99)");
+  const std::string body = R"(
+  [[targets.locks]]
+  name = "report-daily"
+  key1 = 7742
+  key2_text = "report-daily"
+)";
+  std::string out;
+  EXPECT_EQ(Check(body, &out), 0);
+  EXPECT_EQ(Problems(out), 0) << out;
+  const size_t advice = out.find("ADVICE " + At(body, "name = \"report-daily\""));
+  ASSERT_NE(advice, std::string::npos) << out;
+  EXPECT_NE(out.find("7742:99 (1 holder(s), application_name \"report-job\")", advice),
+            std::string::npos)
+      << out;
+}
+
 TEST_F(CheckTargetsTest, MissingTableIsNamedByItsKey) {
   const std::string body = R"(
   [[targets.leases]]

@@ -89,6 +89,19 @@ TEST(LockTable, CountsEntriesOutsideTheFastPathBySessionAndType) {
   holder.Query("ROLLBACK");
 }
 
+TEST(LockTable, TheExportersOwnBackendIsNeverCounted) {
+  // The poll's own catalog locks spill past its fast-path slots: they are not a user's session.
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000, .top_n = 100}));
+  const auto samples = PollAndScrape(poller);
+  const std::string own = Pg().Scalar(
+      "SELECT pid FROM pg_stat_activity WHERE application_name = 'pglock_exporter' LIMIT 1");
+  ASSERT_FALSE(own.empty());
+  EXPECT_TRUE(Select(samples, "pglock_session_lock_table_entries", {{"pid", own}}).empty());
+  for (const Sample& s : Select(samples, "pglock_session_lock_table_entries", {})) {
+    EXPECT_NE(s.labels.at("pid"), own);
+  }
+}
+
 // Takes `n` more session advisory locks from `next` on; false (with *error) when the server
 // refused one, the locks taken before it still held.
 bool Leak(TestSession& leaker, int64_t* next, int n, std::string* error) {
