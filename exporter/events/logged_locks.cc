@@ -76,11 +76,11 @@ void LoggedLockTracker::Observe(const PollData& poll, const std::vector<LockReco
       const Session* s = index.Find(r.pid);
       if (s != nullptr && s->waiting_on_lock) open_[{r.pid, r.session_start}].seen_by_poll = true;
     } else if (IsWaitEnd(r.kind)) {
-      WaitEnded(poll, r, names, counters, events);
+      WaitEnded(index, r, names, counters, events);
     } else if (IsTimeout(r.kind)) {
-      TimedOut(poll, r, names, top_n, query_text, counters, events);
+      TimedOut(index, r, names, top_n, query_text, counters, events);
     } else if (r.kind == LockRecordKind::kDeadlock) {
-      Deadlock(poll, r, names, query_text, events);
+      Deadlock(index, r, names, query_text, events);
     } else if (r.kind == LockRecordKind::kLockFailure) {
       // PostgreSQL 18's log_lock_failures: the holders of the NOWAIT that fails next.
       open_[{r.pid, r.session_start}].first = r;
@@ -97,8 +97,9 @@ void LoggedLockTracker::StillWaiting(const LockRecord& r, const LockNames* names
       1;
 }
 
-void LoggedLockTracker::WaitEnded(const PollData& poll, const LockRecord& r, const LockNames* names,
-                                  Counters* counters, std::vector<Event>* events) {
+void LoggedLockTracker::WaitEnded(const PollIndex& index, const LockRecord& r,
+                                  const LockNames* names, Counters* counters,
+                                  std::vector<Event>* events) {
   const auto it = open_.find({r.pid, r.session_start});
   const bool was_open = it != open_.end() && it->second.first.kind == LockRecordKind::kStillWaiting;
   // Its "still waiting" line came before the reader started: the wait counts now.
@@ -110,7 +111,6 @@ void LoggedLockTracker::WaitEnded(const PollData& poll, const LockRecord& r, con
   }
   // A wait that ended in a deadlock is told by the deadlock's event, which names every process.
   if (events == nullptr || r.kind == LockRecordKind::kDetectedDeadlock) return;
-  const PollIndex index(poll);
   Event e = LogEvent("lock_wait", r, index);
   e.lock = LoggedLockLabel(r.lock, names);
   e.outcome = LockRecordKindName(r.kind);
@@ -133,16 +133,15 @@ std::string LoggedLockTracker::RoleLabel(const std::string& user, int top_n) {
   return "other";
 }
 
-void LoggedLockTracker::TimedOut(const PollData& poll, const LockRecord& r, const LockNames* names,
-                                 int top_n, bool query_text, Counters* counters,
-                                 std::vector<Event>* events) {
+void LoggedLockTracker::TimedOut(const PollIndex& index, const LockRecord& r,
+                                 const LockNames* names, int top_n, bool query_text,
+                                 Counters* counters, std::vector<Event>* events) {
   counters->lock_timeouts[{r.dbname, RoleLabel(r.user, top_n)}] += 1;
   const auto it = open_.find({r.pid, r.session_start});
   const std::optional<OpenWait> wait =
       it == open_.end() ? std::nullopt : std::optional<OpenWait>(it->second);
   if (it != open_.end()) open_.erase(it);
   if (events == nullptr) return;
-  const PollIndex index(poll);
   Event e = LogEvent("lock_timeout", r, index);
   e.cause = LockRecordKindName(r.kind);
   std::vector<int> holders;
@@ -160,13 +159,13 @@ void LoggedLockTracker::TimedOut(const PollData& poll, const LockRecord& r, cons
   events->push_back(std::move(e));
 }
 
-void LoggedLockTracker::Deadlock(const PollData& poll, const LockRecord& r, const LockNames* names,
-                                 bool query_text, std::vector<Event>* events) {
+void LoggedLockTracker::Deadlock(const PollIndex& index, const LockRecord& r,
+                                 const LockNames* names, bool query_text,
+                                 std::vector<Event>* events) {
   // The cancelled process's wait ended here; the others of the cycle go on waiting, and their
   // "acquired" lines end their own waits (counted once, from their "still waiting" line).
   open_.erase({r.pid, r.session_start});
   if (events == nullptr) return;
-  const PollIndex index(poll);
   Event e = LogEvent("deadlock", r, index);
   e.previous = e.current;  // the process the server cancelled
   e.current = Identity{};

@@ -31,6 +31,7 @@
 #include "exporter/serverlog/lock_records.h"
 #include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/poll_index.h"
 #include "exporter/snapshot/snapshot.h"
 
 namespace pglock {
@@ -63,12 +64,12 @@ class LoggedLockTracker {
   using Key = std::pair<int, int64_t>;  // pid, backend start
 
   void StillWaiting(const LockRecord& r, const LockNames* names, Counters* counters);
-  void WaitEnded(const PollData& poll, const LockRecord& r, const LockNames* names,
+  void WaitEnded(const PollIndex& index, const LockRecord& r, const LockNames* names,
                  Counters* counters, std::vector<Event>* events);
-  void TimedOut(const PollData& poll, const LockRecord& r, const LockNames* names, int top_n,
+  void TimedOut(const PollIndex& index, const LockRecord& r, const LockNames* names, int top_n,
                 bool query_text, Counters* counters, std::vector<Event>* events);
-  void Deadlock(const PollData& poll, const LockRecord& r, const LockNames* names, bool query_text,
-                std::vector<Event>* events);
+  void Deadlock(const PollIndex& index, const LockRecord& r, const LockNames* names,
+                bool query_text, std::vector<Event>* events);
   // The role label of a lock timeout: its own for the first top_n roles, else "other".
   std::string RoleLabel(const std::string& user, int top_n);
   void Forget(double now);
