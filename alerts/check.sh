@@ -138,6 +138,25 @@ if grep -nE '^[[:space:]]*expr:.*pglock_(blocking_episode|deadlocks|logged_lock_
 fi
 echo "  no alert uses the blocking episode, deadlock or logged wait counters"
 
+# One source of advice (docs/blocking-verdicts.md): an alert whose description names a command for a
+# pid reads it from pglock_session_verdict_info, the verdict /locks and /api/v1/locks show; its own
+# command is only the fallback for an exporter that has no verdict on that pid.
+python3 - "$rules" <<'PY' || fail "an alert names pg_terminate_backend or pg_cancel_backend without reading pglock_session_verdict_info"
+import re, sys
+text = open(sys.argv[1]).read()
+bad = []
+for block in re.split(r"\n\s*- alert: ", text)[1:]:
+    name = block.split()[0]
+    description = block.split("description:", 1)[-1].split("runbook_url:", 1)[0]
+    names_command = re.search(r"pg_(terminate|cancel)_backend\(", description)
+    if names_command and "pglock_session_verdict_info" not in description:
+        bad.append(name)
+for name in bad:
+    print("  " + name + ": names a command but not the verdict's", file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+echo "  every description that names a command for a pid takes it from pglock_session_verdict_info first"
+
 echo "== shorten_for.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf -- "$tmp"' EXIT

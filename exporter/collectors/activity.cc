@@ -3,9 +3,11 @@
 #include <set>
 #include <unordered_set>
 
+#include "exporter/collectors/verdict_series.h"
 #include "exporter/pg/columns.h"
 #include "exporter/queries.h"
 #include "exporter/snapshot/timeouts.h"
+#include "exporter/snapshot/verdict.h"
 
 namespace pglock {
 namespace {
@@ -206,6 +208,8 @@ void ActivityCollector::ExposeView(const TargetSnapshot& snap, const TargetView&
                                         h.holds};
     f->Add(kIdleHolderSeconds, l, h.seconds);
     if (h.remaining) f->Add(kIdleRemaining, l, *h.remaining);
+    AddVerdictSeries(tg, VerdictSubject::kIdleInTransactionHolder, h.datname, h.holder.pid,
+                     IdleHolderVerdict(h, v.poolers), f);
   }
   const ClientSessions* clients = v.parts.Find<ClientSessions>();
   for (const ClientRow& c : clients != nullptr ? clients->rows : std::vector<ClientRow>{}) {

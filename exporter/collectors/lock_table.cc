@@ -4,8 +4,10 @@
 #include <map>
 #include <unordered_map>
 
+#include "exporter/collectors/verdict_series.h"
 #include "exporter/pg/columns.h"
 #include "exporter/queries.h"
+#include "exporter/snapshot/verdict.h"
 
 namespace pglock {
 namespace {
@@ -256,6 +258,8 @@ void LockTableCollector::ExposeCounters(const TargetSnapshot& snap, Families* f)
             s.session.usename, AddrLabel(s.session.client_addr), StateLabel(s.session.state),
             s.locktype},
            static_cast<double>(s.entries));
+    AddVerdictSeries(tg, VerdictSubject::kLockTableSession, s.datname, s.session.pid,
+                     LockTableVerdict(s, s.entries), f);
   }
 }
 

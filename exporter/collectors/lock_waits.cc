@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "exporter/collectors/verdict_series.h"
 #include "exporter/events/blocking_episodes.h"
 #include "exporter/pg/columns.h"
 #include "exporter/queries.h"
@@ -552,6 +553,7 @@ void LockWaitsCollector::ExposeView(const TargetSnapshot& snap, const TargetView
         id.usename, AddrOf(r.root), StateLabel(id.state)};
     f->Add(kRootBlocked, labels, static_cast<double>(r.blocked_pids.size()));
     f->Add(kRootStateSeconds, labels, r.state_seconds);
+    AddVerdictSeries(tg, VerdictSubject::kBlockingRoot, r.root.datname, id.pid, r.verdict, f);
   }
 }
 

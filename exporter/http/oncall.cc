@@ -247,7 +247,9 @@ std::string WantedHtml(const WaitNode& n) {
 void VerdictHtml(const Verdict& v, std::string* o) {
   *o += "<div class=verdict><b>Do:</b> ";
   if (v.command.empty()) {
-    *o += v.action == VerdictAction::kLeaveAlone ? "<b>leave it alone</b>" : "investigate";
+    *o += v.action == VerdictAction::kLeaveAlone ? "<b>leave it alone</b>"
+          : v.action == VerdictAction::kWait     ? "<b>wait</b>"
+                                                 : "investigate";
   } else {
     *o += "<code class=cmd>" + H(v.command) + "</code>";
   }
@@ -267,30 +269,6 @@ std::pair<const SessionLockTableEntries*, int64_t> TopFiller(const LockTableView
     if (top == nullptr || by_pid[e.session.pid] > by_pid[top->session.pid]) top = &e;
   }
   return {top, top == nullptr ? 0 : by_pid[top->session.pid]};
-}
-
-// What frees the table: a pooled connection's leak the pooler's RECONNECT (the verdict's rule),
-// any other session its end, whatever its state (a cancel releases no session lock).
-Verdict LockTableVerdict(const SessionLockTableEntries& top, int64_t entries) {
-  Verdict v;
-  if (top.pooled) {
-    RootFacts f;
-    f.root.id = top.session;
-    f.root.datname = top.datname;
-    const PooledConnection& p = *top.pooled;
-    f.pooled = PooledRoot{p.pooler, p.database, p.user, p.first_client, p.current_client};
-    v = DecideVerdict(f);
-  } else {
-    v.action = VerdictAction::kTerminate;
-    v.pid = top.session.pid;
-    v.command = "SELECT pg_terminate_backend(" + std::to_string(v.pid) + ")";
-    v.cost =
-        "its session ends: its session locks are dropped (an advisory one dropped this way is a "
-        "loss, PglockAdvisoryLockLost pages, and its next holder is a takeover) and its "
-        "transaction rolls back; its client gets an error on its next statement.";
-  }
-  v.frees = entries;
-  return v;
 }
 
 void NodeHtml(const WaitNode& n, std::string* o) {
@@ -625,6 +603,7 @@ std::string VerdictJson(const Verdict& v) {
   }
   return "{\"action\":" + J(VerdictActionName(v.action)) + ",\"pid\":" + std::to_string(v.pid) +
          ",\"command\":" + J(v.command) + ",\"then\":" + J(v.then) +
+         ",\"then_command\":" + J(v.then_command) + ",\"pooler\":" + J(v.pooler) +
          ",\"frees\":" + std::to_string(v.frees) + ",\"cost\":" + J(v.cost) +
          ",\"dropped_locks\":" + locks + "]" +
          ",\"dropped_locks_total\":" + std::to_string(v.dropped_locks.size()) +

@@ -82,6 +82,7 @@ struct StrongRequest {
 enum class VerdictAction {
   kTerminate,            // idle (in transaction): a cancel does nothing to an idle session
   kCancel,               // running a statement: cancel first, terminate if that fails
+  kWait,                 // running a statement younger than its waiters' alert threshold
   kRollbackPrepared,     // a prepared transaction: no session to end
   kCancelStrongRequest,  // a DDL heads the queue: cancel it, retry it with lock_timeout
   kCancelAutovacuum,     // an ordinary autovacuum worker
@@ -95,8 +96,12 @@ struct Verdict {
   int pid = 0;          // the process the command acts on (0: none, a prepared transaction)
   std::string command;  // SQL, or a pooler admin console command; "" for kLeaveAlone/kInvestigate
   std::string then;     // the next step when the command does not do it, "" if none
-  int64_t frees = 0;    // waiters freed by the command
-  std::string cost;     // what it costs, in one or two sentences
+  // The command of that next step alone ("SELECT pg_terminate_backend(42)", "KILL app"), "" if
+  // none: what an alert's description names after the command.
+  std::string then_command;
+  std::string pooler;  // kPoolerReconnect: the pooler whose admin console takes the command
+  int64_t frees = 0;   // waiters freed by the command
+  std::string cost;    // what it costs, in one or two sentences
   std::vector<std::string> dropped_locks;  // advisory locks its session loses (named or keys)
   // The strong-request case: the lock_timeout its role and database get, and from where
   // ("role app", "database app", "role app in database app", "server"); 0 and "" when none.

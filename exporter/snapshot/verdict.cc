@@ -90,12 +90,14 @@ Verdict PreparedVerdict(const RootFacts& f) {
 }
 
 Verdict PooledVerdict(const RootFacts& f) {
-  const PooledRoot& p = *f.pooled;
+  const PooledConnection& p = *f.pooled;
   Verdict v;
   v.action = VerdictAction::kPoolerReconnect;
   v.pid = f.root.id.pid;
   v.frees = f.blocked;
+  v.pooler = p.pooler;
   v.command = "RECONNECT " + p.database;
+  v.then_command = "KILL " + p.database;
   // RECONNECT closes the connection when its client releases it; KILL works on every PgBouncer
   // (KILL_CLIENT, one client only, is not in the 1.18 Debian 12 ships).
   v.then = "on the admin console of pooler " + p.pooler +
@@ -147,10 +149,24 @@ Verdict SessionVerdict(const RootFacts& f) {
             " (a session lock dropped this way is a loss, PglockAdvisoryLockLost pages, and its "
             "next holder is a takeover)";
   }
+  if (f.root.id.state == "active" && f.state_seconds < kWaitersAlertSeconds &&
+      f.longest_wait < kWaitersAlertSeconds) {
+    v.action = VerdictAction::kWait;
+    v.then_command = Call("pg_cancel_backend", v.pid);
+    v.then = "if it still runs when its waiters have waited " + Duration(kWaitersAlertSeconds) +
+             " (their alerts fire then): " + v.then_command;
+    v.cost = "nothing yet: its statement has run " + Duration(f.state_seconds) +
+             " and its longest waiter has waited " + Duration(f.longest_wait) + ", less than the " +
+             Duration(kWaitersAlertSeconds) +
+             " after which waits page. A long statement (a migration, a report) is likelier "
+             "than a stuck one; cancelling it now makes its work be redone by whoever waits.";
+    return v;
+  }
   if (f.root.id.state == "active") {
     v.action = VerdictAction::kCancel;
     v.command = Call("pg_cancel_backend", v.pid);
-    v.then = "if it is still there a few seconds later: " + Call("pg_terminate_backend", v.pid);
+    v.then_command = Call("pg_terminate_backend", v.pid);
+    v.then = "if it is still there a few seconds later: " + v.then_command;
     v.cost =
         "its running statement fails (the client sees an error); inside an explicit "
         "transaction the locks stay until its client rolls back (it shows idle in "
@@ -202,6 +218,8 @@ const char* VerdictActionName(VerdictAction a) {
       return "terminate";
     case VerdictAction::kCancel:
       return "cancel";
+    case VerdictAction::kWait:
+      return "wait";
     case VerdictAction::kRollbackPrepared:
       return "rollback_prepared";
     case VerdictAction::kCancelStrongRequest:
@@ -220,6 +238,19 @@ const char* VerdictActionName(VerdictAction a) {
 
 namespace {
 
+// The pooled connection that server pid `pid` is, with a session lock known held on it.
+std::optional<PooledConnection> PooledConnectionOf(int pid,
+                                                   const std::vector<PoolerView>& poolers) {
+  for (const PoolerView& p : poolers) {
+    for (const PooledLockRow& l : p.locks) {
+      if (l.pid == pid) {
+        return PooledConnection{p.name, l.database, l.user, l.first_client, l.current_client};
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 // The advisory locks held by each pid: one pass over the poll's locks (100k at scale), not one per
 // root.
 using HeldByPid = std::unordered_map<int, std::vector<std::string>>;
@@ -230,6 +261,7 @@ RootFacts FactsOf(const BlockingRoot& r, const PollData& data, const PollIndex& 
   f.root = r.root;
   f.state_seconds = r.state_seconds;
   f.blocked = static_cast<int64_t>(r.blocked_pids.size());
+  f.longest_wait = r.longest_wait;
   f.strong_request = r.strong_request;
   const int pid = r.root.id.pid;
   if (pid == 0) return f;
@@ -240,12 +272,7 @@ RootFacts FactsOf(const BlockingRoot& r, const PollData& data, const PollIndex& 
     if (p.pid == pid) f.activity_query = p.query;
   }
   if (const auto it = held.find(pid); it != held.end()) f.advisory_locks = it->second;
-  for (const PoolerView& p : view.poolers) {
-    for (const PooledLockRow& l : p.locks) {
-      if (l.pid == pid)
-        f.pooled = PooledRoot{p.name, l.database, l.user, l.first_client, l.current_client};
-    }
-  }
+  f.pooled = PooledConnectionOf(pid, view.poolers);
   if (f.strong_request) {
     std::tie(f.lock_timeout, f.lock_timeout_source) = LockTimeoutOf(
         f.strong_request->datid, f.strong_request->roleid, data.settings, data.overrides);
@@ -254,6 +281,37 @@ RootFacts FactsOf(const BlockingRoot& r, const PollData& data, const PollIndex& 
 }
 
 }  // namespace
+
+Verdict LockTableVerdict(const SessionLockTableEntries& top, int64_t entries) {
+  Verdict v;
+  if (top.pooled) {
+    RootFacts f;
+    f.root.id = top.session;
+    f.root.datname = top.datname;
+    f.pooled = top.pooled;
+    v = DecideVerdict(f);
+  } else {
+    v.action = VerdictAction::kTerminate;
+    v.pid = top.session.pid;
+    v.command = Call("pg_terminate_backend", v.pid);
+    v.cost =
+        "its session ends: its session locks are dropped (an advisory one dropped this way is a "
+        "loss, PglockAdvisoryLockLost pages, and its next holder is a takeover) and its "
+        "transaction rolls back; its client gets an error on its next statement.";
+  }
+  v.frees = entries;
+  return v;
+}
+
+Verdict IdleHolderVerdict(const IdleHolder& holder, const std::vector<PoolerView>& poolers) {
+  RootFacts f;
+  f.root.id = holder.holder;
+  f.root.datname = holder.datname;
+  f.state_seconds = holder.seconds;
+  f.xact_seconds = holder.seconds;  // at least
+  f.pooled = PooledConnectionOf(holder.holder.pid, poolers);
+  return DecideVerdict(f);
+}
 
 void AttachVerdicts(const PollData& data, const PollIndex& index, const LockNames* names,
                     TargetView* view) {

@@ -14,6 +14,9 @@
 //                                      leave it alone (it comes back at once);
 //   idle, or idle in transaction    -> terminate (a cancel does nothing to an idle session); its
 //                                      transaction rolls back and its advisory locks are dropped;
+//   running a statement younger than its waiters' alert threshold (kWaitersAlertSeconds), none
+//       of whose waiters has waited that long -> wait: a long statement (a migration, a report) is
+//       likelier than a stuck one, and cancelling it makes its work be redone;
 //   running a statement             -> cancel, then terminate if the cancel does not end it;
 //   anything else                   -> investigate (no command is known to be safe).
 #pragma once
@@ -29,15 +32,9 @@
 
 namespace pglock {
 
-// A pooled server connection the root's backend serves (PgBouncer, transaction or statement
-// mode) with a session lock known held on it.
-struct PooledRoot {
-  std::string pooler;
-  std::string database;  // the pool's
-  std::string user;
-  std::string first_client;
-  std::string current_client;
-};
+// How long a wait lasts before the shipped rules page for it: PglockLockWaitLong and
+// PglockAdvisoryLockWaitLong fire at 30 s waited, held for 1 m.
+inline constexpr double kWaitersAlertSeconds = 90;
 
 struct RootFacts {
   LockParticipant root;  // pid 0 and gid for a prepared transaction
@@ -47,9 +44,12 @@ struct RootFacts {
   // (to prevent wraparound)"); not needed for client sessions.
   std::string activity_query;
   std::vector<std::string> advisory_locks;  // held by the root's session: names, else keys
-  std::optional<PooledRoot> pooled;
+  // The pooled server connection (PgBouncer, transaction or statement mode) the root's backend
+  // is, with a session lock known held on it.
+  std::optional<PooledConnection> pooled;
   std::optional<StrongRequest> strong_request;
-  int64_t blocked = 0;  // sessions blocked through the root
+  int64_t blocked = 0;      // sessions blocked through the root
+  double longest_wait = 0;  // the longest wait among them
   // The strong request's effective lock_timeout and where it comes from (LockTimeoutOf()).
   double lock_timeout = 0;
   std::string lock_timeout_source;
@@ -68,6 +68,15 @@ std::pair<double, std::string> LockTimeoutOf(uint32_t datid, uint32_t roleid,
 // background processes) and the view's pooled locks. REQUIRES: the view is complete.
 void AttachVerdicts(const PollData& data, const PollIndex& index, const LockNames* names,
                     TargetView* view);
+
+// What frees the shared lock table of `top`'s `entries`: a pooled connection's leak the pooler's
+// RECONNECT (the verdict's rule), any other session its end, whatever its state (a cancel
+// releases no session lock).
+Verdict LockTableVerdict(const SessionLockTableEntries& top, int64_t entries);
+
+// What ends an idle-in-transaction holder's hold: the verdict's rule for an idle session (or its
+// pooled connection's), whether or not it blocks anyone.
+Verdict IdleHolderVerdict(const IdleHolder& holder, const std::vector<PoolerView>& poolers);
 
 // The name of an action as /api/v1/locks writes it: "terminate", "cancel", ...
 const char* VerdictActionName(VerdictAction a);

@@ -173,8 +173,10 @@ TEST_F(Blocking, IdleInTransactionRootIsTerminatedAndTheEpisodeEndsWithItsCause)
   Keep("episode_root_ended.json", EventJson(e));
 }
 
-// A statement running in autocommit: cancel it, which ends its transaction and frees the waiter.
-TEST_F(Blocking, ActiveRootIsCancelled) {
+// A statement running in autocommit, younger than its waiters' alert threshold: wait (a long
+// statement is likelier than a stuck one), and the command for when it is not done by then, which
+// frees the waiter.
+TEST_F(Blocking, YoungActiveRootIsWaitedForThenCancelled) {
   TestSession busy(Pg().Dsn() + " application_name=batch");
   busy.Send("SELECT pg_advisory_xact_lock(77), pg_sleep(30)");
   ASSERT_TRUE(WaitFor(5, [&] {
@@ -186,9 +188,11 @@ TEST_F(Blocking, ActiveRootIsCancelled) {
   PollWhenWaiting(1);
   const BlockingRoot* root = Root(busy.Pid());
   ASSERT_NE(root, nullptr);
-  EXPECT_EQ(root->verdict.action, VerdictAction::kCancel);
-  EXPECT_EQ(root->verdict.command, "SELECT pg_cancel_backend(" + std::to_string(busy.Pid()) + ")");
-  Pg().Exec(root->verdict.command);
+  EXPECT_EQ(root->verdict.action, VerdictAction::kWait);
+  EXPECT_EQ(root->verdict.command, "");
+  EXPECT_EQ(root->verdict.then_command,
+            "SELECT pg_cancel_backend(" + std::to_string(busy.Pid()) + ")");
+  Pg().Exec(root->verdict.then_command);
   EXPECT_TRUE(WaitFor(5, [&] { return waiter.SendDone(); }));
 }
 

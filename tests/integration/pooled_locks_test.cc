@@ -483,6 +483,30 @@ TEST(PooledLocks, AThousandsOfLocksLeakIsOneEventPerStepAndKeepsWhatCameBefore) 
   std::cout << "/locks " << page << " bytes, /api/v1/locks " << api << " bytes\n";
   EXPECT_LT(page, 200u << 10);
   EXPECT_LT(api, 200u << 10);
+  // One source of advice: a session waiting for a leaked lock, and the series the alerts read their
+  // command from, say the pooler's RECONNECT (KILL while a client keeps the connection in a
+  // transaction) for the leaking connection, as a blocking root and as the lock table's filler.
+  TestSession blocked(Pg().Dsn() + " application_name=blocked");
+  blocked.Send("SELECT pg_advisory_lock(100000)");
+  ASSERT_TRUE(WaitFor(20, [&] {
+    poll();
+    const auto& v = poller.Latest()->view;
+    return v && !v->blocking_roots.empty();
+  }));
+  const BlockingRoot& root = poller.Latest()->view->blocking_roots[0];
+  EXPECT_EQ(root.verdict.command, "RECONNECT postgres");
+  const auto verdicts = testing::ParseSamples(testing::Serialize({poller.Latest()}));
+  for (const char* seen_as : {"blocking_root", "lock_table_session"}) {
+    EXPECT_EQ(Value(verdicts, "pglock_session_verdict_info",
+                    {{"seen_as", seen_as},
+                     {"pid", std::to_string(root.root.id.pid)},
+                     {"action", "pooler_reconnect"},
+                     {"command", "RECONNECT postgres"},
+                     {"then_command", "KILL postgres"},
+                     {"pooler", "pgb"}}),
+              1)
+        << seen_as;
+  }
   TestSession admin(bouncer.Dsn("pgbouncer"));
   admin.Query("RECONNECT postgres");
   heir.Query("SELECT 1");  // returned to the pool after this: RECONNECT closes it
@@ -502,6 +526,7 @@ TEST(PooledLocks, AThousandsOfLocksLeakIsOneEventPerStepAndKeepsWhatCameBefore) 
   EXPECT_EQ(inherited.second, 6000);
   EXPECT_EQ(released.first, 1);
   EXPECT_EQ(released.second, 6000);
+  EXPECT_TRUE(WaitFor(5, [&] { return blocked.SendDone(); })) << "RECONNECT freed the waiter";
   EXPECT_GE(EventsOf(poller, "blocking_episode").first, 1);
   if (counters) {
     EXPECT_EQ(EventsOf(poller, "lock_lost").first, 1);

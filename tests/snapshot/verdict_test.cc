@@ -107,17 +107,87 @@ TEST(Verdict, IdleInTransactionRootIsTerminatedAndItsLocksNamed) {
   EXPECT_NE(verdict.cost.find("loss"), std::string::npos);
 }
 
-TEST(Verdict, ActiveRootIsCancelledFirst) {
+// A statement that has run past its waiters' alert threshold: stuck, or too long to wait for.
+TEST(Verdict, ActiveRootPastTheWaitersThresholdIsCancelledFirst) {
   PollData d = DdlBehindIdleCheckout();
-  d.sessions[0].state = "active";
+  d.sessions[0] = Client(100, "active", kWaitersAlertSeconds + 1);
   d.sessions.resize(2);
   d.lock_waits.resize(1);
+  d.sessions[1] = Waiter(200, {100}, 10);
+  d.lock_waits[0] = Wants(200, "AccessShareLock", 10);
   const Verdict verdict = ViewOf(d).blocking_roots[0].verdict;
   EXPECT_EQ(verdict.action, VerdictAction::kCancel);
   EXPECT_EQ(verdict.command, "SELECT pg_cancel_backend(100)");
+  EXPECT_EQ(verdict.then_command, "SELECT pg_terminate_backend(100)");
   EXPECT_EQ(verdict.then,
             "if it is still there a few seconds later: "
             "SELECT pg_terminate_backend(100)");
+}
+
+// A migration running its 15 s statement with a second deploy waiting: cancelling it makes the
+// duplicate redo it. Wait, and say until when.
+TEST(Verdict, ActiveRootYoungerThanTheWaitersThresholdIsWaitedFor) {
+  PollData d = DdlBehindIdleCheckout();
+  d.sessions[0] = Client(100, "active", 15);
+  d.sessions.resize(2);
+  d.lock_waits.resize(1);
+  d.sessions[1] = Waiter(200, {100}, 12);
+  d.lock_waits[0] = Wants(200, "AccessShareLock", 12);
+  const Verdict verdict = ViewOf(d).blocking_roots[0].verdict;
+  EXPECT_EQ(verdict.action, VerdictAction::kWait);
+  EXPECT_EQ(std::string(VerdictActionName(verdict.action)), "wait");
+  EXPECT_EQ(verdict.command, "");
+  EXPECT_EQ(verdict.then_command, "SELECT pg_cancel_backend(100)");
+  EXPECT_NE(verdict.then.find("90 s"), std::string::npos) << verdict.then;
+  EXPECT_NE(verdict.cost.find("has run 15 s"), std::string::npos) << verdict.cost;
+}
+
+// A young statement whose waiter has already waited past the threshold (the root was idle in
+// transaction before it began this statement): the waiters page, so the command is due.
+TEST(Verdict, YoungStatementWithAPagingWaiterIsCancelled) {
+  PollData d = DdlBehindIdleCheckout();
+  d.sessions[0] = Client(100, "active", 15);
+  d.sessions.resize(2);
+  d.lock_waits.resize(1);
+  d.sessions[1] = Waiter(200, {100}, kWaitersAlertSeconds + 30);
+  d.lock_waits[0] = Wants(200, "AccessShareLock", kWaitersAlertSeconds + 30);
+  EXPECT_EQ(ViewOf(d).blocking_roots[0].verdict.action, VerdictAction::kCancel);
+}
+
+// The verdict on a session that an alert names outside a blocking tree: an idle-in-transaction
+// holder (terminate, or its pooler's RECONNECT) and the session filling the lock table.
+TEST(Verdict, IdleHolderAndLockTableSessionFollowTheSameRules) {
+  IdleHolder h;
+  h.datname = "shop";
+  h.holder = {100, "worker", "10.0.0.7", "app", "idle in transaction", ""};
+  h.seconds = 300;
+  Verdict v = IdleHolderVerdict(h, {});
+  EXPECT_EQ(v.action, VerdictAction::kTerminate);
+  EXPECT_EQ(v.command, "SELECT pg_terminate_backend(100)");
+  PoolerView pooler;
+  pooler.name = "bouncer";
+  PooledLockRow row;
+  row.pid = 100;
+  row.database = "shop";
+  row.user = "app";
+  pooler.locks.push_back(row);
+  v = IdleHolderVerdict(h, {pooler});
+  EXPECT_EQ(v.action, VerdictAction::kPoolerReconnect);
+  EXPECT_EQ(v.command, "RECONNECT shop");
+  EXPECT_EQ(v.then_command, "KILL shop");
+  EXPECT_EQ(v.pooler, "bouncer");
+
+  SessionLockTableEntries top;
+  top.datname = "shop";
+  top.session = {100, "leaker", "10.0.0.7", "app", "active", ""};
+  top.entries = 6000;
+  v = LockTableVerdict(top, 6000);
+  EXPECT_EQ(v.action, VerdictAction::kTerminate) << "a cancel frees no session lock";
+  EXPECT_EQ(v.command, "SELECT pg_terminate_backend(100)");
+  top.pooled = PooledConnection{"bouncer", "shop", "app", "leaker@10.0.0.7", "web@10.0.0.9"};
+  v = LockTableVerdict(top, 6000);
+  EXPECT_EQ(v.command, "RECONNECT shop");
+  EXPECT_EQ(v.frees, 6000);
 }
 
 // An autovacuum worker as pg_stat_activity shows it to pg_monitor.
@@ -181,7 +251,7 @@ TEST(Verdict, PooledLeakedSessionLockIsFreedByThePooler) {
   f.root.id = {100, "worker", "10.0.0.7", "app", "idle", ""};
   f.blocked = 3;
   f.advisory_locks = {"sweep"};
-  f.pooled = PooledRoot{"bouncer", "shop", "app", "worker@10.0.0.7", "web@10.0.0.9"};
+  f.pooled = PooledConnection{"bouncer", "shop", "app", "worker@10.0.0.7", "web@10.0.0.9"};
   const Verdict v = DecideVerdict(f);
   EXPECT_EQ(v.action, VerdictAction::kPoolerReconnect);
   EXPECT_EQ(v.command, "RECONNECT shop");
