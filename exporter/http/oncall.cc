@@ -35,6 +35,7 @@ struct TargetPart {
   std::vector<std::pair<std::string, const PooledLockRow*>> pooled;  // pooler, lock
   size_t pooled_total = 0;                                           // before kPagePooledLocks
   std::vector<LeaseItem> leases;
+  size_t leases_total = 0;  // needing a look, before kPageLeases
   int64_t leases_fine = 0;  // held leases needing no look
   std::vector<const RowLockHolder*> row_locks;
   std::vector<const Event*> events;           // oldest first
@@ -129,6 +130,16 @@ TargetPart Select(const TargetSnapshot& snap, const LocksFilter& f) {
       }
     }
   }
+  // A job queue's thousands of expired rows must not make the page: the worst first.
+  const auto rank = [](const LeaseItem& l) {
+    return std::string_view(l.state) == "expired" ? 0 : l.state[0] == 'h' ? 1 : 2;
+  };
+  std::stable_sort(t.leases.begin(), t.leases.end(), [&](const LeaseItem& a, const LeaseItem& b) {
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
+    return a.lease->age > b.lease->age;
+  });
+  t.leases_total = t.leases.size();
+  if (t.leases.size() > kPageLeases) t.leases.resize(kPageLeases);
   return t;
 }
 
@@ -402,6 +413,11 @@ void PooledAndLeasesHtml(const TargetPart& t, std::string* o) {
             H(l.table) + "</td></tr>\n";
     }
     *o += "</table>\n";
+    if (t.leases_total > t.leases.size()) {
+      *o += "<p>" + std::to_string(t.leases_total - t.leases.size()) +
+            " more leases need a look (" + std::to_string(t.leases_total) +
+            " in all; expired, then held too long, then expiring; oldest first).</p>\n";
+    }
   }
   *o += "<p>" + std::to_string(t.leases_fine) + " other leases held normally.</p>\n";
 }
@@ -733,7 +749,8 @@ void TargetJson(const TargetPart& t, std::string* o) {
   const std::vector<const Event*> recent(
       t.events.end() - static_cast<std::ptrdiff_t>(std::min(t.events.size(), kPageEvents)),
       t.events.end());
-  *o += ",\"leases_held_normally\":" + std::to_string(t.leases_fine) + ",\"events\":";
+  *o += ",\"leases_total\":" + std::to_string(t.leases_total) +
+        ",\"leases_held_normally\":" + std::to_string(t.leases_fine) + ",\"events\":";
   JsonArray(
       recent, [&](const Event* e) { *o += EventJson(*e); }, o);
   *o += ",\"events_total\":" + std::to_string(t.events.size());

@@ -60,6 +60,8 @@ inline constexpr size_t kPageLogged = 20;
 // hold thousands: the page stays small and the incident readable.
 inline constexpr size_t kPagePooledLocks = 20;
 inline constexpr size_t kPageDroppedLocks = 20;
+// Leases needing a look (expired first, then held too long, then expiring; oldest first).
+inline constexpr size_t kPageLeases = 20;
 
 // A lock table this full (PglockLockTableFilling's ratio) is shown with its filling sessions.
 inline constexpr double kLockTableFillingRatio = 0.7;

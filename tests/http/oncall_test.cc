@@ -326,6 +326,37 @@ TEST(LockTable, FullTableShowsFiguresFillersAndTheCommandEscaped) {
   EXPECT_NE(RenderLocksJson({snap}, {}).find("\"lock_table\":null"), std::string::npos);
 }
 
+// A job queue read as a lease table with thousands of expired rows: the page and the API show the
+// 20 worst (expired first, oldest first) and the total, not every row.
+TEST(Leases, ThousandsNeedingALookShowTheWorstTwentyAndTheTotal) {
+  auto view = std::make_shared<TargetView>();
+  LeaseTableView table;
+  table.table = "jobs";
+  table.ok = true;
+  for (int i = 0; i < 3000; ++i) {
+    LeaseView l;
+    l.lease = "job-" + std::to_string(i);
+    l.held = true;
+    l.age = 100 + i;
+    l.expires_in = i < 2000 ? 30.0 : -1.0;  // 2,000 expiring, then 1,000 expired
+    table.leases.push_back(l);
+  }
+  view->leases = {table};
+  auto snap = std::make_shared<TargetSnapshot>();
+  snap->target = "main";
+  snap->up = true;
+  snap->state = "up";
+  snap->view = view;
+  const std::string html = RenderLocksPage({snap}, {});
+  EXPECT_NE(html.find("job-2999"), std::string::npos) << "the oldest expired comes first";
+  EXPECT_EQ(html.find("job-1999<"), std::string::npos) << "an expiring one is left out";
+  EXPECT_NE(html.find("2980 more leases need a look (3000 in all"), std::string::npos);
+  EXPECT_LT(html.size(), 200u << 10);
+  const std::string json = RenderLocksJson({snap}, {});
+  EXPECT_NE(json.find("\"leases_total\":3000"), std::string::npos);
+  EXPECT_EQ(json.find("job-1999\""), std::string::npos);
+}
+
 Event At(double time) {
   Event e;
   e.time = time;
