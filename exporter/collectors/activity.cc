@@ -226,4 +226,6 @@ void ActivityCollector::ExposeView(const TargetSnapshot& snap, const TargetView&
   f->Add(kHidden, {tg}, static_cast<double>(v.hidden_sessions));
 }
 
+PGLOCK_REGISTER_COLLECTOR(ActivityCollector, 30);
+
 }  // namespace pglock

@@ -421,4 +421,6 @@ void AdvisoryLocksCollector::ExposeCounters(const TargetSnapshot& snap, Families
   }
 }
 
+PGLOCK_REGISTER_COLLECTOR(AdvisoryLocksCollector, 40);
+
 }  // namespace pglock

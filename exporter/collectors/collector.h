@@ -1,7 +1,8 @@
-// The collector interface: one implementation per signal family (exporter/collectors/*.cc, listed
-// in registry.cc). A collector owns its SQL (queries/<name>.sql), parses its rows by column name,
-// builds its part of the point-in-time view and owns its metric descriptors. On each new
-// connection the poller prepares every collector's Prepared() statements. A poll:
+// The collector interface: one implementation per signal family (exporter/collectors/*.cc, each
+// registered by its own PGLOCK_REGISTER_COLLECTOR line). A collector owns its SQL
+// (queries/<name>.sql), parses its rows by column name, builds its part of the point-in-time view
+// and owns its metric descriptors. On each new connection the poller prepares every collector's
+// Prepared() statements. A poll:
 //   1. Plan():     every collector adds its statements to the poll's one StatementBatch;
 //   2. Parse():    after the single round trip, each reads its own results into PollData;
 //   3. Collect():  collectors with round trips of their own (lease tables, poolers) run them;
@@ -97,3 +98,15 @@ class Collector {
 };
 
 }  // namespace pglock
+
+// Registers a collector: one line of its .cc, at the start of the line, inside namespace pglock:
+//   PGLOCK_REGISTER_COLLECTOR(LeasesCollector, 90);
+// The build lists every such line (cmake/collector_list.cmake) and the registry runs the
+// collectors by ascending `order` (registry.cc says which orders matter and why). The instance is
+// made on first use, whatever the order of static initialisation.
+#define PGLOCK_REGISTER_COLLECTOR(Class, order) \
+  const Collector& Registered##Class() {        \
+    static const Class instance;                \
+    return instance;                            \
+  }                                             \
+  static_assert((order) > 0, "a collector's order is positive")

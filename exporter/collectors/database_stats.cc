@@ -59,4 +59,6 @@ void DatabaseStatsCollector::ExposeCounters(const TargetSnapshot& snap, Families
   for (const auto& [db, n] : snap.counters.deadlocks) f->Add(kDeadlocks, {snap.target, db}, n);
 }
 
+PGLOCK_REGISTER_COLLECTOR(DatabaseStatsCollector, 20);
+
 }  // namespace pglock

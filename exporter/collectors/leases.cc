@@ -701,4 +701,6 @@ void LeasesCollector::ExposeCounters(const TargetSnapshot& snap, Families* f) co
   }
 }
 
+PGLOCK_REGISTER_COLLECTOR(LeasesCollector, 90);
+
 }  // namespace pglock

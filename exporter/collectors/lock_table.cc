@@ -263,4 +263,6 @@ void LockTableCollector::ExposeCounters(const TargetSnapshot& snap, Families* f)
   }
 }
 
+PGLOCK_REGISTER_COLLECTOR(LockTableCollector, 60);
+
 }  // namespace pglock

@@ -580,4 +580,6 @@ void LockWaitsCollector::ExposeCounters(const TargetSnapshot& snap, Families* f)
                f);
 }
 
+PGLOCK_REGISTER_COLLECTOR(LockWaitsCollector, 50);
+
 }  // namespace pglock

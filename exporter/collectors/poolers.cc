@@ -172,4 +172,6 @@ void PoolersCollector::ExposeCounters(const TargetSnapshot& snap, Families* f) c
   }
 }
 
+PGLOCK_REGISTER_COLLECTOR(PoolersCollector, 100);
+
 }  // namespace pglock

@@ -1,62 +1,49 @@
 #include "exporter/collectors/registry.h"
 
+#include <algorithm>
 #include <chrono>
+#include <stdexcept>
+#include <string_view>
 
-#include "exporter/collectors/activity.h"
-#include "exporter/collectors/advisory_locks.h"
-#include "exporter/collectors/database_stats.h"
-#include "exporter/collectors/leases.h"
-#include "exporter/collectors/lock_table.h"
-#include "exporter/collectors/lock_waits.h"
-#include "exporter/collectors/poolers.h"
-#include "exporter/collectors/server.h"
-#include "exporter/collectors/setting_overrides.h"
-#include "exporter/collectors/settings.h"
+#include "exporter/collectors/lock_table.h"  // MarkPooledLockTableSessions
 #include "exporter/snapshot/verdict.h"
 
 namespace pglock {
-namespace {
 
-// Made on first use, whatever the order of static initialisation.
-struct Instances {
-  ServerCollector server;
-  ActivityCollector activity;
-  AdvisoryLocksCollector advisory_locks;
-  LockWaitsCollector lock_waits;
-  LockTableCollector lock_table;
-  SettingsCollector settings;
-  SettingOverridesCollector setting_overrides;
-  DatabaseStatsCollector database_stats;
-  LeasesCollector leases;
-  PoolersCollector poolers;
-};
+// The PGLOCK_REGISTER_COLLECTOR lines of exporter/collectors/*.cc, listed by the build:
+// RegisteredCollectors().
+#include "exporter/collectors/collector_list.inc"
 
-const Instances& Get() {
-  static const Instances instances;
-  return instances;
+// Order: the batch collectors first, then those with round trips of their own. The batch is one
+// transaction, read in this order: server (10) first (its now() is the poll's clock), then the
+// session end counters (database_stats, 20), pg_stat_activity (activity, 30) and pg_locks
+// (advisory_locks, 40). An ending backend releases its locks, counts its end, then leaves
+// pg_stat_activity (measured on 15 to 18): read in this order, an end the poll counts belongs to a
+// session gone from its pg_stat_activity unless that exit spanned the two adjacent reads. Read
+// with pg_locks and pg_stat_activity first, a backend that had released its lock and counted its
+// end but was still listed was common, and its end was explained by no one (or pinned on someone
+// else). A session that counted its end and left between the first two reads is gone with no end
+// counted: EventTracker::Settle reads the counters again for it. lock_waits (50) and the lock
+// table (60) parse after the advisory collector, whose pg_locks rows they read; settings (70) and
+// setting_overrides (80) anywhere in the batch; leases (90) and poolers (100, whose view the
+// verdicts read) have round trips of their own, after the batch.
+const std::vector<const Collector*>& Collectors() {
+  static const std::vector<const Collector*> all = [] {
+    std::vector<std::pair<int, const Collector*>> registered = RegisteredCollectors();
+    std::sort(registered.begin(), registered.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<const Collector*> list;
+    for (const auto& [order, c] : registered) list.push_back(c);
+    return list;
+  }();
+  return all;
 }
 
-}  // namespace
-
-const Collector& SessionEndCountersCollector() { return Get().database_stats; }
-
-const std::vector<const Collector*>& Collectors() {
-  // Order: the batch collectors first, then those with round trips of their own. The batch is one
-  // transaction, read in this order: server first (its now() is the poll's clock), then the session
-  // end counters, pg_stat_activity and pg_locks. An ending backend releases its locks, counts its
-  // end, then leaves pg_stat_activity (measured on 15 to 18): read in this order, an end the
-  // poll counts belongs to a session gone from its pg_stat_activity unless that exit spanned the
-  // two adjacent reads. Read with pg_locks and pg_stat_activity first, a backend that had released
-  // its lock and counted its end but was still listed was common, and its end was explained by no
-  // one (or pinned on someone else). A session that counted its end and left between the first two
-  // reads is gone with no end counted: EventTracker::Settle reads the counters again for it.
-  // The lock table parses after the advisory collector, whose pg_locks rows it counts.
-  const Instances& c = Get();
-  static const std::vector<const Collector*> all = {
-      &c.server,     &c.database_stats, &c.activity,          &c.advisory_locks, &c.lock_waits,
-      &c.lock_table, &c.settings,       &c.setting_overrides, &c.leases,         &c.poolers,
-  };
-  return all;
+const Collector& SessionEndCountersCollector() {
+  for (const Collector* c : Collectors()) {
+    if (std::string_view(c->name()) == "database_stats") return *c;
+  }
+  throw std::logic_error("the database_stats collector is not registered");
 }
 
 TargetView Analyze(const PollData& data, const AnalyzeOptions& options, HoldHistory* history,

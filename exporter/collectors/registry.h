@@ -1,5 +1,6 @@
-// The explicit list of collectors, in the order they plan, parse, collect and expose. Adding a
-// collector is one line in registry.cc. Thread-safe (immutable after first use).
+// The collectors, in the order they plan, parse, collect and expose: every
+// PGLOCK_REGISTER_COLLECTOR line of exporter/collectors/*.cc (collector.h), by ascending order.
+// Adding a collector edits nothing here. Thread-safe (immutable after first use).
 #pragma once
 
 #include <map>

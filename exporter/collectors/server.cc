@@ -44,4 +44,6 @@ void ServerCollector::ExposeView(const TargetSnapshot& snap, const TargetView&,
   }
 }
 
+PGLOCK_REGISTER_COLLECTOR(ServerCollector, 10);
+
 }  // namespace pglock

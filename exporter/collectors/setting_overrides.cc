@@ -61,4 +61,6 @@ void SettingOverridesCollector::ExposeView(const TargetSnapshot& snap, const Tar
   }
 }
 
+PGLOCK_REGISTER_COLLECTOR(SettingOverridesCollector, 80);
+
 }  // namespace pglock

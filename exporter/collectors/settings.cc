@@ -52,4 +52,6 @@ void SettingsCollector::ExposeView(const TargetSnapshot& snap, const TargetView&
   }
 }
 
+PGLOCK_REGISTER_COLLECTOR(SettingsCollector, 70);
+
 }  // namespace pglock
