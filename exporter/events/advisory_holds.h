@@ -1,8 +1,10 @@
 // Advisory holds: a state machine per (key, holding session), judged at each inventory against
 // the one before it (a tiered poll's locks are the last inventory's, not a fresh read). It counts
 // releases and losses (with their cause), and the key's next holder as a hand-over or, after a
-// loss, a takeover. The state survives failed polls (a reconnect is not a release) but not a
-// server restart (every hold is lost then).
+// loss, a takeover. The holds survive failed polls (a reconnect is not a release); a server
+// restart ends every hold as a loss, and the lost keys are remembered across it, so a key taken
+// after the restart is a takeover (docs/events.md, "What survives what"). An exporter restart
+// keeps nothing: its first inventory is the baseline.
 //
 //   kHeld --still held at the next inventory-------------------------------------------> kHeld
 //     |---server restarted--------------------------------------------------------------> kEnded

@@ -25,7 +25,7 @@
 // since the last poll that saw it blocking mean it let nothing go, so the waiters left (a
 // lock_timeout, a cancel, a client giving up). A prepared transaction or a background process
 // that no poll shows any more (they are read only while someone waits) is taken as released.
-// Root end causes are those of lock losses (events.h, InferLossCause) over this tracker's own
+// Root end causes are those of lock losses (session_ends.h, InferLossCause) over this tracker's own
 // reading of the session end counters: a clean close is "session_closed".
 // Limits: an episode shorter than a poll is not seen; its start and end are polls' now(), so a
 // duration is a multiple of the interval, give or take the poll's own time.

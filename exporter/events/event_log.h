@@ -65,7 +65,7 @@ inline constexpr size_t kCoalescedNames = 5;
 // Lock events only; the order of first appearance is kept.
 void CoalesceEvents(std::vector<Event>* events);
 
-// One JSON object for an event (fields as in the README's /api/v1/events schema); any bytes in
+// One JSON object for an event (fields as in docs/api.md's Event schema); any bytes in
 // the strings give valid JSON.
 std::string EventJson(const Event& e);
 // "key=value ..." for text logs; values quoted with Go-style escapes when needed.
