@@ -24,7 +24,9 @@ Session Client(int pid, const std::string& state) {
   s.datname = "shop";
   s.usesysid = 10;
   s.usename = "app";
-  s.application_name = "checkout";
+  // Each session its own client by default.
+  s.application_name = "checkout-" + std::to_string(pid);
+  s.client_addr = "10.0.1." + std::to_string(1 + pid % 250);
   s.state = state;
   s.backend_start = kStart - 3600;
   s.state_change = kStart - 10;

@@ -37,7 +37,10 @@ Session MakeSession(int pid, const std::string& state, double state_change) {
   s.datname = "appdb";
   s.usesysid = 10;
   s.usename = "alice";
-  s.application_name = "app";
+  // Each session its own client by default (a worker per pid, on an address of its own): a rule
+  // that looks at the client's identity must not see every worker as one client.
+  s.application_name = "worker-" + std::to_string(pid);
+  s.client_addr = "10.0." + std::to_string(pid / 250) + "." + std::to_string(1 + pid % 250);
   s.state = state;
   s.backend_start = kStart - 1000 - pid;
   s.state_change = state_change;
