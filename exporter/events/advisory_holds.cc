@@ -149,8 +149,21 @@ bool BackendEnding(const SessionId& session, const PollIndex& prev_index,
          before->state == after->state;
 }
 
-// Changes of exclusive holder between prev and cur: a takeover when the key was lost (in this
-// interval, or within the takeover window), else a hand-over.
+// The one place that decides what a key's next holder is, whichever path its previous hold took
+// to its end (judged at once: CountHolderChanges; after a wait: CountEndedAfterWait): a takeover
+// when that hold was lost, else a hand-over. `e` names the lock, the previous and the next holder.
+void CountNextHolder(bool lost, Event e, const std::string& counter_lock, Counters* counters,
+                     std::vector<Event>* events) {
+  e.kind = lost ? "lock_takeover" : "lock_handover";
+  e.cause.clear();
+  e.evidence = EndEvidence::kNone;
+  (lost ? counters->takeovers : counters->handovers)[{e.datname, counter_lock}] += 1;
+  if (events != nullptr) events->push_back(std::move(e));
+}
+
+// Changes of exclusive holder between prev and cur, for the holds that ended without a wait: the
+// key was lost (in this interval, or within the takeover window: a remembered loss), or its
+// holder changed with no loss (CountNextHolder decides).
 void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
                         const PollIndex& prev_index, const PollIndex& cur_index, double now,
                         const LockNames* names, const std::set<AdvisoryKey>& waiting_keys,
@@ -181,20 +194,16 @@ void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
         e.datname = cur_index.Datname(key.datid);
         e.lock = LockLabel(key, names);
         e.current = IdentityOf(cur_index.Find(current->session.first), current->session.first);
-        if (const auto lost = lost_keys->find(key); lost != lost_keys->end()) {
-          counters->takeovers[{e.datname, CounterLockLabel(key, names)}] += 1;
-          e.kind = "lock_takeover";
+        const auto lost = lost_keys->find(key);
+        if (lost != lost_keys->end()) {
           e.previous = lost->second.holder;
           lost_keys->erase(lost);  // one takeover per loss
+          CountNextHolder(true, std::move(e), CounterLockLabel(key, names), counters, events);
         } else if (held_before) {
-          counters->handovers[{e.datname, CounterLockLabel(key, names)}] += 1;
-          e.kind = "lock_handover";
           e.previous =
               IdentityOf(prev_index.Find(previous->session.first), previous->session.first);
-        } else {
-          return;
+          CountNextHolder(false, std::move(e), CounterLockLabel(key, names), counters, events);
         }
-        if (events != nullptr) events->push_back(std::move(e));
       });
 }
 
@@ -217,7 +226,7 @@ struct JudgedInterval {
         settle(!restarted && c.database_stats.has_value() && p.database_stats.has_value()) {}
 
   // The key's exclusive holder at `cur` other than `d`'s session, into d->taken_by/taker.
-  void NoteTaker(PendingHold* d) const {
+  void NoteTaker(WaitingHold* d) const {
     if (!d->exclusive || d->taken_by) return;
     for (const Hold& c : cur_holds.Find(d->key)) {
       if (!c.exclusive || c.session == d->session) continue;
@@ -228,8 +237,8 @@ struct JudgedInterval {
   }
 
   // A hold of `prev` whose judgement waits, in `state`.
-  PendingHold Waiting(const AdvisoryKey& key, const Hold& h, HoldState state) const {
-    PendingHold d;
+  WaitingHold Waiting(const AdvisoryKey& key, const Hold& h, HoldState state) const {
+    WaitingHold d;
     d.state = state;
     d.key = key;
     d.session = h.session;
@@ -321,13 +330,13 @@ HoldTransition NextHoldState(HoldState from, const HoldEvidence& e) {
 }
 
 bool AdvisoryHolds::settling() const {
-  return std::any_of(pending_.begin(), pending_.end(),
-                     [](const PendingHold& p) { return p.state == HoldState::kSettling; });
+  return std::any_of(waiting_.begin(), waiting_.end(),
+                     [](const WaitingHold& p) { return p.state == HoldState::kSettling; });
 }
 
 WaitingSessions AdvisoryHolds::Waiting() const {
   WaitingSessions out;
-  for (const PendingHold& p : pending_) {
+  for (const WaitingHold& p : waiting_) {
     if (p.state == HoldState::kSettling || p.state == HoldState::kAwaitingLog) continue;
     out.all.insert(p.session);
     if (p.state == HoldState::kAwaitingEndCount) out.awaited.insert(p.session);
@@ -340,7 +349,7 @@ WaitingSessions AdvisoryHolds::Waiting() const {
 void AdvisoryHolds::KeepEndsCountedWhileListed(const EndJudgement& ended) {
   counted_while_listed_.clear();
   std::map<uint32_t, std::set<SessionId>> ending;  // per database
-  for (const PendingHold& p : pending_) {
+  for (const WaitingHold& p : waiting_) {
     if (p.state == HoldState::kBackendEnding) ending[p.key.datid].insert(p.session);
   }
   for (const auto& [datid, sessions] : ending) {
@@ -355,7 +364,7 @@ void AdvisoryHolds::KeepEndsCountedWhileListed(const EndJudgement& ended) {
 
 std::optional<HoldState> AdvisoryHolds::StateOf(const AdvisoryKey& key,
                                                 const SessionId& session) const {
-  for (const PendingHold& p : pending_) {
+  for (const WaitingHold& p : waiting_) {
     if (p.key == key && p.session == session) return p.state;
   }
   if (indexed_holds_ == nullptr) return std::nullopt;
@@ -388,7 +397,7 @@ void AdvisoryHolds::Observe(const std::shared_ptr<const PollData>& cur,
     ++counter_wait_.waits;
     return;
   }
-  CountLockEvents(baseline, cur, names, counters, events);
+  JudgeInterval(baseline, cur, names, counters, events);
   if (settling()) settle_.poll = cur;
   counter_wait_ = {};
   ForgetEndedSessions(*cur);
@@ -451,10 +460,10 @@ void AdvisoryHolds::SeedZeroCounters(const PollData& cur, const LockNames* names
   }
 }
 
-void AdvisoryHolds::CountLockEvents(const std::shared_ptr<const PollData>& prev_poll,
-                                    const std::shared_ptr<const PollData>& cur_poll,
-                                    const LockNames* names, Counters* counters,
-                                    std::vector<Event>* events) {
+void AdvisoryHolds::JudgeInterval(const std::shared_ptr<const PollData>& prev_poll,
+                                  const std::shared_ptr<const PollData>& cur_poll,
+                                  const LockNames* names, Counters* counters,
+                                  std::vector<Event>* events) {
   const PollData& prev = *prev_poll;
   const PollData& cur = *cur_poll;
   const JudgedInterval in(prev, cur, HoldsOf(prev_poll), HoldsOf(cur_poll));
@@ -473,8 +482,8 @@ void AdvisoryHolds::CountLockEvents(const std::shared_ptr<const PollData>& prev_
   settled_ends_.clear();
   settle_.stats = cur.database_stats.value_or(std::vector<DatabaseStats>{});
   settle_.now = cur.now;
-  std::vector<PendingHold> waiting = std::move(pending_);
-  pending_.clear();
+  std::vector<WaitingHold> waiting = std::move(waiting_);
+  waiting_.clear();
   JudgeWaitingHolds(in, ended, std::move(waiting), names, counters, events);
   // Keys whose change of holder is judged later, with how their holder's session ended.
   std::set<AdvisoryKey> waiting_keys;
@@ -500,11 +509,11 @@ void AdvisoryHolds::CountLockEvents(const std::shared_ptr<const PollData>& prev_
 }
 
 void AdvisoryHolds::JudgeWaitingHolds(const JudgedInterval& in, const EndJudgement& ended,
-                                      std::vector<PendingHold> waiting, const LockNames* names,
+                                      std::vector<WaitingHold> waiting, const LockNames* names,
                                       Counters* counters, std::vector<Event>* events) {
-  for (PendingHold& d : waiting) {
+  for (WaitingHold& d : waiting) {
     if (d.state == HoldState::kAwaitingLog) {
-      pending_.push_back(std::move(d));  // judged by JudgeAwaitingLog at every poll
+      waiting_.push_back(std::move(d));  // judged by JudgeAwaitingLog at every poll
       continue;
     }
     const Session* s = in.cur_index.Find(d.session.first);
@@ -524,7 +533,7 @@ void AdvisoryHolds::JudgeWaitingHolds(const JudgedInterval& in, const EndJudgeme
     const HoldTransition t = NextHoldState(d.state, e);
     if (t.to == HoldState::kSettling) {
       d.state = HoldState::kSettling;
-      pending_.push_back(std::move(d));  // its key was not held by it at `prev`
+      waiting_.push_back(std::move(d));  // its key was not held by it at `prev`
       continue;
     }
     // Everything is lost at a restart; the key's next holder is judged as after any restart.
@@ -541,7 +550,7 @@ bool AdvisoryHolds::AskLog(const SessionId& session, HoldEvidence* e) const {
   return true;
 }
 
-void AdvisoryHolds::EndOrAwaitLog(PendingHold d, const HoldTransition& t, double now,
+void AdvisoryHolds::EndOrAwaitLog(WaitingHold d, const HoldTransition& t, double now,
                                   const LockNames* names, Counters* counters,
                                   std::vector<Event>* events) {
   if (t.to != HoldState::kAwaitingLog) {
@@ -553,17 +562,17 @@ void AdvisoryHolds::EndOrAwaitLog(PendingHold d, const HoldTransition& t, double
   d.counters_evidence = t.evidence;
   d.log_reads_at_wait = log_->reads_through();
   d.log_wait_since = now;
-  pending_.push_back(std::move(d));
+  waiting_.push_back(std::move(d));
 }
 
 void AdvisoryHolds::JudgeAwaitingLog(double now, const LockNames* names, Counters* counters,
                                      std::vector<Event>* events) {
-  if (std::none_of(pending_.begin(), pending_.end(),
-                   [](const PendingHold& p) { return p.state == HoldState::kAwaitingLog; })) {
+  if (std::none_of(waiting_.begin(), waiting_.end(),
+                   [](const WaitingHold& p) { return p.state == HoldState::kAwaitingLog; })) {
     return;
   }
-  std::vector<PendingHold> rest;
-  for (PendingHold& d : pending_) {
+  std::vector<WaitingHold> rest;
+  for (WaitingHold& d : waiting_) {
     if (d.state != HoldState::kAwaitingLog) {
       rest.push_back(std::move(d));
       continue;
@@ -584,7 +593,7 @@ void AdvisoryHolds::JudgeAwaitingLog(double now, const LockNames* names, Counter
       CountEndedAfterWait(d, t, now, names, counters, events);
     }
   }
-  pending_ = std::move(rest);
+  waiting_ = std::move(rest);
 }
 
 void AdvisoryHolds::JudgeHeldHolds(const JudgedInterval& in, const EndJudgement& ended,
@@ -626,14 +635,14 @@ void AdvisoryHolds::JudgeHeldHold(const JudgedInterval& in, const EndJudgement& 
     CountEnded(in, key, h, t, names, counters, events);
     return;
   }
-  PendingHold d = in.Waiting(key, h, t.to);
+  WaitingHold d = in.Waiting(key, h, t.to);
   in.NoteTaker(&d);
   if (h.exclusive) waiting_keys->insert(key);
   if (t.to == HoldState::kAwaitingLog) {
     EndOrAwaitLog(std::move(d), t, in.cur.now, names, counters, events);
     return;
   }
-  pending_.push_back(std::move(d));
+  waiting_.push_back(std::move(d));
 }
 
 void AdvisoryHolds::CountEnded(const JudgedInterval& in, const AdvisoryKey& key, const Hold& h,
@@ -664,7 +673,7 @@ void AdvisoryHolds::CountEnded(const JudgedInterval& in, const AdvisoryKey& key,
   if (events != nullptr) events->push_back(std::move(e));
 }
 
-void AdvisoryHolds::CountEndedAfterWait(const PendingHold& d, const HoldTransition& t, double now,
+void AdvisoryHolds::CountEndedAfterWait(const WaitingHold& d, const HoldTransition& t, double now,
                                         const LockNames* names, Counters* counters,
                                         std::vector<Event>* events) {
   const HoldEnd end = t.end;
@@ -690,12 +699,8 @@ void AdvisoryHolds::CountEndedAfterWait(const PendingHold& d, const HoldTransiti
     if (lost) lost_keys_[d.key] = {d.session.first, d.session.second, d.held_at, d.holder};
     return;
   }
-  e.kind = lost ? "lock_takeover" : "lock_handover";
-  e.cause.clear();
-  e.evidence = EndEvidence::kNone;
   e.current = *next;
-  (lost ? counters->takeovers : counters->handovers)[{d.db, lock}] += 1;
-  if (events != nullptr) events->push_back(std::move(e));
+  CountNextHolder(lost, std::move(e), lock, counters, events);
 }
 
 void AdvisoryHolds::ReserveOthersEnds(const PollData& poll, const std::set<SessionId>& settling,
@@ -703,7 +708,7 @@ void AdvisoryHolds::ReserveOthersEnds(const PollData& poll, const std::set<Sessi
                                       std::map<uint32_t, SessionEndDeltas>* late) const {
   std::set<SessionId> ending;
   std::map<uint32_t, SessionEndDeltas> counted = counted_while_listed_;
-  for (const PendingHold& d : pending_) {
+  for (const WaitingHold& d : waiting_) {
     if (d.state == HoldState::kBackendEnding && settling.count(d.session) == 0 &&
         ending.insert(d.session).second) {
       // One end, any kind: one already counted while it was listed, else one counted since.
@@ -722,24 +727,24 @@ void AdvisoryHolds::Settle(const std::optional<std::vector<DatabaseStats>>& late
                            double seconds_after_poll, const LockNames* names, Counters* counters,
                            std::vector<Event>* events) {
   if (!settling()) return;
-  std::vector<PendingHold> holds, rest;
-  for (PendingHold& p : pending_) {
+  std::vector<WaitingHold> holds, rest;
+  for (WaitingHold& p : waiting_) {
     (p.state == HoldState::kSettling ? holds : rest).push_back(std::move(p));
   }
-  pending_ = std::move(rest);
+  waiting_ = std::move(rest);
   std::shared_ptr<const PollData> poll = std::move(settle_.poll);
   settle_.poll.reset();
   // Ends counted since the poll that judged these holds, per database.
   std::map<uint32_t, SessionEndDeltas> late;
   if (later) late = EndDeltasBetween(settle_.stats, *later);
   std::set<SessionId> sessions;
-  for (const PendingHold& d : holds) sessions.insert(d.session);
+  for (const WaitingHold& d : holds) sessions.insert(d.session);
   if (later && poll != nullptr) {
     ReserveOthersEnds(*poll, sessions, settle_.now + seconds_after_poll, &late);
   }
   // One cause per session, for all its locks; each end explains one session, the log's word first.
   std::map<SessionId, HoldEvidence> causes;
-  for (const PendingHold& d : holds) {
+  for (const WaitingHold& d : holds) {
     if (causes.count(d.session) != 0) continue;
     SessionEndDeltas& left = late[d.key.datid];
     const SessionEndDeltas before = left;
@@ -756,7 +761,7 @@ void AdvisoryHolds::Settle(const std::optional<std::vector<DatabaseStats>>& late
     claimed.killed += before.killed - left.killed;
     claimed.abandoned += before.abandoned - left.abandoned;
   }
-  for (PendingHold& d : holds) {
+  for (WaitingHold& d : holds) {
     const HoldTransition t = NextHoldState(HoldState::kSettling, causes[d.session]);
     EndOrAwaitLog(std::move(d), t, settle_.now, names, counters, events);
   }

@@ -127,7 +127,7 @@ HoldTransition NextHoldState(HoldState from, const HoldEvidence& evidence);
 
 // A hold whose judgement waits (kBackendEnding, kAwaitingEndCount, kSettling): what is kept of it
 // and of its key's next holder, judged by how its session ended.
-struct PendingHold {
+struct WaitingHold {
   HoldState state = HoldState::kBackendEnding;
   AdvisoryKey key;
   SessionId session;
@@ -182,14 +182,14 @@ class AdvisoryHolds {
 
  private:
   // Judges the interval `prev` to `cur`, but the holds whose evidence may still be on its way.
-  void CountLockEvents(const std::shared_ptr<const PollData>& prev,
-                       const std::shared_ptr<const PollData>& cur, const LockNames* names,
-                       Counters* counters, std::vector<Event>* events);
+  void JudgeInterval(const std::shared_ptr<const PollData>& prev,
+                     const std::shared_ptr<const PollData>& cur, const LockNames* names,
+                     Counters* counters, std::vector<Event>* events);
   // The holds of `poll` indexed by key: those of the last judgement's `cur` are kept, not rebuilt.
   std::shared_ptr<const HoldIndex> HoldsOf(const std::shared_ptr<const PollData>& poll);
   // The holds that waited since the last judgement: ended, or kSettling.
   void JudgeWaitingHolds(const JudgedInterval& in, const EndJudgement& ended,
-                         std::vector<PendingHold> waiting, const LockNames* names,
+                         std::vector<WaitingHold> waiting, const LockNames* names,
                          Counters* counters, std::vector<Event>* events);
   // The kHeld holds of `prev`: still held, waiting, or ended; the keys whose change of holder
   // waits with them go into *waiting_keys.
@@ -207,10 +207,10 @@ class AdvisoryHolds {
                   std::vector<Event>* events);
   // Counts a hold that waited and ended as `t`, with the hand-over or takeover of its key by
   // its next holder.
-  void CountEndedAfterWait(const PendingHold& d, const HoldTransition& t, double now,
+  void CountEndedAfterWait(const WaitingHold& d, const HoldTransition& t, double now,
                            const LockNames* names, Counters* counters, std::vector<Event>* events);
   // A hold that ends as `t` or, when `t` is kAwaitingLog, starts to wait for the log at `now`.
-  void EndOrAwaitLog(PendingHold d, const HoldTransition& t, double now, const LockNames* names,
+  void EndOrAwaitLog(WaitingHold d, const HoldTransition& t, double now, const LockNames* names,
                      Counters* counters, std::vector<Event>* events);
   // The kAwaitingLog holds whose session's end the log shows now, or whose wait is over, end.
   void JudgeAwaitingLog(double now, const LockNames* names, Counters* counters,
@@ -243,7 +243,7 @@ class AdvisoryHolds {
   std::shared_ptr<const SessionEndLog> log_;
   // Holds in kBackendEnding, kAwaitingEndCount, kSettling or kAwaitingLog, in the order they
   // started to wait.
-  std::vector<PendingHold> pending_;
+  std::vector<WaitingHold> waiting_;
   // What kSettling holds are settled against: the counters and now() of the poll that judged
   // them, and that poll (its settings, for the sessions' timeouts). The ends Settle() explained,
   // per database, not to be claimed again at the next judgement.

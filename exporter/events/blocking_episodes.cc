@@ -168,7 +168,7 @@ std::optional<EpisodeEnd> BlockingEpisodeTracker::RootEnded(const PollData& data
                                        last.usesysid, data.settings, data.overrides);
   const double ist = EffectiveTimeout("idle_session_timeout", last.datid, last.usesysid,
                                       data.settings, data.overrides);
-  const HoldEnd end = InferLossCause(last, e->last_seen_at, data.now, iitt, ist, &d, counted);
+  const HoldEnd end = InferEnd(last, e->last_seen_at, data.now, iitt, ist, &d, counted);
   keep_rest();
   if (e->state == EpisodeState::kBlocking) {
     // An ending backend counts its end before it leaves pg_stat_activity: a poll between the two

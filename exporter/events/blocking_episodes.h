@@ -18,14 +18,14 @@
 //              silent on it (the counters' cause kept)--------------------> ending
 //   ending --next poll: the log shows its end---------------------------> ended (the log's cause)
 //   ending --next poll, else: the counters' cause kept, or an end counted since explains it
-//            (InferLossCause)--> ended (root_ended, that cause); none counted: session_closed
+//            (InferEnd)--> ended (root_ended, that cause); none counted: session_closed
 //
 // Proof of waiters_left, the one rule: a client session's transaction keeps its locks until it
 // ends, and an unlock is a statement; the root's xact_start and state_change both unchanged
 // since the last poll that saw it blocking mean it let nothing go, so the waiters left (a
 // lock_timeout, a cancel, a client giving up). A prepared transaction or a background process
 // that no poll shows any more (they are read only while someone waits) is taken as released.
-// Root end causes are those of lock losses (session_ends.h, InferLossCause) over this tracker's own
+// Root end causes are those of lock losses (session_ends.h, InferEnd) over this tracker's own
 // reading of the session end counters: a clean close is "session_closed".
 // Limits: an episode shorter than a poll is not seen; its start and end are polls' now(), so a
 // duration is a multiple of the interval, give or take the poll's own time.

@@ -29,9 +29,9 @@ HoldEnd ClaimEnd(const std::optional<HoldEnd>& timeout, SessionEndDeltas* deltas
   return HoldEnd::kCleanClose;  // no abnormal end was counted: the client closed its session
 }
 
-HoldEnd InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
-                       double idle_in_transaction_timeout, double idle_session_timeout,
-                       SessionEndDeltas* deltas, bool deltas_known) {
+HoldEnd InferEnd(const Session& last_seen, double last_poll_now, double cur_poll_now,
+                 double idle_in_transaction_timeout, double idle_session_timeout,
+                 SessionEndDeltas* deltas, bool deltas_known) {
   const std::optional<HoldEnd> timeout = TimeoutMatch(
       last_seen, last_poll_now, cur_poll_now, idle_in_transaction_timeout, idle_session_timeout);
   // 12/13: without session counters only a timeout is a loss.

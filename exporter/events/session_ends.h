@@ -51,15 +51,15 @@ using Sightings = std::map<SessionId, SessionSighting>;
 // database: kCleanClose (a release), else the cause of the loss. Each abnormal end explains one
 // session (the delta is consumed). deltas_known is false before PostgreSQL 14 (no session
 // counters).
-HoldEnd InferLossCause(const Session& last_seen, double last_poll_now, double cur_poll_now,
-                       double idle_in_transaction_timeout, double idle_session_timeout,
-                       SessionEndDeltas* deltas, bool deltas_known);
+HoldEnd InferEnd(const Session& last_seen, double last_poll_now, double cur_poll_now,
+                 double idle_in_transaction_timeout, double idle_session_timeout,
+                 SessionEndDeltas* deltas, bool deltas_known);
 
 // The cause of a session end that no timeout explains, consuming the delta that explains it
 // (kCleanClose: none left).
 HoldEnd ClaimEnd(SessionEndDeltas* deltas, bool deltas_known = true);
 // The same for a session whose idle time matches `timeout` (nullopt: none): that timeout when a
-// fatal end is left, else any abnormal end, in the order InferLossCause gives them.
+// fatal end is left, else any abnormal end, in the order InferEnd gives them.
 HoldEnd ClaimEnd(const std::optional<HoldEnd>& timeout, SessionEndDeltas* deltas);
 
 // kIdleInTransactionTimeout / kIdleSessionTimeout when the session, last seen idle (in

@@ -787,50 +787,47 @@ TEST(InferLossCauseTest, Rules) {
   // 100s idle at the last poll + 5s: matches a 100s timeout, not a 200s one.
   {
     SessionEndDeltas d{1, 0, 0};
-    EXPECT_EQ(InferLossCause(iit, 1000, 1005, 100, 0, &d, true),
-              HoldEnd::kIdleInTransactionTimeout);
+    EXPECT_EQ(InferEnd(iit, 1000, 1005, 100, 0, &d, true), HoldEnd::kIdleInTransactionTimeout);
     EXPECT_EQ(d.fatal, 0);  // consumed
   }
   {
     SessionEndDeltas d{1, 0, 0};
-    EXPECT_EQ(InferLossCause(iit, 1000, 1005, 200, 0, &d, true), HoldEnd::kUnknown);
+    EXPECT_EQ(InferEnd(iit, 1000, 1005, 200, 0, &d, true), HoldEnd::kUnknown);
   }
   {
     SessionEndDeltas d{1, 0, 0};
-    EXPECT_EQ(InferLossCause(idle, 1000, 1005, 0, 100, &d, true), HoldEnd::kIdleSessionTimeout);
+    EXPECT_EQ(InferEnd(idle, 1000, 1005, 0, 100, &d, true), HoldEnd::kIdleSessionTimeout);
   }
   {
     // An idle (not in transaction) session does not match the idle-in-transaction timeout.
     SessionEndDeltas d{1, 0, 0};
-    EXPECT_EQ(InferLossCause(idle, 1000, 1005, 100, 0, &d, true), HoldEnd::kUnknown);
+    EXPECT_EQ(InferEnd(idle, 1000, 1005, 100, 0, &d, true), HoldEnd::kUnknown);
   }
   {
     SessionEndDeltas d{0, 1, 1};
-    EXPECT_EQ(InferLossCause(active, 1000, 1005, 0, 0, &d, true), HoldEnd::kTerminated);
+    EXPECT_EQ(InferEnd(active, 1000, 1005, 0, 0, &d, true), HoldEnd::kTerminated);
     EXPECT_EQ(d.killed, 0);
-    EXPECT_EQ(InferLossCause(active, 1000, 1005, 0, 0, &d, true), HoldEnd::kConnectionLost);
+    EXPECT_EQ(InferEnd(active, 1000, 1005, 0, 0, &d, true), HoldEnd::kConnectionLost);
     EXPECT_EQ(d.abandoned, 0);
-    EXPECT_EQ(InferLossCause(active, 1000, 1005, 0, 0, &d, true),
+    EXPECT_EQ(InferEnd(active, 1000, 1005, 0, 0, &d, true),
               HoldEnd::kCleanClose);  // a clean close
   }
-  EXPECT_EQ(InferLossCause(iit, 1000, 1005, 100, 0, &none, false),
-            HoldEnd::kIdleInTransactionTimeout);
-  EXPECT_EQ(InferLossCause(idle, 1000, 1005, 0, 100, &none, false), HoldEnd::kIdleSessionTimeout);
-  EXPECT_EQ(InferLossCause(active, 1000, 1005, 100, 100, &none, false), HoldEnd::kCleanClose);
+  EXPECT_EQ(InferEnd(iit, 1000, 1005, 100, 0, &none, false), HoldEnd::kIdleInTransactionTimeout);
+  EXPECT_EQ(InferEnd(idle, 1000, 1005, 0, 100, &none, false), HoldEnd::kIdleSessionTimeout);
+  EXPECT_EQ(InferEnd(active, 1000, 1005, 100, 100, &none, false), HoldEnd::kCleanClose);
   // Without state_change nothing can match a timeout.
   Session blind = iit;
   blind.state_change.reset();
   SessionEndDeltas d{1, 0, 0};
-  EXPECT_EQ(InferLossCause(blind, 1000, 1005, 1, 0, &d, true), HoldEnd::kUnknown);
+  EXPECT_EQ(InferEnd(blind, 1000, 1005, 1, 0, &d, true), HoldEnd::kUnknown);
 }
 
 TEST(InferLossCauseTest, SlackOfOneSecond) {
   const Session iit = MakeSession(1, "idle in transaction", 900);
   SessionEndDeltas none{};
   // Idle 100 + 5 = 105s by now; the slack lets a 106s timeout match, not a 107s one.
-  EXPECT_EQ(InferLossCause(iit, 1000, 1005, 106, 0, &none, false),
-            HoldEnd::kIdleInTransactionTimeout);
-  EXPECT_EQ(InferLossCause(iit, 1000, 1005, 107, 0, &none, false), HoldEnd::kCleanClose);
+  EXPECT_EQ(InferEnd(iit, 1000, 1005, 106, 0, &none, false), HoldEnd::kIdleInTransactionTimeout);
+  EXPECT_EQ(InferEnd(iit, 1000, 1005, 107, 0, &none, false), HoldEnd::kCleanClose);
 }
 
 // ---- Advisory hold states ---------------------------------------------------------------------
