@@ -154,8 +154,8 @@ bool BackendEnding(const SessionId& session, const PollIndex& prev_index,
 // when that hold was lost, else a hand-over. `e` names the lock, the previous and the next holder.
 void CountNextHolder(bool lost, Event e, const std::string& counter_lock, Counters* counters,
                      std::vector<Event>* events) {
-  e.kind = lost ? "lock_takeover" : "lock_handover";
-  e.cause.clear();
+  e.kind = lost ? EventKind::kLockTakeover : EventKind::kLockHandover;
+  e.cause = EventCause::kNone;
   e.evidence = EndEvidence::kNone;
   (lost ? counters->takeovers : counters->handovers)[{e.datname, counter_lock}] += 1;
   if (events != nullptr) events->push_back(std::move(e));
@@ -660,14 +660,14 @@ void AdvisoryHolds::CountEnded(const JudgedInterval& in, const AdvisoryKey& key,
   e.datname = db;
   e.lock = LockLabel(key, names);
   e.previous = IdentityOf(in.prev_index.Find(h.session.first), h.session.first);
-  e.cause = HoldEndLabel(end);
+  e.cause = CauseOf(end);
   e.evidence = t.evidence;
   if (end == HoldEnd::kCleanClose) {
-    counters->releases[{db, lock, e.cause}] += 1;
-    e.kind = "lock_released";
+    counters->releases[{db, lock, HoldEndLabel(end)}] += 1;
+    e.kind = EventKind::kLockReleased;
   } else {
-    counters->losses[{db, lock, e.cause}] += 1;
-    e.kind = "lock_lost";
+    counters->losses[{db, lock, HoldEndLabel(end)}] += 1;
+    e.kind = EventKind::kLockLost;
     if (h.exclusive) lost_keys_[key] = {h.session.first, h.session.second, in.prev.now, e.previous};
   }
   if (events != nullptr) events->push_back(std::move(e));
@@ -688,10 +688,10 @@ void AdvisoryHolds::CountEndedAfterWait(const WaitingHold& d, const HoldTransiti
   if (end == HoldEnd::kStillConnected) {
     counters->releases[{d.db, lock, HoldEndLabel(end)}] += 1;
   } else {
-    e.cause = HoldEndLabel(end);
+    e.cause = CauseOf(end);
     e.evidence = t.evidence;
-    e.kind = lost ? "lock_lost" : "lock_released";
-    (lost ? counters->losses : counters->releases)[{d.db, lock, e.cause}] += 1;
+    e.kind = lost ? EventKind::kLockLost : EventKind::kLockReleased;
+    (lost ? counters->losses : counters->releases)[{d.db, lock, HoldEndLabel(end)}] += 1;
     if (events != nullptr) events->push_back(e);
   }
   if (!d.exclusive) return;

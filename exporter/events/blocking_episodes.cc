@@ -48,17 +48,19 @@ std::string RootLock(const TargetView& view, const LockParticipant& root) {
 
 }  // namespace
 
-const char* EpisodeOutcomeLabel(EpisodeOutcome o) {
+EventOutcome OutcomeOf(EpisodeOutcome o) {
   switch (o) {
     case EpisodeOutcome::kReleased:
-      return "released";
+      return EventOutcome::kReleased;
     case EpisodeOutcome::kRootEnded:
-      return "root_ended";
+      return EventOutcome::kRootEnded;
     case EpisodeOutcome::kWaitersLeft:
-      return "waiters_left";
+      return EventOutcome::kWaitersLeft;
   }
-  return "released";
+  return EventOutcome::kReleased;
 }
+
+const char* EpisodeOutcomeLabel(EpisodeOutcome o) { return EventOutcomeName(OutcomeOf(o)); }
 
 void BlockingEpisodeTracker::Observe(const PollData& data, const TargetView& view,
                                      Counters* counters, std::vector<Event>* events) {
@@ -117,23 +119,24 @@ void BlockingEpisodeTracker::Judge(const PollData& data, const std::set<RootKey>
 std::optional<EpisodeEnd> BlockingEpisodeTracker::Outcome(const PollData& data, Episode* e) {
   const bool restarted = postmaster_start_ != 0 && data.postmaster_start != postmaster_start_;
   if (restarted) {
-    return EpisodeEnd{EpisodeOutcome::kRootEnded, "server_restart", EndEvidence::kRestart};
+    return EpisodeEnd{EpisodeOutcome::kRootEnded, EventCause::kServerRestart,
+                      EndEvidence::kRestart};
   }
   if (!e->last_seen) {
     // A prepared transaction or a background process: still listed with the same state since
     // means it let nothing go.
     const LockParty* p = FindParty(data, e->root.id.pid, e->root.gid);
     if (p != nullptr && e->party_since && p->since == e->party_since) {
-      return EpisodeEnd{EpisodeOutcome::kWaitersLeft, "", EndEvidence::kNone};
+      return EpisodeEnd{EpisodeOutcome::kWaitersLeft, EventCause::kNone, EndEvidence::kNone};
     }
-    return EpisodeEnd{EpisodeOutcome::kReleased, "", EndEvidence::kNone};
+    return EpisodeEnd{EpisodeOutcome::kReleased, EventCause::kNone, EndEvidence::kNone};
   }
   const Session& last = *e->last_seen;
   const Session* now = FindSession(data, last.pid);
   if (now != nullptr && now->backend_start == last.backend_start) {
     const bool same = now->xact_start == last.xact_start && now->state_change == last.state_change;
-    return EpisodeEnd{same ? EpisodeOutcome::kWaitersLeft : EpisodeOutcome::kReleased, "",
-                      EndEvidence::kNone};
+    return EpisodeEnd{same ? EpisodeOutcome::kWaitersLeft : EpisodeOutcome::kReleased,
+                      EventCause::kNone, EndEvidence::kNone};
   }
   return RootEnded(data, e);
 }
@@ -156,12 +159,12 @@ std::optional<EpisodeEnd> BlockingEpisodeTracker::RootEnded(const PollData& data
   if (const auto logged = log_ ? log_->EndOf({last.pid, last.backend_start}) : std::nullopt) {
     TakeLoggedEnd(*logged, &d);
     keep_rest();
-    return EpisodeEnd{EpisodeOutcome::kRootEnded, HoldEndLabel(*logged), EndEvidence::kLog};
+    return EpisodeEnd{EpisodeOutcome::kRootEnded, CauseOf(*logged), EndEvidence::kLog};
   }
   const bool counted = data.database_stats.has_value();
   const EndEvidence evidence = counted ? EndEvidence::kCounters : EndEvidence::kTiming;
   if (e->state == EpisodeState::kEnding && e->counters_end) {
-    return EpisodeEnd{EpisodeOutcome::kRootEnded, HoldEndLabel(*e->counters_end), evidence};
+    return EpisodeEnd{EpisodeOutcome::kRootEnded, CauseOf(*e->counters_end), evidence};
   }
   // By how, from this poll's counted ends in its database.
   const double iitt = EffectiveTimeout("idle_in_transaction_session_timeout", last.datid,
@@ -181,7 +184,7 @@ std::optional<EpisodeEnd> BlockingEpisodeTracker::RootEnded(const PollData& data
       return std::nullopt;
     }
   }
-  return EpisodeEnd{EpisodeOutcome::kRootEnded, HoldEndLabel(end), evidence};
+  return EpisodeEnd{EpisodeOutcome::kRootEnded, CauseOf(end), evidence};
 }
 
 void BlockingEpisodeTracker::End(const PollData& data, const Episode& e, const EpisodeEnd& end,
@@ -195,8 +198,8 @@ void BlockingEpisodeTracker::End(const PollData& data, const Episode& e, const E
   if (events == nullptr) return;
   Event ev;
   ev.time = data.now;
-  ev.kind = "blocking_episode";
-  ev.outcome = EpisodeOutcomeLabel(outcome);
+  ev.kind = EventKind::kBlockingEpisode;
+  ev.outcome = OutcomeOf(outcome);
   ev.cause = end.cause;
   ev.evidence = end.evidence;
   ev.datname = db;
@@ -254,7 +257,7 @@ void BlockingEpisodeTracker::SeeCycles(const PollData& data, const TargetView& v
     if (cycles_.count(pids) == 0 && events != nullptr && !logged) {
       Event ev;
       ev.time = data.now;
-      ev.kind = "deadlock";
+      ev.kind = EventKind::kDeadlock;
       ev.datname = c.edges.front().datname;
       ev.previous = c.edges.front().waiter.id;
       ev.current = c.edges.front().blocker.id;

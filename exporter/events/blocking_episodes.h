@@ -58,6 +58,8 @@ inline constexpr EpisodeOutcome kEpisodeOutcomes[] = {
     EpisodeOutcome::kReleased, EpisodeOutcome::kRootEnded, EpisodeOutcome::kWaitersLeft};
 // "released", "root_ended", "waiters_left": the `outcome` label and event field.
 const char* EpisodeOutcomeLabel(EpisodeOutcome o);
+// The event's outcome of an episode's.
+EventOutcome OutcomeOf(EpisodeOutcome o);
 
 struct Episode {
   EpisodeState state = EpisodeState::kBlocking;
@@ -80,7 +82,7 @@ struct Episode {
 // decided that cause.
 struct EpisodeEnd {
   EpisodeOutcome outcome = EpisodeOutcome::kReleased;
-  std::string cause;
+  EventCause cause = EventCause::kNone;
   EndEvidence evidence = EndEvidence::kNone;
 };
 

@@ -39,17 +39,13 @@ std::string TextValue(const std::string& s) {
 }  // namespace
 
 void CoalesceEvents(std::vector<Event>* events) {
-  const auto coalesced = [](const std::string& kind) {
-    return kind == "lock_released" || kind == "lock_lost" || kind == "lock_takeover" ||
-           kind == "lock_handover" || kind == "pooled_lock_inherited";
-  };
-  using Key = std::tuple<std::string, double, std::string, std::string, std::string, int, int, int,
+  using Key = std::tuple<EventKind, double, std::string, std::string, EventCause, int, int, int,
                          std::string, std::string>;
   std::map<Key, size_t> first;  // -> index in `out`
   std::vector<Event> out;
   std::vector<size_t> named;  // per event of `out`: locks named in its `lock`
   for (Event& e : *events) {
-    if (!coalesced(e.kind)) {
+    if (!InfoOf(e.kind).coalesced) {
       out.push_back(std::move(e));
       named.push_back(1);
       continue;
@@ -83,8 +79,8 @@ void CoalesceEvents(std::vector<Event>* events) {
 std::string EventJson(const Event& e) {
   std::string o = "{\"time\":" + Number(e.time);
   o += ",\"target\":" + Quoted(e.target);
-  o += ",\"kind\":" + Quoted(e.kind);
-  o += ",\"cause\":" + Quoted(e.cause);
+  o += ",\"kind\":" + Quoted(EventKindName(e.kind));
+  o += ",\"cause\":" + Quoted(EventCauseName(e.cause));
   if (e.evidence != EndEvidence::kNone) {
     o += ",\"evidence\":" + Quoted(EndEvidenceLabel(e.evidence));
   }
@@ -96,15 +92,15 @@ std::string EventJson(const Event& e) {
   o += ",\"pooler\":" + Quoted(e.pooler);
   o += ",\"previous\":" + IdentityJson(e.previous, e.previous_holder);
   o += ",\"current\":" + IdentityJson(e.current, e.current_holder);
-  if (e.kind == "blocking_episode") {
-    o += ",\"outcome\":" + Quoted(e.outcome) + ",\"started\":" + Number(e.started) +
-         ",\"duration_seconds\":" + Number(e.duration) +
+  if (e.kind == EventKind::kBlockingEpisode) {
+    o += ",\"outcome\":" + Quoted(EventOutcomeName(e.outcome)) +
+         ",\"started\":" + Number(e.started) + ",\"duration_seconds\":" + Number(e.duration) +
          ",\"peak_blocked\":" + std::to_string(e.peak_blocked) +
          ",\"longest_wait_seconds\":" + Number(e.longest_wait);
-  } else if (e.kind == "lock_wait") {
-    o += ",\"outcome\":" + Quoted(e.outcome) + ",\"started\":" + Number(e.started) +
-         ",\"duration_seconds\":" + Number(e.duration);
-  } else if (e.kind == "lock_timeout" && e.duration > 0) {
+  } else if (e.kind == EventKind::kLockWait) {
+    o += ",\"outcome\":" + Quoted(EventOutcomeName(e.outcome)) +
+         ",\"started\":" + Number(e.started) + ",\"duration_seconds\":" + Number(e.duration);
+  } else if (e.kind == EventKind::kLockTimeout && e.duration > 0) {
     o += ",\"duration_seconds\":" + Number(e.duration);
   }
   if (!e.detail.empty()) o += ",\"detail\":" + Quoted(e.detail);
@@ -112,11 +108,11 @@ std::string EventJson(const Event& e) {
 }
 
 std::string EventText(const Event& e) {
-  std::string o = "kind=" + TextValue(e.kind) + " target=" + TextValue(e.target);
+  std::string o = "kind=" + TextValue(EventKindName(e.kind)) + " target=" + TextValue(e.target);
   const auto field = [&o](const char* key, const std::string& v) {
     if (!v.empty()) o += std::string(" ") + key + "=" + TextValue(v);
   };
-  field("cause", e.cause);
+  field("cause", EventCauseName(e.cause));
   field("evidence", EndEvidenceLabel(e.evidence));
   field("datname", e.datname);
   field("lock", e.lock);
@@ -136,13 +132,14 @@ std::string EventText(const Event& e) {
   };
   who("previous", e.previous, e.previous_holder);
   who("current", e.current, e.current_holder);
-  if (e.kind == "blocking_episode") {
-    o += " outcome=" + TextValue(e.outcome) + " started=" + Number(e.started) +
+  if (e.kind == EventKind::kBlockingEpisode) {
+    o += " outcome=" + TextValue(EventOutcomeName(e.outcome)) + " started=" + Number(e.started) +
          " duration_seconds=" + Number(e.duration) +
          " peak_blocked=" + std::to_string(e.peak_blocked) +
          " longest_wait_seconds=" + Number(e.longest_wait);
-  } else if (e.kind == "lock_wait" || (e.kind == "lock_timeout" && e.duration > 0)) {
-    field("outcome", e.outcome);
+  } else if (e.kind == EventKind::kLockWait ||
+             (e.kind == EventKind::kLockTimeout && e.duration > 0)) {
+    field("outcome", EventOutcomeName(e.outcome));
     o += " duration_seconds=" + Number(e.duration);
   }
   field("detail", e.detail);

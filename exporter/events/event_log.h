@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "exporter/events/event_names.h"
 #include "exporter/snapshot/session_end.h"
 #include "exporter/snapshot/snapshot.h"
 #include "exporter/util/thread_annotations.h"
@@ -21,14 +22,11 @@ namespace pglock {
 struct Event {
   double time = 0;     // server epoch seconds: now() of the poll that saw it
   std::string target;  // set by the poller
-  // "lock_lost" (cause), "lock_takeover", "lock_handover", "lock_released" (cause
-  // "session_closed"), "lease_<transition kind>", "pooled_lock_inherited", "blocking_episode"
-  // (outcome; cause: the root's end cause when it ended), "deadlock" (detail), and from the
-  // server's log: "lock_wait" (a wait that outlasted deadlock_timeout and ended: outcome
-  // "acquired" ..., duration; previous: the first holder, current: the waiter), "lock_timeout"
-  // (cause lock_timeout / nowait_failed; current: who gave up, previous: its blocker).
-  std::string kind;
-  std::string cause;  // loss cause, release reason; "" otherwise
+  // What happened (event_names.h says what each kind carries). lock_wait: a wait that outlasted
+  // deadlock_timeout and ended (outcome, duration; previous: the first holder, current: the
+  // waiter); lock_timeout: current gave up, previous is its blocker.
+  EventKind kind = EventKind::kLockReleased;
+  EventCause cause = EventCause::kNone;  // loss cause, release reason, a timeout's kind
   // What decided the cause of a loss or a release by session close (and a blocking episode's
   // root_ended cause): the server's log, the counters, the timing alone, a restart.
   EndEvidence evidence = EndEvidence::kNone;
@@ -45,7 +43,7 @@ struct Event {
   std::string current_holder;
   // blocking_episode: the root is `previous`; when it started (the first poll that saw it block),
   // how long it lasted, the peak sessions blocked and the longest wait seen.
-  std::string outcome;
+  EventOutcome outcome = EventOutcome::kNone;
   double started = 0;
   double duration = 0;
   int64_t peak_blocked = 0;
@@ -89,7 +87,7 @@ class EventLog {
   const size_t capacity_;
   mutable Mutex mu_;
   // By kind, each in the order appended, with its sequence number across kinds.
-  std::map<std::string, std::deque<std::pair<uint64_t, std::shared_ptr<const Event>>>> rings_
+  std::map<EventKind, std::deque<std::pair<uint64_t, std::shared_ptr<const Event>>>> rings_
       GUARDED_BY(mu_);
   uint64_t next_seq_ GUARDED_BY(mu_) = 0;
   mutable std::shared_ptr<const EventList> contents_ GUARDED_BY(mu_);  // null: stale

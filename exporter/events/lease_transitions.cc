@@ -26,10 +26,11 @@ class LeaseCounter {
   void operator()(const std::string& lease, const char* kind,
                   const std::string& previous_holder = "", const std::string& current_holder = "",
                   int previous_pid = 0, int current_pid = 0) {
-    if (events_ != nullptr && std::string_view(kind) != "renewed") {
+    const std::optional<EventKind> event_kind = EventKindNamed(std::string("lease_") + kind);
+    if (events_ != nullptr && event_kind) {  // a renewal is routine: no event
       Event e;
       e.time = now_;
-      e.kind = std::string("lease_") + kind;
+      e.kind = *event_kind;
       e.table = table_;
       e.lease = lease;
       e.previous_holder = previous_holder;

@@ -37,7 +37,7 @@ Identity FirstHolder(const PollIndex& index, const std::vector<int>& holders) {
   return IdentityOf(index.Find(holders.front()), holders.front());
 }
 
-Event LogEvent(const char* kind, const LockRecord& r, const PollIndex& index) {
+Event LogEvent(EventKind kind, const LockRecord& r, const PollIndex& index) {
   Event e;
   e.time = r.time;
   e.kind = kind;
@@ -111,9 +111,10 @@ void LoggedLockTracker::WaitEnded(const PollIndex& index, const LockRecord& r,
   }
   // A wait that ended in a deadlock is told by the deadlock's event, which names every process.
   if (events == nullptr || r.kind == LockRecordKind::kDetectedDeadlock) return;
-  Event e = LogEvent("lock_wait", r, index);
+  Event e = LogEvent(EventKind::kLockWait, r, index);
   e.lock = LoggedLockLabel(r.lock, names);
-  e.outcome = LockRecordKindName(r.kind);
+  e.outcome = r.kind == LockRecordKind::kAcquired ? EventOutcome::kAcquired
+                                                  : EventOutcome::kFailedToAcquire;
   e.duration = r.waited_seconds;
   e.started = r.time - r.waited_seconds;
   const std::vector<int>& holders = was_open ? wait.first.holders : r.holders;
@@ -142,8 +143,10 @@ void LoggedLockTracker::TimedOut(const PollIndex& index, const LockRecord& r,
       it == open_.end() ? std::nullopt : std::optional<OpenWait>(it->second);
   if (it != open_.end()) open_.erase(it);
   if (events == nullptr) return;
-  Event e = LogEvent("lock_timeout", r, index);
-  e.cause = LockRecordKindName(r.kind);
+  Event e = LogEvent(EventKind::kLockTimeout, r, index);
+  e.cause = r.kind == LockRecordKind::kNowaitFailed       ? EventCause::kNowaitFailed
+            : r.kind == LockRecordKind::kLockNotAvailable ? EventCause::kLockNotAvailable
+                                                          : EventCause::kLockTimeout;
   std::vector<int> holders;
   if (wait) {
     e.lock = LoggedLockLabel(wait->first.lock, names);
@@ -166,7 +169,7 @@ void LoggedLockTracker::Deadlock(const PollIndex& index, const LockRecord& r,
   // "acquired" lines end their own waits (counted once, from their "still waiting" line).
   open_.erase({r.pid, r.session_start});
   if (events == nullptr) return;
-  Event e = LogEvent("deadlock", r, index);
+  Event e = LogEvent(EventKind::kDeadlock, r, index);
   e.previous = e.current;  // the process the server cancelled
   e.current = Identity{};
   std::string cycle;

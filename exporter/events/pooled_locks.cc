@@ -18,7 +18,7 @@ Event InheritedEvent(const PollData& data, const PooledLock& lock, const Session
                      const std::string& client, const LockNames* names) {
   Event e;
   e.time = data.now;
-  e.kind = "pooled_lock_inherited";
+  e.kind = EventKind::kPooledLockInherited;
   e.datname = lock.database;
   e.lock = LockLabel(lock.key, names);
   e.pooler = lock.pooler;

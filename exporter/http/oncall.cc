@@ -426,7 +426,8 @@ void PooledAndLeasesHtml(const TargetPart& t, std::string* o) {
 // cycle of a target without a log is a blocking-episode row instead).
 bool FromServerLog(const Event& e) {
   return e.evidence == EndEvidence::kLog &&
-         (e.kind == "lock_wait" || e.kind == "lock_timeout" || e.kind == "deadlock");
+         (e.kind == EventKind::kLockWait || e.kind == EventKind::kLockTimeout ||
+          e.kind == EventKind::kDeadlock);
 }
 
 // The newest events the server's log told, newest first, as many as the page shows.
@@ -445,15 +446,16 @@ void EpisodesHtml(const TargetPart& t, std::string* o) {
   size_t shown = 0;
   for (auto it = t.events.rbegin(); it != t.events.rend() && shown < kPageEpisodes; ++it) {
     const Event& e = **it;
-    if ((e.kind != "blocking_episode" && e.kind != "deadlock") || FromServerLog(e)) continue;
+    const bool deadlock = e.kind == EventKind::kDeadlock;
+    if ((e.kind != EventKind::kBlockingEpisode && !deadlock) || FromServerLog(e)) continue;
     ++shown;
-    const std::string how = e.kind == "deadlock" ? "deadlock" : e.outcome;
-    rows += "<tr><td>" + H(Utc(e.kind == "deadlock" ? e.time : e.started)) + "</td><td>" +
-            (e.kind == "deadlock" ? "" : H(Secs(e.duration))) + "</td><td>" +
+    const std::string how = deadlock ? "deadlock" : EventOutcomeName(e.outcome);
+    rows += "<tr><td>" + H(Utc(deadlock ? e.time : e.started)) + "</td><td>" +
+            (deadlock ? "" : H(Secs(e.duration))) + "</td><td>" +
             H(EventWho(e.previous, e.previous_holder)) + " (" + H(e.datname) + ")</td><td>" +
-            (e.kind == "deadlock" ? "" : std::to_string(e.peak_blocked)) + "</td><td>" +
-            (e.kind == "deadlock" ? "" : H(Secs(e.longest_wait))) + "</td><td>" + H(how) +
-            (e.cause.empty() ? "" : " <b>" + H(e.cause) + "</b>") +
+            (deadlock ? "" : std::to_string(e.peak_blocked)) + "</td><td>" +
+            (deadlock ? "" : H(Secs(e.longest_wait))) + "</td><td>" + H(how) +
+            (e.cause == EventCause::kNone ? "" : " <b>" + H(EventCauseName(e.cause)) + "</b>") +
             (e.detail.empty() ? "" : "<br>" + H(e.detail)) + "</td></tr>\n";
   }
   if (rows.empty()) {
@@ -492,14 +494,18 @@ std::string LoggedRowHtml(const Event& e) {
   std::string waiter = EventWho(e.current, e.current_holder);
   std::string holder = EventWho(e.previous, e.previous_holder);
   std::string waited;
-  if (e.kind == "lock_wait") {
+  if (e.kind == EventKind::kLockWait) {
+    const std::string outcome = EventOutcomeName(e.outcome);
     what = "<td>lock_wait " +
-           (e.outcome == "acquired" ? H(e.outcome) : "<b>" + H(e.outcome) + "</b>") + "</td>";
-    waited = Secs(e.duration);
-  } else if (e.kind == "lock_timeout") {
-    // The cause when it says more than the kind: nowait_failed, lock_not_available.
-    what = "<td class=down>lock_timeout" + (e.cause == e.kind ? "" : " <b>" + H(e.cause) + "</b>") +
+           (e.outcome == EventOutcome::kAcquired ? H(outcome) : "<b>" + H(outcome) + "</b>") +
            "</td>";
+    waited = Secs(e.duration);
+  } else if (e.kind == EventKind::kLockTimeout) {
+    // The cause when it says more than the kind: nowait_failed, lock_not_available.
+    what =
+        "<td class=down>lock_timeout" +
+        (e.cause == EventCause::kLockTimeout ? "" : " <b>" + H(EventCauseName(e.cause)) + "</b>") +
+        "</td>";
     if (e.duration > 0) waited = Secs(e.duration);
   } else {  // deadlock: `previous` is the process the server cancelled; the cycle is the detail
     what = "<td class=down>deadlock</td>";
@@ -553,20 +559,21 @@ void EventsHtml(const TargetPart& t, std::string* o) {
     const Event& e = **it;
     // Red: what pages, and what returned an error to an application (a statement that gave up
     // on a lock, a transaction a deadlock rolled back).
-    const bool bad = e.kind == "lock_lost" || e.kind == "lock_takeover" ||
-                     e.kind == "lease_overlap" || e.kind == "lease_expired_takeover" ||
-                     e.kind == "pooled_lock_inherited" || e.kind == "lock_timeout" ||
-                     e.kind == "deadlock";
-    *o += "<tr><td>" + H(Utc(e.time)) + "</td><td" + (bad ? " class=down" : "") + ">" + H(e.kind) +
-          (e.outcome.empty() ? "" : " " + H(e.outcome)) +
-          (e.cause.empty() || e.cause == e.kind ? "" : " <b>" + H(e.cause) + "</b>") +
-          (e.evidence == EndEvidence::kNone
-               ? ""
-               : std::string(" <small>(") + EndEvidenceLabel(e.evidence) + ")</small>") +
-          "</td><td>" + "<span class=lock>" + H(e.lock.empty() ? e.lease : e.lock) + "</span> " +
-          H(e.table.empty() ? e.datname : e.table) + "</td><td>" +
-          H(EventWho(e.previous, e.previous_holder)) + "</td><td>" +
-          H(EventWho(e.current, e.current_holder)) + "</td></tr>\n";
+    const EventKindInfo& kind = InfoOf(e.kind);
+    const bool same_word = std::string_view(EventCauseName(e.cause)) == kind.name;
+    *o +=
+        "<tr><td>" + H(Utc(e.time)) + "</td><td" + (kind.pages ? " class=down" : "") + ">" +
+        H(kind.name) +
+        (e.outcome == EventOutcome::kNone ? "" : " " + H(EventOutcomeName(e.outcome))) +
+        (e.cause == EventCause::kNone || same_word ? ""
+                                                   : " <b>" + H(EventCauseName(e.cause)) + "</b>") +
+        (e.evidence == EndEvidence::kNone
+             ? ""
+             : std::string(" <small>(") + EndEvidenceLabel(e.evidence) + ")</small>") +
+        "</td><td>" + "<span class=lock>" + H(e.lock.empty() ? e.lease : e.lock) + "</span> " +
+        H(e.table.empty() ? e.datname : e.table) + "</td><td>" +
+        H(EventWho(e.previous, e.previous_holder)) + "</td><td>" +
+        H(EventWho(e.current, e.current_holder)) + "</td></tr>\n";
   }
   *o += "</table>\n";
 }

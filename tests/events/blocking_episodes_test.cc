@@ -85,8 +85,8 @@ TEST_F(Episodes, BlockingThenReleasedWhenTheRootCommits) {
   after.sessions[0].state_change = kStart + 8;
   const std::vector<Event> events = Judge(after);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].kind, "blocking_episode");
-  EXPECT_EQ(events[0].outcome, "released");
+  EXPECT_EQ(events[0].kind, EventKind::kBlockingEpisode);
+  EXPECT_EQ(events[0].outcome, EventOutcome::kReleased);
   EXPECT_EQ(events[0].previous.pid, 100);
   EXPECT_EQ(events[0].peak_blocked, 3);
   EXPECT_DOUBLE_EQ(events[0].duration, 10);
@@ -129,7 +129,7 @@ TEST_F(Episodes, WaitersLeftWhileTheRootStillHolds) {
   Judge(Poll(0, 2));
   const std::vector<Event> events = Judge(Poll(5, 0));  // root unchanged: same xact, same state
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].outcome, "waiters_left");
+  EXPECT_EQ(events[0].outcome, EventOutcome::kWaitersLeft);
   EXPECT_EQ(Ended("waiters_left"), 1);
 }
 
@@ -139,8 +139,8 @@ TEST_F(Episodes, RootTerminatedEndsWithItsCause) {
   gone.sessions.clear();
   const std::vector<Event> events = Judge(gone);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].outcome, "root_ended");
-  EXPECT_EQ(events[0].cause, "terminated");
+  EXPECT_EQ(events[0].outcome, EventOutcome::kRootEnded);
+  EXPECT_EQ(events[0].cause, EventCause::kTerminated);
   EXPECT_EQ(Ended("root_ended"), 1);
 }
 
@@ -154,7 +154,7 @@ TEST_F(Episodes, RootGoneBeforeItsEndIsCountedWaitsOnePollInEnding) {
   counted.sessions.clear();
   const std::vector<Event> events = Judge(counted);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].cause, "terminated");
+  EXPECT_EQ(events[0].cause, EventCause::kTerminated);
 }
 
 // A server log reader that has read what the test says.
@@ -181,7 +181,7 @@ TEST_F(Episodes, RootEndedOnTheLogsWordNotTheCounters) {
   gone.sessions.clear();
   const std::vector<Event> events = Judge(gone);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].cause, "idle_in_transaction_timeout");
+  EXPECT_EQ(events[0].cause, EventCause::kIdleInTransactionTimeout);
   EXPECT_EQ(events[0].evidence, EndEvidence::kLog);
 }
 
@@ -196,7 +196,7 @@ TEST_F(Episodes, RootGoneWithALogThatIsSilentWaitsAPollThenTakesTheCounters) {
   later.sessions.clear();
   const std::vector<Event> events = Judge(later);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].cause, "terminated");
+  EXPECT_EQ(events[0].cause, EventCause::kTerminated);
   EXPECT_EQ(events[0].evidence, EndEvidence::kCounters);
 }
 
@@ -229,7 +229,7 @@ TEST_F(Episodes, DeadlockCycleSeenByAPollIsOneEvent) {
                   {301, "transactionid", "ShareLock", kDb, "", "12", "transactionid:12", kStart}};
   std::vector<Event> events = Judge(d);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].kind, "deadlock");
+  EXPECT_EQ(events[0].kind, EventKind::kDeadlock);
   EXPECT_NE(events[0].detail.find("pid 300"), std::string::npos) << events[0].detail;
   EXPECT_NE(events[0].detail.find("pid 301"), std::string::npos);
   d.now += 5;

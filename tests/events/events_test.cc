@@ -1391,17 +1391,17 @@ TEST(EventTrackerTest, RowLockLeaseEventsNameTheHoldingSessions) {
   e.Observe(poll(1010, {}, {worker1, worker2}));
   std::vector<const Event*> lease;
   for (const Event& ev : e.events()) {
-    if (ev.kind.starts_with("lease_")) lease.push_back(&ev);
+    if (std::string_view(EventKindName(ev.kind)).starts_with("lease_")) lease.push_back(&ev);
   }
   ASSERT_EQ(lease.size(), 3u);
-  EXPECT_EQ(lease[0]->kind, "lease_acquired");
+  EXPECT_EQ(lease[0]->kind, EventKind::kLeaseAcquired);
   EXPECT_EQ(lease[0]->current.pid, 41);
   EXPECT_EQ(lease[0]->current.application_name, "worker-1");
-  EXPECT_EQ(lease[1]->kind, "lease_handover");
+  EXPECT_EQ(lease[1]->kind, EventKind::kLeaseHandover);
   EXPECT_EQ(lease[1]->previous.pid, 41);
   EXPECT_EQ(lease[1]->current.pid, 42);
   EXPECT_EQ(lease[1]->current.application_name, "worker-2");
-  EXPECT_EQ(lease[2]->kind, "lease_released");
+  EXPECT_EQ(lease[2]->kind, EventKind::kLeaseReleased);
   EXPECT_EQ(lease[2]->previous.pid, 42);
   EXPECT_EQ(lease[2]->current.pid, 0);
 }
@@ -1492,7 +1492,7 @@ class FakeLog : public SessionEndLog {
 
 SessionId IdOf(const Session& s) { return {s.pid, s.backend_start}; }
 
-const Event* FindEvent(const std::vector<Event>& events, const std::string& kind, int pid) {
+const Event* FindEvent(const std::vector<Event>& events, EventKind kind, int pid) {
   for (const Event& e : events) {
     if (e.kind == kind && e.previous.pid == pid) return &e;
   }
@@ -1513,14 +1513,14 @@ TEST(ServerLogEvidenceTest, TheLogTellsATerminationFromACleanCloseInTheSameInter
     log->ends[IdOf(clean)] = HoldEnd::kCleanClose;
     log->ends[IdOf(killed)] = HoldEnd::kTerminated;
     e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 1, 0)));
-    const Event* lost = FindEvent(e.events(), "lock_lost", with_log ? 11 : 10);
+    const Event* lost = FindEvent(e.events(), EventKind::kLockLost, with_log ? 11 : 10);
     ASSERT_NE(lost, nullptr) << "with_log=" << with_log;
-    EXPECT_EQ(lost->cause, "terminated");
+    EXPECT_EQ(lost->cause, EventCause::kTerminated);
     EXPECT_EQ(lost->evidence, with_log ? EndEvidence::kLog : EndEvidence::kCounters);
     EXPECT_EQ(e.TotalLost(), 1);
     EXPECT_EQ(e.Released("session_closed"), 1);
     if (with_log) {
-      const Event* released = FindEvent(e.events(), "lock_released", 10);
+      const Event* released = FindEvent(e.events(), EventKind::kLockReleased, 10);
       ASSERT_NE(released, nullptr);
       EXPECT_EQ(released->evidence, EndEvidence::kLog);
     }
@@ -1557,7 +1557,7 @@ TEST(ServerLogEvidenceTest, AGoneHolderWaitsForTheLogThenTakesItsWord) {
   e.Observe(Poll(kStart + 10, {}, {}));
   EXPECT_EQ(e.Lost("transaction_timeout"), 1);
   EXPECT_EQ(e.Released("session_closed"), 0);
-  const Event* lost = FindEvent(e.events(), "lock_lost", 10);
+  const Event* lost = FindEvent(e.events(), EventKind::kLockLost, 10);
   ASSERT_NE(lost, nullptr);
   EXPECT_EQ(lost->evidence, EndEvidence::kLog);
 }
@@ -1576,7 +1576,7 @@ TEST(ServerLogEvidenceTest, ASilentLogReadThroughFallsBackToTheCounters) {
   log->reads += 1;
   e.Observe(Poll(kStart + 7, {}, {}, Stats(0, 1, 0)));
   EXPECT_EQ(e.Lost("terminated"), 1);
-  const Event* lost = FindEvent(e.events(), "lock_lost", 10);
+  const Event* lost = FindEvent(e.events(), EventKind::kLockLost, 10);
   ASSERT_NE(lost, nullptr);
   EXPECT_EQ(lost->evidence, EndEvidence::kCounters);
 }

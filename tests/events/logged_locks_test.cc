@@ -77,8 +77,8 @@ TEST_F(LoggedLocks, AWaitBetweenPollsIsCountedOnceWithItsHolderAndDuration) {
   EXPECT_EQ(counters_.logged_wait_seconds["transactionid"].count, 1);
   EXPECT_EQ(counters_.logged_wait_seconds["transactionid"].sum, 2.0);
   ASSERT_EQ(events_.size(), 1u);
-  EXPECT_EQ(events_[0].kind, "lock_wait");
-  EXPECT_EQ(events_[0].outcome, "acquired");
+  EXPECT_EQ(events_[0].kind, EventKind::kLockWait);
+  EXPECT_EQ(events_[0].outcome, EventOutcome::kAcquired);
   EXPECT_EQ(events_[0].current.pid, 20);
   EXPECT_EQ(events_[0].previous.pid, 7);
   EXPECT_EQ(events_[0].duration, 2.0);
@@ -110,8 +110,8 @@ TEST_F(LoggedLocks, ALockTimeoutNamesTheLockItWaitedForAndItsBlocker) {
   Observe(Poll(kNow), {Wait(LockRecordKind::kStillWaiting, 20, kNow + 1, 1.0), timeout});
   EXPECT_EQ((counters_.lock_timeouts[{"shop", "app"}]), 1);
   ASSERT_EQ(events_.size(), 1u);
-  EXPECT_EQ(events_[0].kind, "lock_timeout");
-  EXPECT_EQ(events_[0].cause, "lock_timeout");
+  EXPECT_EQ(events_[0].kind, EventKind::kLockTimeout);
+  EXPECT_EQ(events_[0].cause, EventCause::kLockTimeout);
   EXPECT_EQ(events_[0].lock, "transaction 900");
   EXPECT_EQ(events_[0].previous.pid, 7);
   EXPECT_NEAR(events_[0].duration, 2.0, 1e-9);
@@ -154,8 +154,8 @@ TEST_F(LoggedLocks, ADeadlockNamesEveryProcessAndTheOthersWaitsEndWithTheirOwnLi
   // Pid 22 waited on behind the cycle and got its lock once 21 was cancelled: one wait.
   EXPECT_EQ((counters_.logged_lock_waits[{"shop", "transactionid", ""}]), 1);
   ASSERT_EQ(events_.size(), 2u);
-  EXPECT_EQ(events_[1].kind, "lock_wait");
-  EXPECT_EQ(events_[0].kind, "deadlock");
+  EXPECT_EQ(events_[1].kind, EventKind::kLockWait);
+  EXPECT_EQ(events_[0].kind, EventKind::kDeadlock);
   EXPECT_EQ(events_[0].previous.pid, 21);
   for (const char* part : {"pid 21 waits", "pid 22 waits", "pid 23 waits", "blocked by pid 21"}) {
     EXPECT_NE(events_[0].detail.find(part), std::string::npos) << events_[0].detail;

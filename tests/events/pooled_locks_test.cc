@@ -88,7 +88,7 @@ TEST(PooledLocks, ProvenLockServingAnotherClientIsInheritedUntilReleased) {
   t.Observe(Poll(kStart + 12, "heir", kStart + 11.9, true, false), nullptr, &c, &events);
   EXPECT_EQ(Inherited(c), 1);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].kind, "pooled_lock_inherited");
+  EXPECT_EQ(events[0].kind, EventKind::kPooledLockInherited);
   EXPECT_EQ(events[0].previous_holder, "leaker");
   EXPECT_EQ(events[0].current_holder, "heir");
   t.Observe(Poll(kStart + 13, "heir", std::nullopt, false, false), nullptr, &c, &events);

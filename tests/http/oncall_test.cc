@@ -55,8 +55,8 @@ TEST(WaitForest, RootsCarryTheirVerdictIntoThePageAndTheJson) {
   view->blocking_roots = {root};
   snap->view = view;
   auto episode = std::make_shared<Event>();
-  episode->kind = "blocking_episode";
-  episode->outcome = "waiters_left";
+  episode->kind = EventKind::kBlockingEpisode;
+  episode->outcome = EventOutcome::kWaitersLeft;
   episode->previous.pid = 1;
   episode->peak_blocked = 4;
   snap->events = std::make_shared<const EventList>(EventList{episode});
@@ -113,7 +113,7 @@ TEST(PageCache, RendersOncePerSnapshotSetAndVariant) {
   EXPECT_EQ(cache.renders(), 3u);
 }
 
-Event Logged(const std::string& kind, double time) {
+Event Logged(EventKind kind, double time) {
   Event e;
   e.kind = kind;
   e.time = time;
@@ -144,18 +144,18 @@ TEST(BetweenPolls, LoggedWaitsTimeoutsAndDeadlocksNewestFirstBoundedAndEscaped) 
   const std::string hostile = "<script>x('\"&')</script>";
   EventList events;
   for (int i = 0; i < 30; ++i) {
-    Event old = Logged("lock_wait", 1000 + i);
-    old.outcome = "acquired";
+    Event old = Logged(EventKind::kLockWait, 1000 + i);
+    old.outcome = EventOutcome::kAcquired;
     old.lock = "old-wait-" + std::to_string(i);
     old.duration = 1.5;
     events.push_back(std::make_shared<const Event>(old));
   }
-  Event nowait = Logged("lock_timeout", 1999);
-  nowait.cause = "nowait_failed";
+  Event nowait = Logged(EventKind::kLockTimeout, 1999);
+  nowait.cause = EventCause::kNowaitFailed;
   nowait.lock = "relation queue";
   events.push_back(std::make_shared<const Event>(nowait));
-  Event wait = Logged("lock_wait", 2000);
-  wait.outcome = "failed_to_acquire";
+  Event wait = Logged(EventKind::kLockWait, 2000);
+  wait.outcome = EventOutcome::kFailedToAcquire;
   wait.lock = hostile;
   wait.current = {11, hostile, "10.0.0.1", "app<1>", "", ""};
   wait.previous = {12, "</td><td>", "", "owner", "", ""};
@@ -163,22 +163,22 @@ TEST(BetweenPolls, LoggedWaitsTimeoutsAndDeadlocksNewestFirstBoundedAndEscaped) 
   wait.started = 1997.5;
   wait.detail = "ShareLock; holders 12; between polls <b>";
   events.push_back(std::make_shared<const Event>(wait));
-  Event timeout = Logged("lock_timeout", 2001);
-  timeout.cause = "lock_timeout";
+  Event timeout = Logged(EventKind::kLockTimeout, 2001);
+  timeout.cause = EventCause::kLockTimeout;
   timeout.lock = "relation jobs";
   timeout.current = {31, "migrate", "", "deploy<er>", "", ""};
   timeout.previous = {32, "report", "", "app", "", ""};
   timeout.detail = "holders 32; statement: ALTER TABLE \"<t>\" ADD c int";
   events.push_back(std::make_shared<const Event>(timeout));
-  Event deadlock = Logged("deadlock", 2002);
+  Event deadlock = Logged(EventKind::kDeadlock, 2002);
   deadlock.previous = {21, hostile, "", "app", "", ""};
   deadlock.lock = "transaction 5";
   deadlock.detail =
       "cancelled pid 21: pid 21 waits for ShareLock on transaction 5, blocked by pid 22 "
       "(query: <img src=x onerror=alert(1)>)";
   events.push_back(std::make_shared<const Event>(deadlock));
-  Event lost = Logged("lock_lost", 2003);
-  lost.cause = "terminated";
+  Event lost = Logged(EventKind::kLockLost, 2003);
+  lost.cause = EventCause::kTerminated;
   lost.lock = "lost-lock";
   events.push_back(std::make_shared<const Event>(lost));
 
@@ -377,7 +377,7 @@ TEST(EventLog, BoundedOldestFirstAndSameListUntilAppend) {
 
 TEST(EventLog, AnyBytesGiveValidJsonAndOneTextLine) {
   Event e;
-  e.kind = "lock_lost";
+  e.kind = EventKind::kLockLost;
   e.lock = std::string("a\"b\\\n\x01\xff\xfe", 8);
   e.previous.pid = 7;
   e.previous.application_name = "app name";

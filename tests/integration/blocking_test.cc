@@ -74,7 +74,7 @@ class Blocking : public ::testing::Test {
     snap_ = poller_.Latest();
     if (snap_ && snap_->events) {
       for (const auto& e : *snap_->events) {
-        if (e->kind == "blocking_episode") out.push_back(*e);
+        if (e->kind == EventKind::kBlockingEpisode) out.push_back(*e);
       }
     }
     return out;
@@ -165,8 +165,8 @@ TEST_F(Blocking, IdleInTransactionRootIsTerminatedAndTheEpisodeEndsWithItsCause)
   const std::vector<Event> episodes = Episodes();
   ASSERT_EQ(episodes.size(), before + 1);
   const Event& e = episodes.back();
-  EXPECT_EQ(e.outcome, "root_ended");
-  EXPECT_EQ(e.cause, "terminated");
+  EXPECT_EQ(e.outcome, EventOutcome::kRootEnded);
+  EXPECT_EQ(e.cause, EventCause::kTerminated);
   EXPECT_EQ(e.previous.pid, pid);
   EXPECT_EQ(e.peak_blocked, 1);
   EXPECT_GE(Count("root_ended"), 1);
@@ -267,7 +267,7 @@ TEST_F(Blocking, DeadlockCycleIsAnEventAndTheServerCountIsMirrored) {
   PollWhenWaiting(2);
   std::vector<Event> deadlocks;
   for (const auto& e : *poller_.Latest()->events) {
-    if (e->kind == "deadlock") deadlocks.push_back(*e);
+    if (e->kind == EventKind::kDeadlock) deadlocks.push_back(*e);
   }
   ASSERT_EQ(deadlocks.size(), 1u);
   EXPECT_NE(deadlocks[0].detail.find("pid " + std::to_string(a.Pid())), std::string::npos)
@@ -308,7 +308,7 @@ TEST_F(Blocking, RootCommitsAndTheEpisodeIsReleased) {
   const std::vector<Event> episodes = Episodes();
   ASSERT_EQ(episodes.size(), before + 1);
   const Event& e = episodes.back();
-  EXPECT_EQ(e.outcome, "released");
+  EXPECT_EQ(e.outcome, EventOutcome::kReleased);
   EXPECT_EQ(e.previous.pid, root.Pid());
   EXPECT_EQ(e.peak_blocked, 2);
   EXPECT_GT(e.duration, 0);
@@ -346,7 +346,7 @@ TEST_F(Blocking, AnEpisodeOutlivesAReconnectAndAReloadAndIsCountedOnce) {
   poller_.PollOnceForTest();
   const std::vector<Event> episodes = Episodes();
   ASSERT_EQ(episodes.size(), before + 1);
-  EXPECT_EQ(episodes.back().outcome, "released");
+  EXPECT_EQ(episodes.back().outcome, EventOutcome::kReleased);
   // Started at the first poll, before the reconnect: not restarted by it.
   const double since_first =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - first_seen).count();
@@ -368,7 +368,7 @@ TEST_F(Blocking, WaitersHitLockTimeoutWhileTheRootStays) {
   poller_.PollOnceForTest();
   const std::vector<Event> episodes = Episodes();
   ASSERT_EQ(episodes.size(), before + 1);
-  EXPECT_EQ(episodes.back().outcome, "waiters_left");
+  EXPECT_EQ(episodes.back().outcome, EventOutcome::kWaitersLeft);
   EXPECT_EQ(episodes.back().previous.pid, root.Pid());
   EXPECT_GE(Count("waiters_left"), 1);
   Keep("episode_waiters_left.json", EventJson(episodes.back()));

@@ -272,7 +272,7 @@ TEST(Events, LeaseSequenceCountsEachTransitionOnce) {
   ASSERT_NE(snap->events, nullptr);
   ASSERT_FALSE(snap->events->empty());
   const Event& released = *snap->events->back();
-  EXPECT_EQ(released.kind, "lease_released");
+  EXPECT_EQ(released.kind, EventKind::kLeaseReleased);
   EXPECT_NEAR(released.time, snap->last_success, 60);
   // Each exactly once over the whole sequence.
   EXPECT_EQ(kinds(s, "acquired"), 1);

@@ -50,7 +50,7 @@ std::shared_ptr<const Event> PollUntilEvent(Poller& poller, const std::string& k
     poller.PollOnceForTest();
     const auto snap = poller.Latest();
     for (const auto& e : *snap->events) {
-      if (e->kind == kind) found = e;
+      if (EventKindName(e->kind) == kind) found = e;
     }
     if (!found) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     return found != nullptr;
@@ -82,7 +82,7 @@ TEST_F(LoggedLocks, ARowLockWaitBetweenTwoPollsIsCountedWithWaiterHolderAndDurat
   EXPECT_EQ(e->current.pid, waiter.Pid());
   EXPECT_EQ(e->current.application_name, "worker-b");
   EXPECT_EQ(e->previous.pid, holder.Pid());
-  EXPECT_EQ(e->outcome, "acquired");
+  EXPECT_EQ(e->outcome, EventOutcome::kAcquired);
   EXPECT_NEAR(e->duration, 2.0, 0.5);
   EXPECT_NE(e->detail.find("between polls"), std::string::npos) << e->detail;
   const auto samples = PollAndScrape(*poller);
@@ -123,7 +123,7 @@ TEST_F(LoggedLocks, ALockTimeoutIsCountedByRoleWithItsBlocker) {
   holder.Query("COMMIT");
   const auto e = PollUntilEvent(*poller, "lock_timeout");
   ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->cause, "lock_timeout");
+  EXPECT_EQ(e->cause, EventCause::kLockTimeout);
   EXPECT_EQ(e->current.pid, deploy.Pid());
   EXPECT_EQ(e->current.usename, "deployer");
   EXPECT_EQ(e->previous.pid, holder.Pid());
@@ -174,7 +174,7 @@ TEST_F(LoggedLocks, LogLockFailuresNameTheHolderOfAFailedNowait) {
   holder.Query("COMMIT");
   const auto e = PollUntilEvent(*poller, "lock_timeout");
   ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->cause, "nowait_failed");
+  EXPECT_EQ(e->cause, EventCause::kNowaitFailed);
   EXPECT_EQ(e->current.pid, nowait.Pid());
   EXPECT_EQ(e->previous.pid, holder.Pid());
 }
@@ -185,7 +185,8 @@ int CountEvents(const Poller& poller, const std::string& kind, const std::string
                 const std::string& app_prefix = "") {
   int n = 0;
   for (const auto& e : *poller.Latest()->events) {
-    n += e->kind == kind && (outcome.empty() || e->outcome == outcome) &&
+    n += EventKindName(e->kind) == kind &&
+                 (outcome.empty() || EventOutcomeName(e->outcome) == outcome) &&
                  e->current.application_name.rfind(app_prefix, 0) == 0
              ? 1
              : 0;

@@ -140,7 +140,7 @@ int HotKeyInheritances(const TargetSnapshot& snap) {
   int n = 0;
   if (!snap.events) return 0;
   for (const auto& e : *snap.events) {
-    if (e->kind == "pooled_lock_inherited" && IsHotKey(e->lock)) ++n;
+    if (e->kind == EventKind::kPooledLockInherited && IsHotKey(e->lock)) ++n;
   }
   return n;
 }
@@ -315,7 +315,7 @@ TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
   const auto last = poller.Latest();
   int leak_inheritances = 0;
   for (const auto& e : *last->events) {
-    if (e->kind == "pooled_lock_inherited" && !IsHotKey(e->lock)) ++leak_inheritances;
+    if (e->kind == EventKind::kPooledLockInherited && !IsHotKey(e->lock)) ++leak_inheritances;
   }
   const int hot_inheritances = HotKeyInheritances(*last);
   poller.Stop();
@@ -417,7 +417,8 @@ std::pair<int, int64_t> EventsOf(const Poller& poller, const std::string& kind,
                                  const std::string& app = "") {
   std::pair<int, int64_t> n{0, 0};
   for (const auto& e : *poller.Latest()->events) {
-    if (e->kind != kind || (!app.empty() && e->previous.application_name != app)) continue;
+    if (EventKindName(e->kind) != kind || (!app.empty() && e->previous.application_name != app))
+      continue;
     ++n.first;
     n.second += e->count;
   }

@@ -48,7 +48,7 @@ std::shared_ptr<const Event> EventOf(const Poller& poller, const std::string& ki
   const auto snap = poller.Latest();
   if (!snap || !snap->events) return nullptr;
   for (auto it = snap->events->rbegin(); it != snap->events->rend(); ++it) {
-    if ((*it)->kind == kind && (*it)->previous.pid == pid) return *it;
+    if (EventKindName((*it)->kind) == kind && (*it)->previous.pid == pid) return *it;
   }
   return nullptr;
 }
@@ -88,8 +88,8 @@ std::shared_ptr<const Event> EndWhileHolding(const std::string& format, const st
 void ExpectLoss(const std::shared_ptr<const Event>& e, const std::string& cause,
                 const std::string& format) {
   ASSERT_NE(e, nullptr) << format << ": no event";
-  EXPECT_EQ(e->kind, "lock_lost") << format;
-  EXPECT_EQ(e->cause, cause) << format;
+  EXPECT_EQ(e->kind, EventKind::kLockLost) << format;
+  EXPECT_EQ(EventCauseName(e->cause), cause) << format;
   EXPECT_EQ(e->lock, "nightly-report") << format;
   EXPECT_EQ(e->evidence, EndEvidence::kLog) << format << ": " << EndEvidenceLabel(e->evidence);
 }
@@ -159,8 +159,8 @@ TEST(ServerLog, CleanCloseIsAReleaseOnTheLogsWord) {
   for (const std::string& format : Formats()) {
     const auto e = EndWhileHolding(format, Pg().Dsn(), kNothing, [](TestSession& s) { s.Close(); });
     ASSERT_NE(e, nullptr) << format;
-    EXPECT_EQ(e->kind, "lock_released") << format;
-    EXPECT_EQ(e->cause, "session_closed") << format;
+    EXPECT_EQ(e->kind, EventKind::kLockReleased) << format;
+    EXPECT_EQ(e->cause, EventCause::kSessionClosed) << format;
     EXPECT_EQ(e->evidence, EndEvidence::kLog) << format;
   }
 }
@@ -219,11 +219,11 @@ Tally TallyOf(const Poller& poller) {
   Tally t;
   const auto snap = poller.Latest();
   for (const auto& e : *snap->events) {
-    if (e->kind != "lock_lost" && e->kind != "lock_released") continue;
+    if (e->kind != EventKind::kLockLost && e->kind != EventKind::kLockReleased) continue;
     const bool victim = e->lock == "nightly-report";
-    const bool terminated = e->kind == "lock_lost" && e->cause == "terminated";
+    const bool terminated = e->kind == EventKind::kLockLost && e->cause == EventCause::kTerminated;
     if (victim) (terminated ? t.victims_terminated : t.victims_other) += 1;
-    if (!victim) (e->kind == "lock_lost" ? t.clean_lost : t.clean_released) += 1;
+    if (!victim) (e->kind == EventKind::kLockLost ? t.clean_lost : t.clean_released) += 1;
     if (e->evidence == EndEvidence::kLog) ++t.from_log;
   }
   return t;
@@ -364,7 +364,7 @@ TEST(ServerLog, ServerRestartIsAServerRestartLoss) {
   ASSERT_TRUE(Pg().RestartServer());
   const auto e = PollUntilEnded(poller, pid);
   ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->cause, "server_restart");
+  EXPECT_EQ(e->cause, EventCause::kServerRestart);
 }
 
 }  // namespace

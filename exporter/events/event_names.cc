@@ -1,0 +1,141 @@
+#include "exporter/events/event_names.h"
+
+#include <array>
+
+namespace pglock {
+namespace {
+
+// The one table of kinds: their names and how the page and the log treat them.
+constexpr std::array<EventKindInfo, 14> kKinds = {{
+    {EventKind::kLockReleased, "lock_released", false, true},
+    {EventKind::kLockLost, "lock_lost", true, true},
+    {EventKind::kLockHandover, "lock_handover", false, true},
+    {EventKind::kLockTakeover, "lock_takeover", true, true},
+    {EventKind::kLeaseAcquired, "lease_acquired", false, false},
+    {EventKind::kLeaseReleased, "lease_released", false, false},
+    {EventKind::kLeaseHandover, "lease_handover", false, false},
+    {EventKind::kLeaseExpiredTakeover, "lease_expired_takeover", true, false},
+    {EventKind::kLeaseOverlap, "lease_overlap", true, false},
+    {EventKind::kPooledLockInherited, "pooled_lock_inherited", true, true},
+    {EventKind::kBlockingEpisode, "blocking_episode", false, false},
+    {EventKind::kDeadlock, "deadlock", true, false},
+    {EventKind::kLockWait, "lock_wait", false, false},
+    {EventKind::kLockTimeout, "lock_timeout", true, false},
+}};
+
+constexpr std::array<EventCause, 12> kCauses = {EventCause::kUnlocked,
+                                                EventCause::kSessionClosed,
+                                                EventCause::kIdleInTransactionTimeout,
+                                                EventCause::kIdleSessionTimeout,
+                                                EventCause::kTransactionTimeout,
+                                                EventCause::kTerminated,
+                                                EventCause::kConnectionLost,
+                                                EventCause::kServerRestart,
+                                                EventCause::kUnknown,
+                                                EventCause::kLockTimeout,
+                                                EventCause::kNowaitFailed,
+                                                EventCause::kLockNotAvailable};
+
+constexpr std::array<EventOutcome, 5> kOutcomes = {
+    EventOutcome::kReleased, EventOutcome::kRootEnded, EventOutcome::kWaitersLeft,
+    EventOutcome::kAcquired, EventOutcome::kFailedToAcquire};
+
+constexpr bool KindsInEnumOrder() {
+  for (size_t i = 0; i < kKinds.size(); ++i) {
+    if (static_cast<size_t>(kKinds[i].kind) != i) return false;
+  }
+  return true;
+}
+static_assert(KindsInEnumOrder(), "kKinds lists every EventKind once, in the order of the enum");
+
+}  // namespace
+
+std::span<const EventKindInfo> EventKinds() { return kKinds; }
+
+const EventKindInfo& InfoOf(EventKind kind) { return kKinds[static_cast<size_t>(kind)]; }
+
+std::optional<EventKind> EventKindNamed(std::string_view name) {
+  for (const EventKindInfo& k : kKinds) {
+    if (name == k.name) return k.kind;
+  }
+  return std::nullopt;
+}
+
+const char* EventCauseName(EventCause cause) {
+  switch (cause) {
+    case EventCause::kNone:
+      return "";
+    case EventCause::kUnlocked:
+      return HoldEndLabel(HoldEnd::kStillConnected);
+    case EventCause::kSessionClosed:
+      return HoldEndLabel(HoldEnd::kCleanClose);
+    case EventCause::kIdleInTransactionTimeout:
+      return HoldEndLabel(HoldEnd::kIdleInTransactionTimeout);
+    case EventCause::kIdleSessionTimeout:
+      return HoldEndLabel(HoldEnd::kIdleSessionTimeout);
+    case EventCause::kTransactionTimeout:
+      return HoldEndLabel(HoldEnd::kTransactionTimeout);
+    case EventCause::kTerminated:
+      return HoldEndLabel(HoldEnd::kTerminated);
+    case EventCause::kConnectionLost:
+      return HoldEndLabel(HoldEnd::kConnectionLost);
+    case EventCause::kServerRestart:
+      return HoldEndLabel(HoldEnd::kServerRestart);
+    case EventCause::kUnknown:
+      return HoldEndLabel(HoldEnd::kUnknown);
+    case EventCause::kLockTimeout:
+      return "lock_timeout";
+    case EventCause::kNowaitFailed:
+      return "nowait_failed";
+    case EventCause::kLockNotAvailable:
+      return "lock_not_available";
+  }
+  return "";
+}
+
+const char* EventOutcomeName(EventOutcome outcome) {
+  switch (outcome) {
+    case EventOutcome::kNone:
+      return "";
+    case EventOutcome::kReleased:
+      return "released";
+    case EventOutcome::kRootEnded:
+      return "root_ended";
+    case EventOutcome::kWaitersLeft:
+      return "waiters_left";
+    case EventOutcome::kAcquired:
+      return "acquired";
+    case EventOutcome::kFailedToAcquire:
+      return "failed_to_acquire";
+  }
+  return "";
+}
+
+std::span<const EventCause> EventCauses() { return kCauses; }
+std::span<const EventOutcome> EventOutcomes() { return kOutcomes; }
+
+EventCause CauseOf(HoldEnd end) {
+  switch (end) {
+    case HoldEnd::kStillConnected:
+      return EventCause::kUnlocked;
+    case HoldEnd::kCleanClose:
+      return EventCause::kSessionClosed;
+    case HoldEnd::kIdleInTransactionTimeout:
+      return EventCause::kIdleInTransactionTimeout;
+    case HoldEnd::kIdleSessionTimeout:
+      return EventCause::kIdleSessionTimeout;
+    case HoldEnd::kTransactionTimeout:
+      return EventCause::kTransactionTimeout;
+    case HoldEnd::kTerminated:
+      return EventCause::kTerminated;
+    case HoldEnd::kConnectionLost:
+      return EventCause::kConnectionLost;
+    case HoldEnd::kServerRestart:
+      return EventCause::kServerRestart;
+    case HoldEnd::kUnknown:
+      return EventCause::kUnknown;
+  }
+  return EventCause::kUnknown;
+}
+
+}  // namespace pglock

@@ -1,0 +1,81 @@
+// The words of the event log, each once: an event's kind, cause and outcome are enums, turned into
+// the strings of the log line, the JSON (/api/v1/events, /api/v1/locks), the on-call page and
+// docs/api.md by the one table in event_names.cc (tests/events/event_names_test.cc holds
+// docs/api.md to it). The compiler finds every use of a kind; a typo does not compile. Pure.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "exporter/snapshot/session_end.h"
+
+namespace pglock {
+
+enum class EventKind : uint8_t {
+  kLockReleased,  // cause: the reason (session_closed; unlocked is never an event)
+  kLockLost,      // cause: the loss cause
+  kLockHandover,  // previous -> current
+  kLockTakeover,  // after a loss
+  kLeaseAcquired,
+  kLeaseReleased,
+  kLeaseHandover,
+  kLeaseExpiredTakeover,
+  kLeaseOverlap,
+  kPooledLockInherited,
+  kBlockingEpisode,  // outcome; cause: the root's end cause when it ended
+  kDeadlock,         // detail: the cycle
+  kLockWait,         // from the log; outcome acquired / failed_to_acquire
+  kLockTimeout,      // from the log; cause lock_timeout / nowait_failed / lock_not_available
+};
+
+enum class EventCause : uint8_t {
+  kNone,
+  kUnlocked,
+  kSessionClosed,
+  kIdleInTransactionTimeout,
+  kIdleSessionTimeout,
+  kTransactionTimeout,
+  kTerminated,
+  kConnectionLost,
+  kServerRestart,
+  kUnknown,
+  kLockTimeout,       // lock_timeout (55P03)
+  kNowaitFailed,      // a NOWAIT that found the lock taken
+  kLockNotAvailable,  // 55P03 in a language the exporter does not read
+};
+
+enum class EventOutcome : uint8_t {
+  kNone,
+  kReleased,  // blocking episodes: the root let go
+  kRootEnded,
+  kWaitersLeft,
+  kAcquired,  // lock waits
+  kFailedToAcquire,
+};
+
+struct EventKindInfo {
+  EventKind kind;
+  const char* name;
+  bool pages;      // a loss, takeover, overlap, inheritance, timeout or deadlock: red on the page
+  bool coalesced;  // many locks of one session at one poll make one event (CoalesceEvents)
+};
+
+// Every kind, in the order of the enum.
+std::span<const EventKindInfo> EventKinds();
+const EventKindInfo& InfoOf(EventKind kind);
+inline const char* EventKindName(EventKind kind) { return InfoOf(kind).name; }
+std::optional<EventKind> EventKindNamed(std::string_view name);
+
+// "" for kNone.
+const char* EventCauseName(EventCause cause);
+const char* EventOutcomeName(EventOutcome outcome);
+// Every cause and outcome but kNone, in the order of the enums (docs and tests).
+std::span<const EventCause> EventCauses();
+std::span<const EventOutcome> EventOutcomes();
+
+// The cause an event gives a session end (HoldEndLabel's words).
+EventCause CauseOf(HoldEnd end);
+
+}  // namespace pglock
