@@ -102,6 +102,15 @@ int main(int argc, char** argv) {
   // Few malloc arenas: CivetWeb's worker threads would otherwise each keep one with the buffers
   // of their last scrape, which is most of the process's memory.
   mallopt(M_ARENA_MAX, 2);
+  // Memory that follows the load down. By default glibc raises both thresholds below to the
+  // largest block freed so far: after a poll of 80k locks, polls of 20k kept the 80k poll's size
+  // (free memory at the top of the poller's heap, which malloc_trim does not give back). Fixed
+  // instead: a block of 128 KiB or more (a poll's large arrays) is mapped on its own and unmapped
+  // when freed, and a heap's free top goes back once it passes 128 KiB; the poller gives back the
+  // rest after each poll (Poller::PollOnce). Chosen by measurement against jemalloc (Debian's,
+  // with decay) and glibc's defaults: docs/performance.md, tests/bench/memory_drop.sh.
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 128 * 1024);
   std::vector<std::string> args(argv + 1, argv + argc);
   pglock::Flags flags;
   std::vector<pglock::ConfigError> errors;

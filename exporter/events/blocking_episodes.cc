@@ -192,6 +192,13 @@ void BlockingEpisodeTracker::End(const PollData& data, const Episode& e, const E
   const EpisodeOutcome outcome = end.outcome;
   const double duration = std::max(0.0, data.now - e.started);
   const std::string db = e.root.datname;
+  // A database's outcomes appear with its first ended episode, all three at once: increase() then
+  // sees the first of each other outcome (it cannot see this one, which appears at 1).
+  if (counters->blocking_episodes.count({db, EpisodeOutcomeLabel(outcome)}) == 0) {
+    for (const EpisodeOutcome o : kEpisodeOutcomes) {
+      counters->blocking_episodes[{db, EpisodeOutcomeLabel(o)}] += 0;
+    }
+  }
   counters->blocking_episodes[{db, EpisodeOutcomeLabel(outcome)}] += 1;
   counters->episode_seconds.Observe(duration, kEpisodeSecondsBuckets);
   counters->episode_peak_blocked.Observe(static_cast<double>(e.peak_blocked), kEpisodePeakBuckets);
@@ -221,16 +228,13 @@ void BlockingEpisodeTracker::CountDeadlocks(const PollData& data, Counters* coun
   if (!data.database_stats) return;
   const bool restarted = postmaster_start_ != 0 && data.postmaster_start != postmaster_start_;
   for (const DatabaseStats& d : *data.database_stats) {
-    counters->deadlocks[d.datname] += 0;
-    for (const EpisodeOutcome o : kEpisodeOutcomes) {
-      counters->blocking_episodes[{d.datname, EpisodeOutcomeLabel(o)}] += 0;
-    }
     const auto it = last_stats_.find(d.datid);
     if (it != last_stats_.end()) {
       // Counters reset with a restart (or pg_stat_reset): what is there now is new.
       const bool reset = restarted || d.deadlocks < it->second.deadlocks;
-      counters->deadlocks[d.datname] +=
-          static_cast<double>(reset ? d.deadlocks : d.deadlocks - it->second.deadlocks);
+      const int64_t n = reset ? d.deadlocks : d.deadlocks - it->second.deadlocks;
+      // A database's series appears with its first deadlock: an idle database adds none.
+      if (n > 0) counters->deadlocks[d.datname] += static_cast<double>(n);
       DatabaseStats delta = d;
       const auto since = [&](int64_t now, int64_t before) {
         return reset || now < before ? now : now - before;

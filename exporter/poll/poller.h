@@ -149,8 +149,6 @@ class Poller {
   bool ever_polled_ = false;
   bool was_up_ = false;
   bool warned_hidden_ = false;
-  // The most rows (locks and sessions) a poll read since memory was last given back (GiveBack).
-  size_t rows_since_trim_ = 0;
   std::string role_;  // "primary" or "standby" at the last good poll; "" before it
   // Lock-name expression failures already logged (each once per poller, whatever the reconnects).
   std::set<std::string> logged_lock_problems_;

@@ -213,9 +213,25 @@ TEST_F(Episodes, FailedPollsInBetweenNeitherEndNorRestartTheEpisode) {
 
 TEST_F(Episodes, DeadlocksMirrorTheServerCounter) {
   Judge(Poll(0, 0, 0, 7));
-  EXPECT_EQ(counters_.deadlocks.at("shop"), 0);
-  Judge(Poll(5, 0, 0, 9));
+  Judge(Poll(5, 0, 0, 7));
+  // The first poll is the baseline; a database with no deadlock since has no series.
+  EXPECT_EQ(counters_.deadlocks.count("shop"), 0u);
+  Judge(Poll(10, 0, 0, 9));
   EXPECT_EQ(counters_.deadlocks.at("shop"), 2);
+  Judge(Poll(15, 0, 0, 9));
+  EXPECT_EQ(counters_.deadlocks.at("shop"), 2);
+}
+
+TEST_F(Episodes, ADatabaseGetsItsOutcomesWithItsFirstEndedEpisode) {
+  Judge(Poll(0, 0));
+  EXPECT_TRUE(counters_.blocking_episodes.empty());
+  Judge(Poll(5, 2));  // state: blocking
+  EXPECT_TRUE(counters_.blocking_episodes.empty());
+  Judge(Poll(10, 0));  // ended: waiters_left, the root unchanged
+  EXPECT_EQ(counters_.blocking_episodes.size(), 3u);
+  EXPECT_EQ(Ended("waiters_left"), 1);
+  EXPECT_EQ(Ended("released"), 0);
+  EXPECT_EQ(Ended("root_ended"), 0);
 }
 
 TEST_F(Episodes, DeadlockCycleSeenByAPollIsOneEvent) {
