@@ -1,0 +1,418 @@
+#include "exporter/events/timeline.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "exporter/events/event_log.h"
+#include "exporter/snapshot/poll_index.h"
+
+namespace pglock {
+namespace {
+
+constexpr char kSep = '\x1f';
+
+std::string RootName(int pid, const std::string& gid) {
+  if (pid != 0) return "pid " + std::to_string(pid);
+  return gid.empty() ? "prepared transaction" : "prepared " + gid;
+}
+
+size_t StringBytes(const std::string& s) {
+  // Heap only when the text is longer than the small-string buffer.
+  return s.capacity() > 15 ? s.capacity() + 1 : 0;
+}
+
+size_t IntervalBytes(const TimelineInterval& i) {
+  return sizeof i + StringBytes(i.who) + StringBytes(i.detail);
+}
+
+size_t MarkerBytes(const TimelineMarker& m) {
+  return sizeof m + StringBytes(m.kind) + StringBytes(m.cause) + StringBytes(m.outcome) +
+         StringBytes(m.previous) + StringBytes(m.current) + StringBytes(m.event_kind);
+}
+
+}  // namespace
+
+bool TimelineAlarming(const std::string& kind) {
+  return kind == "lock_lost" || kind == "lock_takeover" || kind == "lease_expiry" ||
+         kind == "lease_expired_takeover" || kind == "lease_overlap" ||
+         kind == "pooled_lock_inherited" || kind == "deadlock" || kind == "lock_timeout";
+}
+
+const char* TimelineRowKindLabel(TimelineRowKind k) {
+  switch (k) {
+    case TimelineRowKind::kLock:
+      return "lock";
+    case TimelineRowKind::kLease:
+      return "lease";
+    case TimelineRowKind::kRowLocks:
+      return "row_locks";
+    case TimelineRowKind::kRoot:
+      return "root";
+    case TimelineRowKind::kDeadlocks:
+      return "deadlocks";
+  }
+  return "lock";
+}
+
+bool Timeline::OpenKey::operator==(const OpenKey& o) const {
+  return kind == o.kind && datid == o.datid && classid == o.classid && objid == o.objid &&
+         objsubid == o.objsubid && pid == o.pid && wait == o.wait && text == o.text;
+}
+
+size_t Timeline::OpenKeyHash::operator()(const OpenKey& k) const {
+  size_t h = std::hash<std::string>()(k.text);
+  for (uint64_t v : {uint64_t(k.kind), uint64_t(k.datid), uint64_t(k.classid), uint64_t(k.objid),
+                     uint64_t(k.objsubid), uint64_t(uint32_t(k.pid)), uint64_t(k.wait)}) {
+    h ^= std::hash<uint64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  }
+  return h;
+}
+
+std::shared_ptr<const TimelineRow> Timeline::Row(TimelineRowKind kind, std::string scope,
+                                                 std::string name) {
+  TimelineRow key{kind, std::move(scope), std::move(name)};
+  auto it = rows_.find(key);
+  if (it != rows_.end()) {
+    if (auto row = it->second.lock()) return row;
+  }
+  auto row = std::make_shared<const TimelineRow>(key);
+  rows_[std::move(key)] = row;
+  if (rows_.size() >= rows_sweep_at_) {
+    std::erase_if(rows_, [](const auto& r) { return r.second.expired(); });
+    rows_sweep_at_ = std::max<size_t>(1024, rows_.size() * 2);
+  }
+  return row;
+}
+
+template <typename Make>
+void Timeline::See(OpenKey key, double now, Make make) {
+  auto it = open_.find(key);
+  if (it != open_.end()) {
+    it->second.interval.end = std::max(it->second.interval.end, now);
+    it->second.seen = poll_;
+    return;
+  }
+  if (open_.size() >= kOpenIntervals) {
+    ++dropped_intervals_;
+    return;
+  }
+  Open o;
+  o.interval = make();
+  o.interval.open = true;
+  o.interval.end = now;
+  o.interval.start = std::min(o.interval.start, now);
+  o.seen = poll_;
+  open_.emplace(std::move(key), std::move(o));
+}
+
+void Timeline::ObserveLocks(const PollData& data, const LockNames* names) {
+  std::unique_ptr<PollIndex> index;  // built when a new holder needs its identity
+  for (const AdvisoryLock& l : data.locks) {
+    if (!l.granted) continue;
+    OpenKey key{TimelineRowKind::kLock, l.key.datid, l.key.classid, l.key.objid,
+                l.key.objsubid,         l.pid,       false,         {}};
+    See(std::move(key), data.now, [&] {
+      if (!index) index = std::make_unique<PollIndex>(data);
+      const Identity id = IdentityOf(index->Find(l.pid), l.pid);
+      TimelineInterval i;
+      i.row = Row(TimelineRowKind::kLock, index->Datname(l.key.datid), LockLabel(l.key, names));
+      i.start = data.now;
+      i.pid = l.pid;
+      i.who = id.application_name;
+      return i;
+    });
+  }
+}
+
+void Timeline::ObserveWaits(const PollData& data, const TargetView& view) {
+  for (const WaitEdge& w : view.waits) {
+    OpenKey key{TimelineRowKind::kLock,
+                0,
+                0,
+                0,
+                0,
+                w.waiter.pid,
+                true,
+                w.datname + kSep + w.lock + kSep + std::to_string(w.blocker.pid)};
+    See(std::move(key), data.now, [&] {
+      TimelineInterval i;
+      i.row = Row(TimelineRowKind::kLock, w.datname, w.lock);
+      i.wait = true;
+      i.start = data.now - w.seconds;
+      i.pid = w.waiter.pid;
+      i.who = w.waiter.application_name;
+      i.blocker_pid = w.blocker.pid;
+      return i;
+    });
+  }
+  std::unique_ptr<PollIndex> index;
+  for (const BlockingRoot& r : view.all_blocking_roots) {
+    const LockParticipant& p = r.root;
+    const std::string scope = p.datname + kSep + p.gid;
+    See(OpenKey{TimelineRowKind::kRoot, 0, 0, 0, 0, p.id.pid, false, scope}, data.now, [&] {
+      TimelineInterval i;
+      i.row = Row(TimelineRowKind::kRoot, p.datname, RootName(p.id.pid, p.gid));
+      i.start = data.now;
+      i.pid = p.id.pid;
+      i.who = p.id.application_name;
+      i.detail = p.backend_type;
+      return i;
+    });
+    for (int blocked : r.blocked_pids) {
+      OpenKey key{TimelineRowKind::kRoot,
+                  0,
+                  0,
+                  0,
+                  0,
+                  blocked,
+                  true,
+                  scope + kSep + std::to_string(p.id.pid)};
+      See(std::move(key), data.now, [&] {
+        if (!index) index = std::make_unique<PollIndex>(data);
+        TimelineInterval i;
+        i.row = Row(TimelineRowKind::kRoot, p.datname, RootName(p.id.pid, p.gid));
+        i.wait = true;
+        i.start = data.now;
+        i.pid = blocked;
+        i.who = IdentityOf(index->Find(blocked), blocked).application_name;
+        i.blocker_pid = p.id.pid;
+        return i;
+      });
+    }
+  }
+}
+
+void Timeline::ObserveLeases(const TargetView& view) {
+  for (const LeaseTableView& t : view.leases) {
+    for (const LeaseView& l : t.leases) {
+      if (!l.held && l.expires_in && *l.expires_in < 0 && !l.holder.empty()) {
+        ObserveExpired(t, l);
+        continue;
+      }
+      if (!l.held) continue;
+      OpenKey key{TimelineRowKind::kLease,
+                  0,
+                  0,
+                  0,
+                  0,
+                  l.session.pid,
+                  false,
+                  t.table + kSep + l.lease + kSep + l.holder};
+      See(std::move(key), now_, [&] {
+        TimelineInterval i;
+        i.row = Row(TimelineRowKind::kLease, t.table, l.lease);
+        i.start = now_ - std::max(0.0, l.age);
+        i.pid = l.session.pid;
+        i.who = l.holder;
+        return i;
+      });
+    }
+  }
+  for (const RowLockHolder& r : view.row_locks) {
+    OpenKey key{TimelineRowKind::kRowLocks, 0, 0, 0, 0, r.holder.pid, false,
+                r.table + kSep + r.lease};
+    See(std::move(key), now_, [&] {
+      TimelineInterval i;
+      i.row = Row(TimelineRowKind::kRowLocks, r.table, "");
+      i.start = now_ - std::max(0.0, r.seconds);
+      i.pid = r.holder.pid;
+      i.who = r.holder.application_name;
+      i.detail = r.lease;
+      return i;
+    });
+  }
+}
+
+void Timeline::ObserveExpired(const LeaseTableView& t, const LeaseView& l) {
+  OpenKey key{TimelineRowKind::kLease,
+              0,
+              0,
+              0,
+              0,
+              l.session.pid,
+              true,
+              t.table + kSep + l.lease + kSep + l.holder};
+  See(std::move(key), now_, [&] {
+    TimelineInterval i;
+    i.row = Row(TimelineRowKind::kLease, t.table, l.lease);
+    i.expired = true;
+    i.start = now_ + *l.expires_in;
+    i.pid = l.session.pid;
+    i.who = l.holder;
+    TimelineMarker m;
+    m.row = i.row;
+    m.time = i.start;
+    m.kind = "lease_expiry";
+    m.previous_pid = l.session.pid;
+    m.previous = l.holder;
+    AddMarker(std::move(m));
+    return i;
+  });
+}
+
+void Timeline::CloseUnseen() {
+  for (auto it = open_.begin(); it != open_.end();) {
+    if (it->second.seen == poll_) {
+      ++it;
+      continue;
+    }
+    it->second.interval.open = false;
+    closed_.push_back(std::move(it->second.interval));
+    it = open_.erase(it);
+  }
+  while (closed_.size() > kClosedIntervals) {
+    closed_.pop_front();
+    ++dropped_intervals_;
+  }
+}
+
+void Timeline::Observe(const PollData& data, const TargetView& view, const LockNames* names) {
+  MutexLock lock(&mu_);
+  now_ = std::max(now_, data.now);
+  ++poll_;
+  ObserveLocks(data, names);
+  ObserveWaits(data, view);
+  ObserveLeases(view);
+  CloseUnseen();
+}
+
+void Timeline::AddMarker(TimelineMarker m) {
+  auto& ring = markers_[m.kind];
+  ring.push_back(std::move(m));
+  if (ring.size() > kMarkersPerKind) {
+    ring.pop_front();
+    ++dropped_markers_;
+  }
+}
+
+void Timeline::AddMarkers(const std::vector<Event>& events) {
+  MutexLock lock(&mu_);
+  for (const Event& e : events) {
+    if (e.kind == "lock_released") continue;
+    TimelineMarker m;
+    m.time = e.time;
+    m.kind = e.kind;
+    m.cause = e.cause;
+    m.evidence = e.evidence;
+    m.outcome = e.outcome;
+    m.duration = e.duration;
+    m.count = e.count;
+    m.previous_pid = e.previous.pid;
+    m.previous = e.previous_holder.empty() ? e.previous.application_name : e.previous_holder;
+    m.current_pid = e.current.pid;
+    m.current = e.current_holder.empty() ? e.current.application_name : e.current_holder;
+    m.event_kind = e.kind;
+    m.event_time = e.time;
+    if (e.kind.rfind("lease_", 0) == 0) {
+      m.row = Row(TimelineRowKind::kLease, e.table, e.lease);
+    } else if (e.kind == "deadlock") {
+      m.row = Row(TimelineRowKind::kDeadlocks, e.datname, "");
+    } else if (e.kind == "blocking_episode") {
+      m.row = Row(TimelineRowKind::kRoot, e.datname, RootName(e.previous.pid, ""));
+      TimelineMarker start = m;
+      start.kind = "blocking_episode_start";
+      start.time = e.started;
+      AddMarker(std::move(start));
+      m.kind = "blocking_episode_end";
+    } else {
+      m.row = Row(TimelineRowKind::kLock, e.datname, e.lock.empty() ? "(unknown lock)" : e.lock);
+    }
+    AddMarker(std::move(m));
+  }
+}
+
+TimelineWindow Timeline::Query(double seconds) const {
+  MutexLock lock(&mu_);
+  TimelineWindow w;
+  w.now = now_;
+  w.dropped_intervals = dropped_intervals_;
+  w.dropped_markers = dropped_markers_;
+  double kept = now_;
+  if (!closed_.empty()) kept = std::min(kept, closed_.front().start);
+  for (const auto& [key, o] : open_) kept = std::min(kept, o.interval.start);
+  for (const auto& [kind, ring] : markers_) {
+    if (!ring.empty()) kept = std::min(kept, ring.front().time);
+  }
+  // Once something was dropped, what is kept starts at the oldest end still there.
+  if (dropped_intervals_ > 0 && !closed_.empty()) kept = std::max(kept, closed_.front().end);
+  w.kept_since = now_ > 0 ? kept : 0;
+  w.from = std::max(now_ - seconds, w.kept_since);
+
+  std::map<const TimelineRow*, TimelineRowWindow> rows;
+  auto row_of = [&](const std::shared_ptr<const TimelineRow>& r) -> TimelineRowWindow& {
+    TimelineRowWindow& rw = rows[r.get()];
+    rw.row = r;
+    return rw;
+  };
+  auto add = [&](const TimelineInterval& i) {
+    if (i.end < w.from) return;
+    TimelineRowWindow& rw = row_of(i.row);
+    (i.wait ? rw.waits : rw.holds).push_back(i);
+    if (i.wait) rw.attention = std::max(rw.attention, 1);
+    rw.last = std::max(rw.last, i.end);
+  };
+  for (const TimelineInterval& i : closed_) add(i);
+  for (const auto& [key, o] : open_) add(o.interval);
+  for (const auto& [kind, ring] : markers_) {
+    for (const TimelineMarker& m : ring) {
+      if (m.time < w.from) continue;
+      TimelineRowWindow& rw = row_of(m.row);
+      rw.markers.push_back(m);
+      if (TimelineAlarming(m.kind)) rw.attention = 2;
+      rw.last = std::max(rw.last, m.time);
+    }
+  }
+  for (auto& [ptr, rw] : rows) {
+    auto by_start = [](const auto& a, const auto& b) { return a.start < b.start; };
+    std::sort(rw.holds.begin(), rw.holds.end(), by_start);
+    std::sort(rw.waits.begin(), rw.waits.end(), by_start);
+    std::sort(rw.markers.begin(), rw.markers.end(),
+              [](const auto& a, const auto& b) { return a.time < b.time; });
+    w.rows.push_back(std::move(rw));
+  }
+  std::sort(w.rows.begin(), w.rows.end(), [](const auto& a, const auto& b) {
+    if (a.attention != b.attention) return a.attention > b.attention;
+    if (a.last != b.last) return a.last > b.last;
+    if (a.markers.size() != b.markers.size()) return a.markers.size() > b.markers.size();
+    return *a.row < *b.row;
+  });
+  return w;
+}
+
+size_t Timeline::ApproxBytes() const {
+  MutexLock lock(&mu_);
+  size_t bytes = sizeof *this;
+  // An unordered_map node: the value, the next pointer and the cached hash; plus its bucket.
+  for (const auto& [key, o] : open_) {
+    bytes += sizeof(key) + sizeof(o) + 2 * sizeof(void*) + sizeof(void*) + StringBytes(key.text) +
+             StringBytes(o.interval.who) + StringBytes(o.interval.detail);
+  }
+  for (const TimelineInterval& i : closed_) bytes += IntervalBytes(i);
+  for (const auto& [kind, ring] : markers_) {
+    for (const TimelineMarker& m : ring) bytes += MarkerBytes(m);
+  }
+  // A map node (three pointers and a colour) and the shared row (with its control block).
+  for (const auto& [row, weak] : rows_) {
+    bytes += 4 * sizeof(void*) + sizeof row + sizeof weak + StringBytes(row.scope) +
+             StringBytes(row.name);
+    if (!weak.expired()) {
+      bytes +=
+          sizeof(TimelineRow) + 2 * sizeof(long) + StringBytes(row.scope) + StringBytes(row.name);
+    }
+  }
+  return bytes;
+}
+
+size_t Timeline::intervals() const {
+  MutexLock lock(&mu_);
+  return open_.size() + closed_.size();
+}
+
+size_t Timeline::markers() const {
+  MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [kind, ring] : markers_) n += ring.size();
+  return n;
+}
+
+}  // namespace pglock
