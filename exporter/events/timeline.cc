@@ -269,6 +269,7 @@ void Timeline::CloseUnseen() {
 void Timeline::Observe(const PollData& data, const TargetView& view, const LockNames* names) {
   MutexLock lock(&mu_);
   now_ = std::max(now_, data.now);
+  if (poll_ == 0) first_poll_ = data.now;
   ++poll_;
   ObserveLocks(data, names);
   ObserveWaits(data, view);
@@ -327,15 +328,11 @@ TimelineWindow Timeline::Query(double seconds) const {
   w.now = now_;
   w.dropped_intervals = dropped_intervals_;
   w.dropped_markers = dropped_markers_;
-  double kept = now_;
-  if (!closed_.empty()) kept = std::min(kept, closed_.front().start);
-  for (const auto& [key, o] : open_) kept = std::min(kept, o.interval.start);
-  for (const auto& [kind, ring] : markers_) {
-    if (!ring.empty()) kept = std::min(kept, ring.front().time);
-  }
-  // Once something was dropped, what is kept starts at the oldest end still there.
+  // The history begins at the first poll (what started before it is drawn from there); once
+  // intervals were dropped, at the oldest end still kept.
+  double kept = first_poll_;
   if (dropped_intervals_ > 0 && !closed_.empty()) kept = std::max(kept, closed_.front().end);
-  w.kept_since = now_ > 0 ? kept : 0;
+  w.kept_since = kept;
   w.from = std::max(now_ - seconds, w.kept_since);
 
   std::map<const TimelineRow*, TimelineRowWindow> rows;

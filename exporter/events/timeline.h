@@ -175,6 +175,7 @@ class Timeline {
 
   mutable Mutex mu_;
   double now_ GUARDED_BY(mu_) = 0;
+  double first_poll_ GUARDED_BY(mu_) = 0;
   uint64_t poll_ GUARDED_BY(mu_) = 0;
   std::unordered_map<OpenKey, Open, OpenKeyHash> open_ GUARDED_BY(mu_);
   std::deque<TimelineInterval> closed_ GUARDED_BY(mu_);  // by end, oldest first

@@ -19,7 +19,7 @@ constexpr int kHoldHeight = 15;
 constexpr int kWaitHeight = 11;
 constexpr int kRowGap = 6;
 constexpr double kMinBarPercent = 0.4;
-constexpr double kTextBarPercent = 9;  // a bar this wide carries its holder as text
+constexpr double kTextBarPercent = 5;  // a bar this wide carries its holder as text (clipped)
 
 std::string H(const std::string& s) { return HtmlEscape(s); }
 std::string J(const std::string& s) { return "\"" + JsonEscape(s) + "\""; }

@@ -245,7 +245,7 @@ curl -fsS "$url/locks?since=15m" >"$tmp/full.html"
 {
   sed -n '1,/<\/style><\/head>/p' "$tmp/full.html" |
     sed -e 's/<meta http-equiv="refresh"[^>]*>//' -e 's#</style></head>.*#</style></head>#'
-  echo "<body><h1>Timeline</h1>"
+  echo "<body>"
   sed -n '/<h3>Timeline<\/h3>/,/<\/svg><\/div>/p' "$tmp/full.html" | sed -n '1,/<\/svg><\/div>/p'
   cat <<'HTML'
 <script>

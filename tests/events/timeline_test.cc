@@ -15,6 +15,13 @@ namespace {
 
 constexpr double kT0 = 1.8e9;
 
+Identity Who(int pid, const std::string& application_name) {
+  Identity id;
+  id.pid = pid;
+  id.application_name = application_name;
+  return id;
+}
+
 AdvisoryLock Granted(uint32_t objid, int pid) {
   AdvisoryLock l;
   l.key.datid = 5;
@@ -82,12 +89,12 @@ TEST(Timeline, WaitsGoUnderTheHolderTheyWaitedOnAndRootsGetRows) {
   WaitEdge e;
   e.datname = "app";
   e.lock = "7";
-  e.waiter = Identity{20, "waiter-app"};
-  e.blocker = Identity{10, "holder-app"};
+  e.waiter = Who(20, "waiter-app");
+  e.blocker = Who(10, "holder-app");
   e.seconds = 3;
   view.waits = {e};
   BlockingRoot root;
-  root.root.id = Identity{10, "holder-app"};
+  root.root.id = Who(10, "holder-app");
   root.root.datname = "app";
   root.blocked_pids = {20};
   view.all_blocking_roots = {root};
@@ -117,7 +124,7 @@ TEST(Timeline, MarkersFromEventsLossesFirstReleasesLeftOut) {
   lost.evidence = EndEvidence::kLog;
   lost.datname = "app";
   lost.lock = "nightly-report";
-  lost.previous = Identity{10, "report-a"};
+  lost.previous = Who(10, "report-a");
   Event released = lost;
   released.kind = "lock_released";
   Event episode;
@@ -131,6 +138,7 @@ TEST(Timeline, MarkersFromEventsLossesFirstReleasesLeftOut) {
   lease.kind = "lease_expired_takeover";
   lease.table = "public.leases";
   lease.lease = "sweep";
+  t.Observe(Poll(kT0, {}, {}), TargetView{}, nullptr);  // the history begins here
   t.AddMarkers({lost, released, episode, lease});
   t.Observe(Poll(kT0 + 10, {}, {}), TargetView{}, nullptr);
   const TimelineWindow w = t.Query(3600);
@@ -180,8 +188,8 @@ TEST(Timeline, AThousandKeysChangingHolderEveryPollForAnHourStayWithinTheBound) 
       e.kind = "lock_handover";
       e.datname = "app";
       e.lock = std::to_string(k);
-      e.previous = Identity{pid - 1, "report-worker-previous"};
-      e.current = Identity{pid, "report-worker-" + std::to_string(pid)};
+      e.previous = Who(pid - 1, "report-worker-previous");
+      e.current = Who(pid, "report-worker-" + std::to_string(pid));
       events.push_back(std::move(e));
     }
     const auto started = std::chrono::steady_clock::now();

@@ -13,6 +13,14 @@ namespace pglock {
 namespace {
 
 constexpr double kT0 = 1.8e9;
+
+Identity Who(int pid, const std::string& application_name) {
+  Identity id;
+  id.pid = pid;
+  id.application_name = application_name;
+  return id;
+}
+
 // /locks with the timeline of a thousand busy keys (and a full event log beside it) stays under
 // this; the timeline draws kTimelineRows rows at most.
 constexpr size_t kPageBudgetBytes = 160 * 1024;
@@ -67,7 +75,7 @@ TEST(TimelinePage, HostileApplicationNamesAreEscapedInTheSvgAndTheJson) {
   lost.cause = "terminated";
   lost.datname = "app";
   lost.lock = "7";
-  lost.previous = Identity{42, hostile};
+  lost.previous = Who(42, hostile);
   timeline->AddMarkers({lost});
   const auto snap = Snapshot(timeline);
   const std::string page = RenderLocksPage({snap}, LocksFilter{});

@@ -165,7 +165,9 @@ TEST(Timeline, HandoverLossTakeoverEpisodeAndLeaseExpiryAtTheRightPolls) {
   ASSERT_TRUE(hold_b && hold_c);
   EXPECT_DOUBLE_EQ(hold_b->start, b_start);
   EXPECT_LE(std::abs(s.PollAt(lost.time) - (s.PollAt(hold_b->end) + 1)), 1);
-  if (Pg().VersionNum() >= 140000) EXPECT_EQ(lost.cause, "terminated");
+  if (Pg().VersionNum() >= 140000) {
+    EXPECT_EQ(lost.cause, "terminated");
+  }
   EXPECT_NE(lost.evidence, EndEvidence::kNone);
   EXPECT_EQ(lost.previous_pid, pid_b);
   EXPECT_LE(std::abs(s.PollAt(takeover.time) - s.PollAt(hold_c->start)), 1);
