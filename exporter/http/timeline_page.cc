@@ -170,15 +170,17 @@ void MarkerSvg(const TimelineMarker& m, const Scale& s, int y, const std::string
 
 void AxisSvg(const Scale& s, std::string* o) {
   const double span = s.to - s.from;
-  double step = 60;
-  for (double nice : {60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0}) {
+  double step = 10;
+  for (double nice : {10.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0}) {
     step = nice;
     if (span / nice <= 6) break;
   }
   for (double t = std::ceil(s.from / step) * step; t <= s.to; t += step) {
     const std::string x = Pct(s.X(t));
     *o += "<line x1=\"" + x + "\" x2=\"" + x + "\" y1=\"12\" y2=\"100%\" class=\"tick\"/>";
-    if (s.X(t) < 94) *o += "<text x=\"" + x + "\" y=\"11\">" + Clock(t).substr(0, 5) + "</text>";
+    if (s.X(t) < 94)
+      *o += "<text x=\"" + x + "\" y=\"11\">" + (step < 60 ? Clock(t) : Clock(t).substr(0, 5)) +
+            "</text>";
   }
 }
 

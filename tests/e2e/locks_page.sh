@@ -255,7 +255,8 @@ document.body.setAttribute('data-measured',
   'width=' + w + ' scroll=' + document.documentElement.scrollWidth +
   ' svg_width=' + (r ? Math.round(r.width) : -1) + ' svg_height=' + (r ? Math.round(r.height) : -1) +
   ' bars=' + (s ? s.querySelectorAll('svg.h').length : -1) +
-  ' markers=' + (s ? s.querySelectorAll('svg.m').length : -1));
+  ' markers=' + (s ? s.querySelectorAll('svg.m').length : -1) +
+  ' ticks=' + (s ? s.querySelectorAll('line.tick').length : -1));
 </script></body></html>
 HTML
 } >"$tmp/timeline.html"
@@ -272,11 +273,12 @@ HTML
     --virtual-time-budget=3000 --dump-dom "file://$tmp/tl$width.html" >"$tmp/tldom$width.html"
   measured=$(sed -n 's/.*<body[^>]*data-measured="\([^"]*\)".*/\1/p' "$tmp/tldom$width.html")
   [[ -n $measured ]] || fail "no timeline measured at $width px"
-  read -r w s sw sh bars markers <<<"$(sed 's/[a-z_]*=//g' <<<"$measured")"
+  read -r w s sw sh bars markers ticks <<<"$(sed 's/[a-z_]*=//g' <<<"$measured")"
   ((w == width)) || fail "the timeline was laid out $w px wide, not $width"
   ((sw > 0 && sw <= w && sh > 40)) || fail "at $width px the timeline is not drawn within the width: $measured"
   ((s <= w)) || fail "at $width px the timeline scrolls sideways: $measured"
-  ((bars >= 3 && markers >= 3)) || fail "at $width px the timeline has too few bars or markers: $measured"
+  ((bars >= 3 && markers >= 3 && ticks >= 1)) ||
+    fail "at $width px the timeline has too few bars, markers or ticks: $measured"
   say "timeline at $width px: $measured"
 done
 chrome tlshot390 --allow-file-access-from-files --hide-scrollbars --window-size=410,700 \
