@@ -11,6 +11,16 @@ namespace {
 
 constexpr char kSep = '\x1f';
 
+// The text kept of a name, holder or application: memory stays bounded whatever a lease table
+// holds. Cut at a character boundary, with an ellipsis.
+std::string Clip(std::string text) {
+  if (text.size() <= kTimelineTextBytes) return text;
+  size_t end = kTimelineTextBytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  text.resize(end);
+  return text + "\u2026";
+}
+
 std::string RootName(int pid, const std::string& gid) {
   if (pid != 0) return "pid " + std::to_string(pid);
   return gid.empty() ? "prepared transaction" : "prepared " + gid;
@@ -70,7 +80,7 @@ size_t Timeline::OpenKeyHash::operator()(const OpenKey& k) const {
 
 std::shared_ptr<const TimelineRow> Timeline::Row(TimelineRowKind kind, std::string scope,
                                                  std::string name) {
-  TimelineRow key{kind, std::move(scope), std::move(name)};
+  TimelineRow key{kind, Clip(std::move(scope)), Clip(std::move(name))};
   auto it = rows_.find(key);
   if (it != rows_.end()) {
     if (auto row = it->second.lock()) return row;
@@ -84,25 +94,27 @@ std::shared_ptr<const TimelineRow> Timeline::Row(TimelineRowKind kind, std::stri
   return row;
 }
 
-template <typename Make>
-void Timeline::See(OpenKey key, double now, Make make) {
+Timeline::OpenKey Timeline::TextKey(TimelineRowKind kind, int pid, bool wait, std::string text) {
+  return OpenKey{kind, 0, 0, 0, 0, pid, wait, std::move(text)};
+}
+
+TimelineInterval* Timeline::See(OpenKey key, double now) {
   auto it = open_.find(key);
   if (it != open_.end()) {
     it->second.interval.end = std::max(it->second.interval.end, now);
     it->second.seen = poll_;
-    return;
+    return nullptr;
   }
   if (open_.size() >= kOpenIntervals) {
     ++dropped_intervals_;
-    return;
+    return nullptr;
   }
-  Open o;
-  o.interval = make();
+  Open& o = open_[std::move(key)];
   o.interval.open = true;
+  o.interval.start = now;
   o.interval.end = now;
-  o.interval.start = std::min(o.interval.start, now);
   o.seen = poll_;
-  open_.emplace(std::move(key), std::move(o));
+  return &o.interval;
 }
 
 void Timeline::ObserveLocks(const PollData& data, const LockNames* names) {
@@ -111,73 +123,48 @@ void Timeline::ObserveLocks(const PollData& data, const LockNames* names) {
     if (!l.granted) continue;
     OpenKey key{TimelineRowKind::kLock, l.key.datid, l.key.classid, l.key.objid,
                 l.key.objsubid,         l.pid,       false,         {}};
-    See(std::move(key), data.now, [&] {
-      if (!index) index = std::make_unique<PollIndex>(data);
-      const Identity id = IdentityOf(index->Find(l.pid), l.pid);
-      TimelineInterval i;
-      i.row = Row(TimelineRowKind::kLock, index->Datname(l.key.datid), LockLabel(l.key, names));
-      i.start = data.now;
-      i.pid = l.pid;
-      i.who = id.application_name;
-      return i;
-    });
+    TimelineInterval* i = See(std::move(key), data.now);
+    if (i == nullptr) continue;
+    if (!index) index = std::make_unique<PollIndex>(data);
+    i->row = Row(TimelineRowKind::kLock, index->Datname(l.key.datid), LockLabel(l.key, names));
+    i->pid = l.pid;
+    i->who = Clip(IdentityOf(index->Find(l.pid), l.pid).application_name);
   }
 }
 
 void Timeline::ObserveWaits(const PollData& data, const TargetView& view) {
   for (const WaitEdge& w : view.waits) {
-    OpenKey key{TimelineRowKind::kLock,
-                0,
-                0,
-                0,
-                0,
-                w.waiter.pid,
-                true,
-                w.datname + kSep + w.lock + kSep + std::to_string(w.blocker.pid)};
-    See(std::move(key), data.now, [&] {
-      TimelineInterval i;
-      i.row = Row(TimelineRowKind::kLock, w.datname, w.lock);
-      i.wait = true;
-      i.start = data.now - w.seconds;
-      i.pid = w.waiter.pid;
-      i.who = w.waiter.application_name;
-      i.blocker_pid = w.blocker.pid;
-      return i;
-    });
+    const std::string text = w.datname + kSep + w.lock + kSep + std::to_string(w.blocker.pid);
+    TimelineInterval* i = See(TextKey(TimelineRowKind::kLock, w.waiter.pid, true, text), data.now);
+    if (i == nullptr) continue;
+    i->row = Row(TimelineRowKind::kLock, w.datname, w.lock);
+    i->wait = true;
+    i->start = data.now - std::max(0.0, w.seconds);
+    i->pid = w.waiter.pid;
+    i->who = Clip(w.waiter.application_name);
+    i->blocker_pid = w.blocker.pid;
   }
   std::unique_ptr<PollIndex> index;
   for (const BlockingRoot& r : view.all_blocking_roots) {
     const LockParticipant& p = r.root;
     const std::string scope = p.datname + kSep + p.gid;
-    See(OpenKey{TimelineRowKind::kRoot, 0, 0, 0, 0, p.id.pid, false, scope}, data.now, [&] {
-      TimelineInterval i;
-      i.row = Row(TimelineRowKind::kRoot, p.datname, RootName(p.id.pid, p.gid));
-      i.start = data.now;
-      i.pid = p.id.pid;
-      i.who = p.id.application_name;
-      i.detail = p.backend_type;
-      return i;
-    });
+    if (TimelineInterval* i =
+            See(TextKey(TimelineRowKind::kRoot, p.id.pid, false, scope), data.now)) {
+      i->row = Row(TimelineRowKind::kRoot, p.datname, RootName(p.id.pid, p.gid));
+      i->pid = p.id.pid;
+      i->who = Clip(p.id.application_name);
+      i->detail = Clip(p.backend_type);
+    }
     for (int blocked : r.blocked_pids) {
-      OpenKey key{TimelineRowKind::kRoot,
-                  0,
-                  0,
-                  0,
-                  0,
-                  blocked,
-                  true,
-                  scope + kSep + std::to_string(p.id.pid)};
-      See(std::move(key), data.now, [&] {
-        if (!index) index = std::make_unique<PollIndex>(data);
-        TimelineInterval i;
-        i.row = Row(TimelineRowKind::kRoot, p.datname, RootName(p.id.pid, p.gid));
-        i.wait = true;
-        i.start = data.now;
-        i.pid = blocked;
-        i.who = IdentityOf(index->Find(blocked), blocked).application_name;
-        i.blocker_pid = p.id.pid;
-        return i;
-      });
+      const std::string text = scope + kSep + std::to_string(p.id.pid);
+      TimelineInterval* i = See(TextKey(TimelineRowKind::kRoot, blocked, true, text), data.now);
+      if (i == nullptr) continue;
+      if (!index) index = std::make_unique<PollIndex>(data);
+      i->row = Row(TimelineRowKind::kRoot, p.datname, RootName(p.id.pid, p.gid));
+      i->wait = true;
+      i->pid = blocked;
+      i->who = Clip(IdentityOf(index->Find(blocked), blocked).application_name);
+      i->blocker_pid = p.id.pid;
     }
   }
 }
@@ -190,64 +177,44 @@ void Timeline::ObserveLeases(const TargetView& view) {
         continue;
       }
       if (!l.held) continue;
-      OpenKey key{TimelineRowKind::kLease,
-                  0,
-                  0,
-                  0,
-                  0,
-                  l.session.pid,
-                  false,
-                  t.table + kSep + l.lease + kSep + l.holder};
-      See(std::move(key), now_, [&] {
-        TimelineInterval i;
-        i.row = Row(TimelineRowKind::kLease, t.table, l.lease);
-        i.start = now_ - std::max(0.0, l.age);
-        i.pid = l.session.pid;
-        i.who = l.holder;
-        return i;
-      });
+      const std::string text = t.table + kSep + Clip(l.lease) + kSep + Clip(l.holder);
+      TimelineInterval* i = See(TextKey(TimelineRowKind::kLease, l.session.pid, false, text), now_);
+      if (i == nullptr) continue;
+      i->row = Row(TimelineRowKind::kLease, t.table, l.lease);
+      i->start = now_ - std::max(0.0, l.age);
+      i->pid = l.session.pid;
+      i->who = Clip(l.holder);
     }
   }
   for (const RowLockHolder& r : view.row_locks) {
-    OpenKey key{TimelineRowKind::kRowLocks, 0, 0, 0, 0, r.holder.pid, false,
-                r.table + kSep + r.lease};
-    See(std::move(key), now_, [&] {
-      TimelineInterval i;
-      i.row = Row(TimelineRowKind::kRowLocks, r.table, "");
-      i.start = now_ - std::max(0.0, r.seconds);
-      i.pid = r.holder.pid;
-      i.who = r.holder.application_name;
-      i.detail = r.lease;
-      return i;
-    });
+    const std::string text = r.table + kSep + Clip(r.lease);
+    TimelineInterval* i = See(TextKey(TimelineRowKind::kRowLocks, r.holder.pid, false, text), now_);
+    if (i == nullptr) continue;
+    i->row = Row(TimelineRowKind::kRowLocks, r.table, "");
+    i->start = now_ - std::max(0.0, r.seconds);
+    i->pid = r.holder.pid;
+    i->who = Clip(r.holder.application_name);
+    i->detail = Clip(r.lease);
   }
 }
 
 void Timeline::ObserveExpired(const LeaseTableView& t, const LeaseView& l) {
-  OpenKey key{TimelineRowKind::kLease,
-              0,
-              0,
-              0,
-              0,
-              l.session.pid,
-              true,
-              t.table + kSep + l.lease + kSep + l.holder};
-  See(std::move(key), now_, [&] {
-    TimelineInterval i;
-    i.row = Row(TimelineRowKind::kLease, t.table, l.lease);
-    i.expired = true;
-    i.start = now_ + *l.expires_in;
-    i.pid = l.session.pid;
-    i.who = l.holder;
-    TimelineMarker m;
-    m.row = i.row;
-    m.time = i.start;
-    m.kind = "lease_expiry";
-    m.previous_pid = l.session.pid;
-    m.previous = l.holder;
-    AddMarker(std::move(m));
-    return i;
-  });
+  // Keyed apart from the holder's own interval (`wait` set), drawn in the holds.
+  const std::string text = t.table + kSep + Clip(l.lease) + kSep + Clip(l.holder);
+  TimelineInterval* i = See(TextKey(TimelineRowKind::kLease, l.session.pid, true, text), now_);
+  if (i == nullptr) return;
+  i->row = Row(TimelineRowKind::kLease, t.table, l.lease);
+  i->expired = true;
+  i->start = std::min(now_, now_ + *l.expires_in);
+  i->pid = l.session.pid;
+  i->who = Clip(l.holder);
+  TimelineMarker m;
+  m.row = i->row;
+  m.time = i->start;
+  m.kind = "lease_expiry";
+  m.previous_pid = l.session.pid;
+  m.previous = Clip(l.holder);
+  AddMarker(std::move(m));
 }
 
 void Timeline::CloseUnseen() {
@@ -299,9 +266,9 @@ void Timeline::AddMarkers(const std::vector<Event>& events) {
     m.duration = e.duration;
     m.count = e.count;
     m.previous_pid = e.previous.pid;
-    m.previous = e.previous_holder.empty() ? e.previous.application_name : e.previous_holder;
+    m.previous = Clip(e.previous_holder.empty() ? e.previous.application_name : e.previous_holder);
     m.current_pid = e.current.pid;
-    m.current = e.current_holder.empty() ? e.current.application_name : e.current_holder;
+    m.current = Clip(e.current_holder.empty() ? e.current.application_name : e.current_holder);
     m.event_kind = e.kind;
     m.event_time = e.time;
     if (e.kind.rfind("lease_", 0) == 0) {

@@ -16,7 +16,8 @@
 //
 // Memory is bounded by counts: at most kOpenIntervals open intervals (holders past that, at one
 // poll, are not drawn and are counted as dropped), kClosedIntervals closed ones and
-// kMarkersPerKind markers of each event kind. What is dropped is counted and shown.
+// kMarkersPerKind markers of each event kind, each text at most kTimelineTextBytes. What is
+// dropped is counted and shown.
 //
 // Times are the database server's clock (PollData::now, Event::time). A failed poll leaves the
 // open intervals as they were; the next good poll extends those it still sees across the gap.
@@ -48,6 +49,8 @@ struct Event;  // exporter/events/event_log.h
 inline constexpr size_t kOpenIntervals = 5000;
 inline constexpr size_t kClosedIntervals = 20000;
 inline constexpr size_t kMarkersPerKind = 300;
+// Bytes kept of each name, holder text and application name (longer ones are cut, with "…").
+inline constexpr size_t kTimelineTextBytes = 128;
 
 enum class TimelineRowKind { kLock, kLease, kRowLocks, kRoot, kDeadlocks };
 // True for the marker kinds that need a look (a loss, a takeover, an expiry, an overlap, an
@@ -161,9 +164,10 @@ class Timeline {
   // REQUIRES: mu_ held.
   std::shared_ptr<const TimelineRow> Row(TimelineRowKind kind, std::string scope, std::string name)
       REQUIRES(mu_);
-  // Extends the open interval of `key`, or opens one with `make()`'s interval at `now`.
-  template <typename Make>
-  void See(OpenKey key, double now, Make make) REQUIRES(mu_);
+  static OpenKey TextKey(TimelineRowKind kind, int pid, bool wait, std::string text);
+  // Extends the open interval of `key` to `now` and returns null; or opens one from `now` and
+  // returns it for the caller to fill (null too when kOpenIntervals are open: counted dropped).
+  TimelineInterval* See(OpenKey key, double now) REQUIRES(mu_);
   void CloseUnseen() REQUIRES(mu_);
   void ObserveLocks(const PollData& data, const LockNames* names) REQUIRES(mu_);
   void ObserveWaits(const PollData& data, const TargetView& view) REQUIRES(mu_);

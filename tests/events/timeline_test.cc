@@ -4,6 +4,7 @@
 #include "exporter/events/timeline.h"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <chrono>
 #include <cstdio>
@@ -166,11 +167,32 @@ TEST(Timeline, MarkersFromEventsLossesFirstReleasesLeftOut) {
   EXPECT_EQ(FindRow(recent, TimelineRowKind::kLock, "nightly-report"), nullptr);
 }
 
+TEST(Timeline, LongHolderTextsAreCutSoMemoryStaysBounded) {
+  Timeline t;
+  TargetView view;
+  LeaseTableView table;
+  table.table = "public.leases";
+  LeaseView lease;
+  lease.lease = std::string(1000, 'n');
+  lease.holder = std::string(127, 'h') + "\u00e9" + std::string(100000, 'h');
+  lease.held = true;
+  table.leases = {lease};
+  view.leases = {table};
+  t.Observe(Poll(kT0, {}, {}), view, nullptr);
+  const TimelineWindow w = t.Query(60);
+  ASSERT_EQ(w.rows.size(), 1u);
+  EXPECT_EQ(w.rows[0].row->name, std::string(128, 'n') + "\u2026");
+  ASSERT_EQ(w.rows[0].holds.size(), 1u);
+  // Cut before the two-byte character that straddles the limit, not inside it.
+  EXPECT_EQ(w.rows[0].holds[0].who, std::string(127, 'h') + "\u2026");
+}
+
 // A thousand keys changing holder every poll for an hour of 1 s polls, each change a hand-over
 // event: the history stays within its counts, the oldest dropped first, and its bytes are stated.
 TEST(Timeline, AThousandKeysChangingHolderEveryPollForAnHourStayWithinTheBound) {
   constexpr int kKeys = 1000;
   constexpr int kPolls = 3600;
+  const size_t heap_before = mallinfo2().uordblks;  // the heap in use, measured by glibc
   Timeline t;
   const TargetView view;
   size_t peak = 0;
@@ -200,6 +222,7 @@ TEST(Timeline, AThousandKeysChangingHolderEveryPollForAnHourStayWithinTheBound) 
     ASSERT_LE(t.markers(), kMarkersPerKind);
     if (p % 600 == 599) peak = std::max(peak, t.ApproxBytes());
   }
+  const double heap = static_cast<double>(mallinfo2().uordblks - heap_before);
   const TimelineWindow w = t.Query(3600);
   // The newest are kept: the last poll's holders, open, and the closed intervals before them.
   EXPECT_EQ(w.rows.size(), static_cast<size_t>(kKeys));
@@ -214,10 +237,11 @@ TEST(Timeline, AThousandKeysChangingHolderEveryPollForAnHourStayWithinTheBound) 
   EXPECT_EQ(open, static_cast<size_t>(kKeys));
   EXPECT_GT(w.dropped_markers, 0u);
   std::printf(
-      "timeline at %d keys x %d polls: %zu intervals, %zu markers, %.1f MB (peak %.1f MB); "
-      "%.2f ms per poll in the timeline\n",
-      kKeys, kPolls, t.intervals(), t.markers(), t.ApproxBytes() / 1e6, peak / 1e6,
+      "timeline at %d keys x %d polls: %zu intervals, %zu markers, %.1f MB counted (peak %.1f MB), "
+      "%.1f MB of heap in use; %.2f ms per poll in the timeline\n",
+      kKeys, kPolls, t.intervals(), t.markers(), t.ApproxBytes() / 1e6, peak / 1e6, heap / 1e6,
       seconds * 1000 / kPolls);
+  EXPECT_LT(heap, 8e6);
   // The stated bound: 5,000 open and 20,000 closed intervals and 300 markers per kind.
   EXPECT_LT(t.ApproxBytes(), 8u * 1000 * 1000);
 }
