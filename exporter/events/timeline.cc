@@ -169,21 +169,22 @@ void Timeline::ObserveWaits(const PollData& data, const TargetView& view) {
   }
 }
 
-void Timeline::ObserveLeases(const TargetView& view) {
-  for (const LeaseTableView& t : view.leases) {
-    for (const LeaseView& l : t.leases) {
-      if (!l.held && l.expires_in && *l.expires_in < 0 && !l.holder.empty()) {
-        ObserveExpired(t, l);
+void Timeline::ObserveLeases(const PollData& data, const TargetView& view) {
+  // From the rows as read, for the table's own timestamps (taken_at, expires_at) and clock.
+  for (const LeaseTableData& t : data.leases) {
+    if (!t.ok) continue;
+    for (const LeaseRow& row : t.rows) {
+      if (t.has_expiry && row.expires_at <= t.now) {
+        if (!row.holder.empty()) ObserveExpired(t, row);
         continue;
       }
-      if (!l.held) continue;
-      const std::string text = t.table + kSep + Clip(l.lease) + kSep + Clip(l.holder);
-      TimelineInterval* i = See(TextKey(TimelineRowKind::kLease, l.session.pid, false, text), now_);
+      const std::string text = t.table + kSep + Clip(row.name) + kSep + Clip(row.holder);
+      TimelineInterval* i = See(TextKey(TimelineRowKind::kLease, row.pid, false, text), t.now);
       if (i == nullptr) continue;
-      i->row = Row(TimelineRowKind::kLease, t.table, l.lease);
-      i->start = now_ - std::max(0.0, l.age);
-      i->pid = l.session.pid;
-      i->who = Clip(l.holder);
+      i->row = Row(TimelineRowKind::kLease, t.table, row.name);
+      i->start = std::min(t.now, row.taken_at);
+      i->pid = row.pid;
+      i->who = Clip(row.holder);
     }
   }
   for (const RowLockHolder& r : view.row_locks) {
@@ -198,22 +199,22 @@ void Timeline::ObserveLeases(const TargetView& view) {
   }
 }
 
-void Timeline::ObserveExpired(const LeaseTableView& t, const LeaseView& l) {
+void Timeline::ObserveExpired(const LeaseTableData& t, const LeaseRow& row) {
   // Keyed apart from the holder's own interval (`wait` set), drawn in the holds.
-  const std::string text = t.table + kSep + Clip(l.lease) + kSep + Clip(l.holder);
-  TimelineInterval* i = See(TextKey(TimelineRowKind::kLease, l.session.pid, true, text), now_);
+  const std::string text = t.table + kSep + Clip(row.name) + kSep + Clip(row.holder);
+  TimelineInterval* i = See(TextKey(TimelineRowKind::kLease, row.pid, true, text), t.now);
   if (i == nullptr) return;
-  i->row = Row(TimelineRowKind::kLease, t.table, l.lease);
+  i->row = Row(TimelineRowKind::kLease, t.table, row.name);
   i->expired = true;
-  i->start = std::min(now_, now_ + *l.expires_in);
-  i->pid = l.session.pid;
-  i->who = Clip(l.holder);
+  i->start = std::min(t.now, row.expires_at);
+  i->pid = row.pid;
+  i->who = Clip(row.holder);
   TimelineMarker m;
   m.row = i->row;
   m.time = i->start;
   m.kind = "lease_expiry";
-  m.previous_pid = l.session.pid;
-  m.previous = Clip(l.holder);
+  m.previous_pid = row.pid;
+  m.previous = i->who;
   AddMarker(std::move(m));
 }
 
@@ -240,7 +241,7 @@ void Timeline::Observe(const PollData& data, const TargetView& view, const LockN
   ++poll_;
   ObserveLocks(data, names);
   ObserveWaits(data, view);
-  ObserveLeases(view);
+  ObserveLeases(data, view);
   CloseUnseen();
 }
 

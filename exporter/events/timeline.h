@@ -128,8 +128,8 @@ class Timeline {
   Timeline& operator=(const Timeline&) = delete;
 
   // A good poll: its advisory holders (every granted lock in `data`, the inventory tier's for a
-  // cheap poll), its advisory waits and blocking roots, lease holders and row-lock holders
-  // (`view`). `names` names configured keys (may be null).
+  // cheap poll) and lease rows (`data`, with the table's own times), its advisory waits, blocking
+  // roots and row-lock holders (`view`). `names` names configured keys (may be null).
   void Observe(const PollData& data, const TargetView& view, const LockNames* names) EXCLUDES(mu_);
   // The events the poller records, before coalescing (one marker per lock). Lock releases are
   // left out: a holder's bar ends there.
@@ -171,10 +171,10 @@ class Timeline {
   void CloseUnseen() REQUIRES(mu_);
   void ObserveLocks(const PollData& data, const LockNames* names) REQUIRES(mu_);
   void ObserveWaits(const PollData& data, const TargetView& view) REQUIRES(mu_);
-  void ObserveLeases(const TargetView& view) REQUIRES(mu_);
-  // A lease row still naming `l.holder` past its expiry: an interval from the expiry on, and a
+  void ObserveLeases(const PollData& data, const TargetView& view) REQUIRES(mu_);
+  // A lease row still naming its holder past its expiry: an interval from the expiry on, and a
   // lease_expiry marker when first seen.
-  void ObserveExpired(const LeaseTableView& t, const LeaseView& l) REQUIRES(mu_);
+  void ObserveExpired(const LeaseTableData& t, const LeaseRow& row) REQUIRES(mu_);
   void AddMarker(TimelineMarker m) REQUIRES(mu_);
 
   mutable Mutex mu_;

@@ -169,22 +169,26 @@ TEST(Timeline, MarkersFromEventsLossesFirstReleasesLeftOut) {
 
 TEST(Timeline, LongHolderTextsAreCutSoMemoryStaysBounded) {
   Timeline t;
-  TargetView view;
-  LeaseTableView table;
+  PollData d = Poll(kT0, {}, {});
+  LeaseTableData table;
   table.table = "public.leases";
-  LeaseView lease;
-  lease.lease = std::string(1000, 'n');
-  lease.holder = std::string(127, 'h') + "\u00e9" + std::string(100000, 'h');
-  lease.held = true;
-  table.leases = {lease};
-  view.leases = {table};
-  t.Observe(Poll(kT0, {}, {}), view, nullptr);
+  table.ok = true;
+  table.now = kT0;
+  LeaseRow row;
+  row.name = std::string(1000, 'n');
+  row.holder = std::string(127, 'h') + "\u00e9" + std::string(100000, 'h');
+  row.taken_at = kT0 - 5;
+  row.expires_at = kT0 + 60;
+  table.rows = {row};
+  d.leases = {table};
+  t.Observe(d, TargetView{}, nullptr);
   const TimelineWindow w = t.Query(60);
   ASSERT_EQ(w.rows.size(), 1u);
   EXPECT_EQ(w.rows[0].row->name, std::string(128, 'n') + "\u2026");
   ASSERT_EQ(w.rows[0].holds.size(), 1u);
   // Cut before the two-byte character that straddles the limit, not inside it.
   EXPECT_EQ(w.rows[0].holds[0].who, std::string(127, 'h') + "\u2026");
+  EXPECT_DOUBLE_EQ(w.rows[0].holds[0].start, kT0 - 5);  // the lease's taken_at
 }
 
 // A thousand keys changing holder every poll for an hour of 1 s polls, each change a hand-over

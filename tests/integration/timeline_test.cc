@@ -117,11 +117,17 @@ const TimelineInterval* HoldOf(const TimelineRowWindow& r, int pid) {
 }
 
 TEST(Timeline, HandoverLossTakeoverEpisodeAndLeaseExpiryAtTheRightPolls) {
+  if (Pg().VersionNum() < 140000) {
+    GTEST_SKIP() << "a terminated holder is a loss with pg_stat_database.sessions_killed (14+)";
+  }
   Pg().Exec("DROP TABLE IF EXISTS tl_leases");
   Pg().Exec(
       "CREATE TABLE tl_leases (name text PRIMARY KEY, holder text, taken_at timestamptz, "
       "expires_at timestamptz)");
   Scenario s;
+  // On 14 a holder's end may be judged an inventory later (EventTracker::Observe): its events
+  // then come one poll later still.
+  const int slack = Pg().VersionNum() < 150000 ? 2 : 1;
 
   // --- a hand-over: A holds for two polls, closes, B takes the lock ---
   auto a = std::make_unique<TestSession>(Pg().Dsn() + " application_name=tl-a");
@@ -144,7 +150,7 @@ TEST(Timeline, HandoverLossTakeoverEpisodeAndLeaseExpiryAtTheRightPolls) {
   EXPECT_DOUBLE_EQ(hold_a->start, a_first);
   EXPECT_FALSE(hold_a->open);
   EXPECT_EQ(s.PollAt(hold_b->start), s.PollAt(hold_a->end) + 1) << "B seen the poll after A";
-  EXPECT_LE(std::abs(s.PollAt(handover.time) - s.PollAt(hold_b->start)), 1);
+  EXPECT_LE(std::abs(s.PollAt(handover.time) - s.PollAt(hold_b->start)), slack);
   EXPECT_EQ(handover.previous_pid, pid_a);
   EXPECT_EQ(handover.current_pid, pid_b);
   const double b_start = hold_b->start;
@@ -164,13 +170,11 @@ TEST(Timeline, HandoverLossTakeoverEpisodeAndLeaseExpiryAtTheRightPolls) {
   const TimelineInterval* hold_c = HoldOf(*row, pid_c);
   ASSERT_TRUE(hold_b && hold_c);
   EXPECT_DOUBLE_EQ(hold_b->start, b_start);
-  EXPECT_LE(std::abs(s.PollAt(lost.time) - (s.PollAt(hold_b->end) + 1)), 1);
-  if (Pg().VersionNum() >= 140000) {
-    EXPECT_EQ(lost.cause, "terminated");
-  }
+  EXPECT_LE(std::abs(s.PollAt(lost.time) - (s.PollAt(hold_b->end) + 1)), slack);
+  EXPECT_EQ(lost.cause, "terminated");
   EXPECT_NE(lost.evidence, EndEvidence::kNone);
   EXPECT_EQ(lost.previous_pid, pid_b);
-  EXPECT_LE(std::abs(s.PollAt(takeover.time) - s.PollAt(hold_c->start)), 1);
+  EXPECT_LE(std::abs(s.PollAt(takeover.time) - s.PollAt(hold_c->start)), slack);
   EXPECT_EQ(takeover.current_pid, pid_c);
   EXPECT_EQ(row->attention, 2);
 
