@@ -106,7 +106,7 @@ TimelineInterval* Timeline::See(OpenKey key, double now) {
     return nullptr;
   }
   if (open_.size() >= kOpenIntervals) {
-    ++dropped_intervals_;
+    ++untracked_;
     return nullptr;
   }
   Open& o = open_[std::move(key)];
@@ -239,6 +239,7 @@ void Timeline::Observe(const PollData& data, const TargetView& view, const LockN
   now_ = std::max(now_, data.now);
   if (poll_ == 0) first_poll_ = data.now;
   ++poll_;
+  untracked_ = 0;
   ObserveLocks(data, names);
   ObserveWaits(data, view);
   ObserveLeases(data, view);
@@ -295,6 +296,7 @@ TimelineWindow Timeline::Query(double seconds) const {
   TimelineWindow w;
   w.now = now_;
   w.dropped_intervals = dropped_intervals_;
+  w.untracked = untracked_;
   w.dropped_markers = dropped_markers_;
   // The history begins at the first poll (what started before it is drawn from there); once
   // intervals were dropped, at the oldest end still kept.

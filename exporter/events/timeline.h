@@ -15,7 +15,7 @@
 // deadlocks of a database. A wait is drawn under the holder it waited on (`blocker_pid`).
 //
 // Memory is bounded by counts: at most kOpenIntervals open intervals (holders past that, at one
-// poll, are not drawn and are counted as dropped), kClosedIntervals closed ones and
+// poll, are not drawn; the latest poll's are counted), kClosedIntervals closed ones and
 // kMarkersPerKind markers of each event kind, each text at most kTimelineTextBytes. What is
 // dropped is counted and shown.
 //
@@ -117,6 +117,8 @@ struct TimelineWindow {
   double from = 0;        // now - the window asked for, never before kept_since
   double kept_since = 0;  // the oldest time still kept (0: nothing kept)
   uint64_t dropped_intervals = 0;
+  // Holders and waits the latest poll saw that got no interval: kOpenIntervals were open.
+  uint64_t untracked = 0;
   uint64_t dropped_markers = 0;
   std::vector<TimelineRowWindow> rows;  // what needs attention first
 };
@@ -166,7 +168,7 @@ class Timeline {
       REQUIRES(mu_);
   static OpenKey TextKey(TimelineRowKind kind, int pid, bool wait, std::string text);
   // Extends the open interval of `key` to `now` and returns null; or opens one from `now` and
-  // returns it for the caller to fill (null too when kOpenIntervals are open: counted dropped).
+  // returns it for the caller to fill (null too when kOpenIntervals are open: counted untracked).
   TimelineInterval* See(OpenKey key, double now) REQUIRES(mu_);
   void CloseUnseen() REQUIRES(mu_);
   void ObserveLocks(const PollData& data, const LockNames* names) REQUIRES(mu_);
@@ -188,6 +190,7 @@ class Timeline {
   std::map<TimelineRow, std::weak_ptr<const TimelineRow>> rows_ GUARDED_BY(mu_);
   size_t rows_sweep_at_ GUARDED_BY(mu_) = 1024;
   uint64_t dropped_intervals_ GUARDED_BY(mu_) = 0;
+  uint64_t untracked_ GUARDED_BY(mu_) = 0;  // at the latest poll, past kOpenIntervals
   uint64_t dropped_markers_ GUARDED_BY(mu_) = 0;
 };
 

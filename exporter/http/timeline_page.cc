@@ -1,6 +1,7 @@
 #include "exporter/http/timeline_page.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -306,6 +307,11 @@ void TimelineHtml(const TargetSnapshot& snap, const LocksFilter& filter, double 
           std::to_string(w.dropped_markers) + " markers (" + std::to_string(kMarkersPerKind) +
           " per event kind).</p>\n";
   }
+  if (w.untracked > 0) {
+    *o += "<p class=note>" + std::to_string(w.untracked) +
+          " holders and waits of the latest poll are not drawn: at most " +
+          std::to_string(kOpenIntervals) + " are followed at once.</p>\n";
+  }
   if (rows.empty()) {
     *o += "<p>Nothing held, waited for or lost in this window.</p>\n";
     return;
@@ -340,7 +346,8 @@ std::string RenderTimelineJson(const SnapshotList& snapshots, const LocksFilter&
          ",\"now\":" + Num(w.now) + ",\"from\":" + Num(w.from) +
          ",\"kept_since\":" + Num(w.kept_since) +
          ",\"dropped_intervals\":" + std::to_string(w.dropped_intervals) +
-         ",\"dropped_markers\":" + std::to_string(w.dropped_markers) + ",\"rows\":[";
+         ",\"dropped_markers\":" + std::to_string(w.dropped_markers) +
+         ",\"untracked\":" + std::to_string(w.untracked) + ",\"rows\":[";
     first = false;
     bool first_row = true;
     for (const TimelineRowWindow& r : w.rows) {

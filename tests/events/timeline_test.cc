@@ -191,6 +191,16 @@ TEST(Timeline, LongHolderTextsAreCutSoMemoryStaysBounded) {
   EXPECT_DOUBLE_EQ(w.rows[0].holds[0].start, kT0 - 5);  // the lease's taken_at
 }
 
+TEST(Timeline, HoldersPastTheOpenBoundAreCountedNotFollowed) {
+  Timeline t;
+  std::vector<AdvisoryLock> locks;
+  for (uint32_t k = 0; k < kOpenIntervals + 1000; ++k) locks.push_back(Granted(k, 7));
+  t.Observe(Poll(kT0, locks, {}), TargetView{}, nullptr);
+  t.Observe(Poll(kT0 + 1, locks, {}), TargetView{}, nullptr);
+  EXPECT_EQ(t.intervals(), kOpenIntervals);
+  EXPECT_EQ(t.Query(60).untracked, 1000u);  // the latest poll's, not a sum over polls
+}
+
 // A thousand keys changing holder every poll for an hour of 1 s polls, each change a hand-over
 // event: the history stays within its counts, the oldest dropped first, and its bytes are stated.
 TEST(Timeline, AThousandKeysChangingHolderEveryPollForAnHourStayWithinTheBound) {
@@ -240,6 +250,7 @@ TEST(Timeline, AThousandKeysChangingHolderEveryPollForAnHourStayWithinTheBound) 
   }
   EXPECT_EQ(open, static_cast<size_t>(kKeys));
   EXPECT_GT(w.dropped_markers, 0u);
+  EXPECT_EQ(w.untracked, 0u);
   std::printf(
       "timeline at %d keys x %d polls: %zu intervals, %zu markers, %.1f MB counted (peak %.1f MB), "
       "%.1f MB of heap in use; %.2f ms per poll in the timeline\n",
