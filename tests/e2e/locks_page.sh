@@ -238,8 +238,9 @@ for want in '"name":"nightly-report"' '"kind":"lock_handover"' '"kind":"lock_los
   grep -qF -- "$want" "$tmp/timeline.json" || fail "/api/v1/timeline has no $want: $(cat "$tmp/timeline.json")"
 done
 code=$(curl -s -o "$tmp/bad.txt" -w '%{http_code}' "$url/api/v1/timeline?since=soon")
-[[ $code == 400 ]] && grep -qF "since: want a positive duration" "$tmp/bad.txt" ||
+if [[ $code != 400 ]] || ! grep -qF "since: want a positive duration" "$tmp/bad.txt"; then
   fail "a bad ?since= gave $code: $(cat "$tmp/bad.txt")"
+fi
 # The page's head (its CSS) and its first timeline, with a script that measures the drawing.
 curl -fsS "$url/locks?since=15m" >"$tmp/full.html"
 {
