@@ -105,9 +105,9 @@ TEST(TimelinePage, WindowLinksKeepTheFilterAndNarrowTheRows) {
   EXPECT_NE(page.find("Nothing held, waited for or lost in this window."), std::string::npos);
 }
 
-// A thousand keys changing holder every poll, each change a hand-over event in a full event log
-// (two minutes of polls fill the history's bound as an hour would): the page stays under its
-// budget; its size and render time are printed.
+// A thousand keys changing holder and waiter every poll, with losses, takeovers and hand-overs
+// (two minutes of polls fill the history's bound as an hour would): the rows drawn are as full as
+// the page draws them, and the page stays under its budget; its size and render time are printed.
 TEST(TimelinePage, AThousandKeysKeepThePageUnderItsBudget) {
   constexpr int kKeys = 1000;
   auto timeline = std::make_shared<Timeline>();
@@ -115,6 +115,7 @@ TEST(TimelinePage, AThousandKeysKeepThePageUnderItsBudget) {
   for (int p = 0; p < 120; ++p) {
     PollData d;
     d.now = kT0 + p;
+    TargetView view;  // a new waiter behind every key at every poll
     std::vector<Event> events;
     for (int k = 0; k < kKeys; ++k) {
       const int pid = 100000 + (p % 2) * kKeys + k;
@@ -129,20 +130,29 @@ TEST(TimelinePage, AThousandKeysKeepThePageUnderItsBudget) {
       s.datname = "app";
       s.application_name = "report-worker-" + std::to_string(pid);
       d.sessions.push_back(s);
-      if (p == 119 && k < 100) {  // the newest 100 events: the page shows them all
+      WaitEdge w;
+      w.datname = "app";
+      w.lock = std::to_string(k);
+      w.waiter = Who(200000 + p * kKeys + k, "report-waiter-" + std::to_string(p));
+      w.blocker = Who(pid, s.application_name);
+      view.waits.push_back(w);
+      // A loss, a takeover and a hand-over of each of the first 100 keys: their rows come first,
+      // their events the newest 300 (the page shows 100 of them).
+      if (p >= 117 && k < 100) {
         Event e;
         e.time = d.now;
-        e.kind = "lock_handover";
+        e.kind = p == 117 ? "lock_lost" : p == 118 ? "lock_takeover" : "lock_handover";
+        e.cause = p == 117 ? "terminated" : "";
         e.datname = "app";
         e.lock = std::to_string(k);
-        e.previous.pid = pid - kKeys;
-        e.current.pid = pid;
+        e.previous = Who(pid - kKeys, "report-worker-" + std::to_string(pid - kKeys));
+        e.current = Who(pid, s.application_name);
         events.push_back(std::move(e));
       }
     }
     timeline->AddMarkers(events);
     log->Append(events);
-    timeline->Observe(d, {}, nullptr);
+    timeline->Observe(d, view, nullptr);
   }
   auto snap = Snapshot(timeline);
   snap->events = log->Contents();
