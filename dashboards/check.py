@@ -24,7 +24,8 @@ import urllib.request
 
 import exprs
 
-EXPECTED_UIDS = {"pglock-overview", "pglock-advisory-waits", "pglock-leases"}
+EXPECTED_UIDS = {"pglock-overview", "pglock-advisory-waits", "pglock-leases",
+                 "pglock-lock-timeline"}
 DS = {"type": "prometheus", "uid": "${datasource}"}
 PROVISIONED_PATH = "/var/lib/grafana/dashboards/pglock"
 

@@ -9,6 +9,7 @@
 
 #include "exporter/events/event_log.h"
 #include "exporter/http/server.h"
+#include "exporter/http/timeline_page.h"
 #include "exporter/log.h"
 #include "exporter/snapshot/verdict.h"
 
@@ -28,6 +29,8 @@ struct LeaseItem {
 // What one target shows after ?lock= narrowed it.
 struct TargetPart {
   const TargetSnapshot* snap = nullptr;
+  size_t index = 0;  // among the targets shown: names the page's anchors
+  LocksFilter filter;
   std::vector<LockWaitEdge> waits;  // of every lock type
   std::vector<WaitNode> forest;
   std::vector<const HeldLock*> held;
@@ -146,7 +149,10 @@ TargetPart Select(const TargetSnapshot& snap, const LocksFilter& f) {
 std::vector<TargetPart> SelectAll(const SnapshotList& snapshots, const LocksFilter& f) {
   std::vector<TargetPart> out;
   for (const auto& s : snapshots) {
-    if (s && Match(f.target, s->target)) out.push_back(Select(*s, f));
+    if (!s || !Match(f.target, s->target)) continue;
+    out.push_back(Select(*s, f));
+    out.back().index = out.size() - 1;
+    out.back().filter = f;
   }
   return out;
 }
@@ -544,6 +550,28 @@ void LoggedHtml(const TargetPart& t, std::string* o) {
   *o += "</table>\n";
 }
 
+// The id of the event row of t.events[index] ("ev-<target's index>-<index>").
+std::string EventAnchor(const TargetPart& t, size_t index) {
+  return "ev-" + std::to_string(t.index) + "-" + std::to_string(index);
+}
+
+// A timeline marker's link: the row of the recorded event it came from, when the page shows it.
+MarkerHref EventHref(const TargetPart& t) {
+  std::map<std::tuple<std::string, double, int, int>, size_t> shown;
+  const size_t first = t.events.size() > kPageEvents ? t.events.size() - kPageEvents : 0;
+  for (size_t i = first; i < t.events.size(); ++i) {
+    const Event& e = *t.events[i];
+    shown.emplace(
+        std::make_tuple(std::string(EventKindName(e.kind)), e.time, e.previous.pid, e.current.pid),
+        i);
+  }
+  return [&t, shown = std::move(shown)](const TimelineMarker& m) -> std::string {
+    auto it =
+        shown.find(std::make_tuple(m.event_kind, m.event_time, m.previous_pid, m.current_pid));
+    return it == shown.end() ? "" : "#" + EventAnchor(t, it->second);
+  };
+}
+
 // The newest events, newest first.
 void EventsHtml(const TargetPart& t, std::string* o) {
   *o += "<h3>Recent events</h3>\n";
@@ -557,13 +585,14 @@ void EventsHtml(const TargetPart& t, std::string* o) {
   size_t shown = 0;
   for (auto it = t.events.rbegin(); it != t.events.rend() && shown < kPageEvents; ++it, ++shown) {
     const Event& e = **it;
+    const size_t index = static_cast<size_t>(t.events.rend() - it) - 1;
     // Red: what pages, and what returned an error to an application (a statement that gave up
     // on a lock, a transaction a deadlock rolled back).
     const EventKindInfo& kind = InfoOf(e.kind);
     const bool same_word = std::string_view(EventCauseName(e.cause)) == kind.name;
     *o +=
-        "<tr><td>" + H(Utc(e.time)) + "</td><td" + (kind.pages ? " class=down" : "") + ">" +
-        H(kind.name) +
+        "<tr id=\"" + EventAnchor(t, index) + "\"><td>" + H(Utc(e.time)) + "</td><td" +
+        (kind.pages ? " class=down" : "") + ">" + H(kind.name) +
         (e.outcome == EventOutcome::kNone ? "" : " " + H(EventOutcomeName(e.outcome))) +
         (e.cause == EventCause::kNone || same_word ? ""
                                                    : " <b>" + H(EventCauseName(e.cause)) + "</b>") +
@@ -602,6 +631,7 @@ void TargetHtml(const TargetPart& t, std::string* o) {
     HoldersHtml(t, o);
     PooledAndLeasesHtml(t, o);
   }
+  TimelineHtml(s, t.filter, t.filter.since, EventHref(t), o);
   EpisodesHtml(t, o);
   LoggedHtml(t, o);
   EventsHtml(t, o);
@@ -828,7 +858,7 @@ std::string RenderLocksPage(const SnapshotList& snapshots, const LocksFilter& fi
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
       "<meta http-equiv=\"refresh\" content=\"" +
       std::to_string(kPageRefreshSeconds) + "\"><title>Locks - pglock_exporter</title><style>" +
-      kStyle +
+      kStyle + kTimelineStyle +
       "</style></head><body>\n<h1>Locks</h1>\n<p><a href=\"/\">pglock_exporter</a> &middot; "
       "<a href=\"/runbooks/README\">runbooks</a> &middot; JSON: <a href=\"/api/v1/locks\">locks"
       "</a>, <a href=\"/api/v1/events\">events</a> &middot; refreshes every " +

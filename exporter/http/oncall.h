@@ -19,6 +19,7 @@ using SnapshotList = std::vector<std::shared_ptr<const TargetSnapshot>>;
 struct LocksFilter {
   std::string target;
   std::string lock;
+  double since = 3600;  // ?since= of the page's timeline, in seconds (timeline_page.h)
 };
 
 // One party in the wait forest with the sessions waiting for it: a client session, a background

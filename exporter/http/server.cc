@@ -22,6 +22,7 @@
 #include "exporter/http/gzip.h"
 #include "exporter/http/oncall.h"
 #include "exporter/http/runbooks.h"
+#include "exporter/http/timeline_page.h"
 
 namespace pglock {
 namespace {
@@ -301,7 +302,7 @@ int HttpServer::Handle(mg_connection* conn) {
     ServeMetrics(conn);
     return 200;
   }
-  if (ServeOnCall(conn, uri)) return 200;
+  if (const int status = ServeOnCall(conn, uri); status != 0) return status;
   constexpr std::string_view kRunbooks = "/runbooks/";
   if (uri.rfind(kRunbooks, 0) == 0) {
     if (const Runbook* r = FindRunbook(std::string_view(uri).substr(kRunbooks.size()))) {
@@ -332,21 +333,34 @@ void HttpServer::ServeMetrics(mg_connection* conn) {
         "Vary: Accept-Encoding\r\n");
 }
 
-bool HttpServer::ServeOnCall(mg_connection* conn, const std::string& uri) {
+int HttpServer::ServeOnCall(mg_connection* conn, const std::string& uri) {
   const bool html = uri == "/locks";
-  if (!html && uri != "/api/v1/locks" && uri != "/api/v1/events") return false;
+  const bool timeline = uri == "/api/v1/timeline";
+  if (!html && !timeline && uri != "/api/v1/locks" && uri != "/api/v1/events") return 0;
   const mg_request_info* info = mg_get_request_info(conn);
-  const LocksFilter filter{QueryParam(info, "target"), QueryParam(info, "lock")};
-  // The variant key: the path and the two values, separated by a byte no URL decodes to here.
-  const std::string variant = uri + '\x01' + filter.target + '\x01' + filter.lock;
+  LocksFilter filter{QueryParam(info, "target"), QueryParam(info, "lock")};
+  const std::string since_text = QueryParam(info, "since");
+  if (html || timeline) {
+    std::string error;
+    const auto since = ParseTimelineSince(since_text, &error);
+    if (!since) {
+      Reply(conn, 400, "Bad Request", "text/plain; charset=utf-8", error + "\n");
+      return 400;
+    }
+    filter.since = *since;
+  }
+  // The variant key: the path and the values, separated by a byte no URL decodes to here.
+  const std::string variant =
+      uri + '\x01' + filter.target + '\x01' + filter.lock + '\x01' + std::to_string(filter.since);
   const SnapshotList snapshots = source_();
   const auto page = page_cache_.Get(snapshots, variant, [&] {
     if (html) return RenderLocksPage(snapshots, filter);
+    if (timeline) return RenderTimelineJson(snapshots, filter, filter.since);
     return uri == "/api/v1/locks" ? RenderLocksJson(snapshots, filter)
                                   : RenderEventsJson(snapshots, filter);
   });
   Reply(conn, 200, "OK", html ? "text/html; charset=utf-8" : "application/json", *page);
-  return true;
+  return 200;
 }
 
 std::string HttpServer::LandingPage() const {
@@ -359,7 +373,8 @@ std::string HttpServer::LandingPage() const {
     << HtmlEscape(build_.version) << " (" << HtmlEscape(build_.revision) << ").</p>\n"
     << "<ul><li><a href=\"" << HtmlEscape(web_.telemetry_path) << "\">Metrics</a></li>"
     << "<li><a href=\"/locks\">Locks: waits, holders, leases and recent events</a> (JSON: "
-       "<a href=\"/api/v1/locks\">locks</a>, <a href=\"/api/v1/events\">events</a>)</li>"
+       "<a href=\"/api/v1/locks\">locks</a>, <a href=\"/api/v1/events\">events</a>, "
+       "<a href=\"/api/v1/timeline\">timeline</a>)</li>"
     << "<li><a href=\"/runbooks/README\">Runbooks</a></li>"
     << "<li><a href=\"/-/healthy\">Health</a></li><li><a href=\"/-/ready\">Readiness</a></li>"
        "</ul>\n<h2>Targets</h2>\n<table><tr><th>target</th><th>state</th><th>server</th>"

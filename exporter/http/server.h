@@ -44,8 +44,9 @@ class HttpServer {
   std::string LandingPage() const;
   // Answers the telemetry path from metrics_cache_: gzip when the request accepts it.
   void ServeMetrics(mg_connection* conn);
-  // /locks, /api/v1/locks, /api/v1/events from page_cache_. False for another path.
-  bool ServeOnCall(mg_connection* conn, const std::string& uri);
+  // /locks, /api/v1/locks, /api/v1/events, /api/v1/timeline from page_cache_: the status sent
+  // (400 for a bad ?since=), 0 for another path.
+  int ServeOnCall(mg_connection* conn, const std::string& uri);
 
   const WebConfig web_;
   const SnapshotCollectable::Source source_;

@@ -47,6 +47,7 @@ Poller::Poller(TargetConfig target, PollConfig poll, std::shared_ptr<ServerRegis
   initial->target = target_.name;
   initial->state = "connecting";
   initial->events = event_log_.Contents();
+  initial->timeline = timeline_;
   MutexLock lock(&mu_);
   latest_ = std::move(initial);
   configured_target_ = target_;
@@ -195,7 +196,8 @@ void Poller::LogStateChange(bool up, const std::string& error) {
 }
 
 void Poller::RecordEvents(std::vector<Event> events) {
-  CoalesceEvents(&events);  // one incident, one event (and one log line)
+  timeline_->AddMarkers(events);  // one marker per lock, before they are coalesced
+  CoalesceEvents(&events);        // one incident, one event (and one log line)
   for (Event& e : events) {
     e.target = target_.name;
     LogStructured("event", EventText(e), "event", EventJson(e));
@@ -328,6 +330,7 @@ void Poller::PublishFailure(const Status& status, std::shared_ptr<TargetSnapshot
   for (const Collector* c : Collectors()) snap->collectors.push_back({c->name(), false, 0});
   snap->counters = counters_;
   snap->events = event_log_.Contents();
+  snap->timeline = timeline_;
   if (server_log_) snap->server_log = server_log_->Status();
   Publish(std::move(snap));
 }
@@ -395,6 +398,7 @@ bool Poller::PollOnce() {
   }
   RecordEvents(std::move(events));
   auto view = BuildView(*data, &statuses);
+  timeline_->Observe(*data, *view, &names_);
 
   std::string server_version = data->server_version;
   data.reset();
@@ -451,6 +455,7 @@ void Poller::PublishSuccess(std::shared_ptr<TargetSnapshot> snap, std::shared_pt
   snap->collectors = std::move(statuses);
   snap->counters = counters_;
   snap->events = event_log_.Contents();
+  snap->timeline = timeline_;
   if (server_log_) snap->server_log = server_log_->Status();
   Publish(std::move(snap));
 }

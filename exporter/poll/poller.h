@@ -22,6 +22,7 @@
 #include "exporter/events/events.h"
 #include "exporter/events/inventory.h"
 #include "exporter/events/logged_locks.h"
+#include "exporter/events/timeline.h"
 #include "exporter/pg/connection.h"
 #include "exporter/poll/lock_names.h"
 #include "exporter/poll/server_identity.h"
@@ -105,7 +106,8 @@ class Poller {
   std::string NoteRole(const PollData& data);
   void Publish(std::shared_ptr<const TargetSnapshot> snapshot) EXCLUDES(mu_);
   void LogStateChange(bool up, const std::string& error);
-  // Stamps the target on each event, logs it once and keeps it in event_log_.
+  // Stamps the target on each event, logs it once and keeps it in event_log_ (and as markers on
+  // the timeline).
   void RecordEvents(std::vector<Event> events);
 
   // Owned by the polling thread (also read by the constructor and Stop()).
@@ -125,6 +127,8 @@ class Poller {
   bool reconfigure_pending_ GUARDED_BY(mu_) = false;
   std::thread thread_;
   EventLog event_log_;  // written by the polling thread, published with every snapshot
+  // Written by the polling thread, shared with every snapshot (thread-safe).
+  const std::shared_ptr<Timeline> timeline_ = std::make_shared<Timeline>();
 
   // Owned by the polling thread only (the reader runs a thread of its own).
   std::shared_ptr<ServerLog> server_log_;

@@ -17,7 +17,8 @@
 
 namespace pglock {
 
-struct Event;  // exporter/events/event_log.h
+struct Event;    // exporter/events/event_log.h
+class Timeline;  // exporter/events/timeline.h
 using EventList = std::vector<std::shared_ptr<const Event>>;
 
 // Identity of a session as labels show it.
@@ -349,6 +350,9 @@ struct TargetSnapshot {
   Counters counters;
   // The target's recent events, oldest first (web.event_log_size); kept across failed polls.
   std::shared_ptr<const EventList> events;
+  // The target's recent history of holders, waits and events (the poller's, live: it shows up to
+  // the latest poll); null in snapshots not built by a poller.
+  std::shared_ptr<const Timeline> timeline;
   // The server's log reader; null when no [targets.server_log] is configured.
   std::shared_ptr<const ServerLogStatus> server_log;
 };

@@ -13,7 +13,12 @@
 #      the verdict box and the page must fit the width (no scrolling sideways). Screenshots at both
 #      widths go to $PGLOCK_SCREENSHOT_DIR (default: the temporary directory);
 #      docs/locks-verdict.png is the desktop one.
-#   3. with PGLOCK_LOAD=1: 1,000 leases churned into a full event ring, 200 waiters, then
+#   3. the timeline: nightly-report handed over (its next holder waiting), lost to
+#      pg_terminate_backend and taken over; /api/v1/timeline must carry those markers (and a bad
+#      ?since= a 400); Chromium lays out the timeline (the page's own CSS) at 390 px and 1280 px:
+#      it must be drawn, with bars and markers, within the width. Screenshots at both widths go to
+#      $PGLOCK_SCREENSHOT_DIR; docs/locks-timeline.png and docs/locks-timeline-phone.png are those.
+#   4. with PGLOCK_LOAD=1: 1,000 leases churned into a full event ring, 200 waiters, then
 #      tests/bench/locks_load.py: /locks with 10 concurrent clients, /metrics measured alongside.
 # Needs: postgresql-15, chromium, curl, python3. Run as root or as a user that can run PostgreSQL.
 set -euo pipefail
@@ -65,7 +70,8 @@ port=$(free_port)
 python3 "$repo/scripts/lib/example_config.py" --name main \
   --dsn "host=127.0.0.1 port=$PG_PORT dbname=postgres user=postgres" \
   --poll interval=1s --poll top_n=200 --poll max_leases=2000 \
-  --lock name=report-daily,key1=7742,key2_text=report-daily --lease leases \
+  --lock name=report-daily,key1=7742,key2_text=report-daily --lock name=nightly-report,key=5151 \
+  --lease leases \
   --server-log "path=$PG_DATA/log,format=$log_format" >"$tmp/config.toml"
 "$exporter" --config.file="$tmp/config.toml" --web.listen-address="127.0.0.1:$port" \
   >"$tmp/logs/exporter.log" 2>&1 &
@@ -205,6 +211,85 @@ chrome shot1280 --hide-scrollbars --window-size=1280,900 --screenshot="$shots/lo
   "$url/locks?lock=public.orders" >/dev/null
 [[ -s $shots/locks-verdict.png && -s $shots/locks-verdict-phone.png ]] || fail "no screenshot"
 say "screenshots: $shots/locks-verdict.png, $shots/locks-verdict-phone.png"
+
+say "timeline: nightly-report handed over, lost and taken over"
+psql_bg nightly-a postgres "SELECT pg_advisory_lock(5151); SELECT pg_sleep(3)"
+sleep 0.5
+psql_bg nightly-b postgres "SELECT pg_advisory_lock(5151); SELECT pg_sleep(600)"
+wait_event() {  # KIND: polls /api/v1/events for an event of KIND on nightly-report
+  for ((i = 0; i < 100; i++)); do
+    curl -fsS "$url/api/v1/events?lock=nightly-report" 2>/dev/null | grep -q "\"kind\":\"$1\"" &&
+      return 0
+    sleep 0.2
+  done
+  fail "no $1 of nightly-report in /api/v1/events"
+}
+wait_event lock_handover
+nightly_b=$(q "SELECT pid FROM pg_stat_activity WHERE application_name = 'nightly-b'")
+sleep 1.5
+q "SELECT pg_terminate_backend($nightly_b)" >/dev/null
+wait_event lock_lost
+psql_bg nightly-c postgres "SELECT pg_advisory_lock(5151); SELECT pg_sleep(600)"
+wait_event lock_takeover
+sleep 2
+curl -fsS "$url/api/v1/timeline?lock=nightly-report&since=15m" >"$tmp/timeline.json"
+for want in '"name":"nightly-report"' '"kind":"lock_handover"' '"kind":"lock_lost"' \
+  '"kind":"lock_takeover"' '"who":"nightly-a"' '"who":"nightly-b"' '"who":"nightly-c"'; do
+  grep -qF -- "$want" "$tmp/timeline.json" || fail "/api/v1/timeline has no $want: $(cat "$tmp/timeline.json")"
+done
+code=$(curl -s -o "$tmp/bad.txt" -w '%{http_code}' "$url/api/v1/timeline?since=soon")
+if [[ $code != 400 ]] || ! grep -qF "since: want a positive duration" "$tmp/bad.txt"; then
+  fail "a bad ?since= gave $code: $(cat "$tmp/bad.txt")"
+fi
+# The page's head (its CSS) and its first timeline, with a script that measures the drawing.
+curl -fsS "$url/locks?since=15m" >"$tmp/full.html"
+{
+  sed -n '1,/<\/style><\/head>/p' "$tmp/full.html" |
+    sed -e 's/<meta http-equiv="refresh"[^>]*>//' -e 's#</style></head>.*#</style></head>#'
+  echo "<body>"
+  sed -n '/<h3>Timeline<\/h3>/,/<\/svg><\/div>/p' "$tmp/full.html" | sed -n '1,/<\/svg><\/div>/p'
+  cat <<'HTML'
+<script>
+const s = document.querySelector('svg.tl'), w = document.documentElement.clientWidth;
+const r = s ? s.getBoundingClientRect() : null;
+document.body.setAttribute('data-measured',
+  'width=' + w + ' scroll=' + document.documentElement.scrollWidth +
+  ' svg_width=' + (r ? Math.round(r.width) : -1) + ' svg_height=' + (r ? Math.round(r.height) : -1) +
+  ' bars=' + (s ? s.querySelectorAll('svg.h').length : -1) +
+  ' markers=' + (s ? s.querySelectorAll('svg.m').length : -1) +
+  ' ticks=' + (s ? s.querySelectorAll('line.tick').length : -1));
+</script></body></html>
+HTML
+} >"$tmp/timeline.html"
+grep -qF "nightly-report" "$tmp/timeline.html" || fail "the timeline has no nightly-report row"
+for width in 390 1280; do
+  cat >"$tmp/tl$width.html" <<HTML
+<!DOCTYPE html><html><body style="margin:0"><iframe id=f src="timeline.html"
+ style="width:${width}px;height:1200px;border:0"></iframe><script>
+document.getElementById('f').onload = () => document.body.setAttribute('data-measured',
+  document.getElementById('f').contentDocument.body.getAttribute('data-measured'));
+</script></body></html>
+HTML
+  chrome "tldom$width" --allow-file-access-from-files --window-size="$((width + 20)),1100" \
+    --virtual-time-budget=3000 --dump-dom "file://$tmp/tl$width.html" >"$tmp/tldom$width.html"
+  measured=$(sed -n 's/.*<body[^>]*data-measured="\([^"]*\)".*/\1/p' "$tmp/tldom$width.html")
+  [[ -n $measured ]] || fail "no timeline measured at $width px"
+  read -r w s sw sh bars markers ticks <<<"$(sed 's/[a-z_]*=//g' <<<"$measured")"
+  ((w == width)) || fail "the timeline was laid out $w px wide, not $width"
+  ((sw > 0 && sw <= w && sh > 40)) || fail "at $width px the timeline is not drawn within the width: $measured"
+  ((s <= w)) || fail "at $width px the timeline scrolls sideways: $measured"
+  ((bars >= 3 && markers >= 3 && ticks >= 1)) ||
+    fail "at $width px the timeline has too few bars, markers or ticks: $measured"
+  say "timeline at $width px: $measured"
+done
+chrome tlshot390 --allow-file-access-from-files --hide-scrollbars --window-size=410,700 \
+  --virtual-time-budget=3000 --screenshot="$shots/locks-timeline-phone.png" "file://$tmp/tl390.html" \
+  >/dev/null
+chrome tlshot1280 --allow-file-access-from-files --hide-scrollbars --window-size=1280,700 \
+  --virtual-time-budget=3000 --screenshot="$shots/locks-timeline.png" "file://$tmp/tl1280.html" \
+  >/dev/null
+[[ -s $shots/locks-timeline.png && -s $shots/locks-timeline-phone.png ]] || fail "no timeline screenshot"
+say "screenshots: $shots/locks-timeline.png, $shots/locks-timeline-phone.png"
 
 [[ ${PGLOCK_LOAD:-0} == 1 ]] || exit 0
 say "load: 1,000 leases churned into a full event ring, 200 waiters"

@@ -1,0 +1,386 @@
+#include "exporter/events/timeline.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "exporter/events/event_log.h"
+#include "exporter/snapshot/poll_index.h"
+
+namespace pglock {
+namespace {
+
+constexpr char kSep = '\x1f';
+
+// The text kept of a name, holder or application: memory stays bounded whatever a lease table
+// holds. Cut at a character boundary, with an ellipsis.
+std::string Clip(std::string text) {
+  if (text.size() <= kTimelineTextBytes) return text;
+  size_t end = kTimelineTextBytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  text.resize(end);
+  return text + "\u2026";
+}
+
+std::string RootName(int pid, const std::string& gid) {
+  if (pid != 0) return "pid " + std::to_string(pid);
+  return gid.empty() ? "prepared transaction" : "prepared " + gid;
+}
+
+size_t StringBytes(const std::string& s) {
+  // Heap only when the text is longer than the small-string buffer.
+  return s.capacity() > 15 ? s.capacity() + 1 : 0;
+}
+
+size_t IntervalBytes(const TimelineInterval& i) {
+  return sizeof i + StringBytes(i.who) + StringBytes(i.detail);
+}
+
+size_t MarkerBytes(const TimelineMarker& m) {
+  return sizeof m + StringBytes(m.kind) + StringBytes(m.cause) + StringBytes(m.outcome) +
+         StringBytes(m.previous) + StringBytes(m.current) + StringBytes(m.event_kind);
+}
+
+}  // namespace
+
+bool TimelineAlarming(const std::string& kind) {
+  // An event kind that pages (the one table's word), or a lease left to expire under its holder.
+  if (kind == "lease_expiry") return true;
+  const std::optional<EventKind> k = EventKindNamed(kind);
+  return k && InfoOf(*k).pages;
+}
+
+const char* TimelineRowKindLabel(TimelineRowKind k) {
+  switch (k) {
+    case TimelineRowKind::kLock:
+      return "lock";
+    case TimelineRowKind::kLease:
+      return "lease";
+    case TimelineRowKind::kRowLocks:
+      return "row_locks";
+    case TimelineRowKind::kRoot:
+      return "root";
+    case TimelineRowKind::kDeadlocks:
+      return "deadlocks";
+  }
+  return "lock";
+}
+
+bool Timeline::OpenKey::operator==(const OpenKey& o) const {
+  return kind == o.kind && datid == o.datid && classid == o.classid && objid == o.objid &&
+         objsubid == o.objsubid && pid == o.pid && wait == o.wait && text == o.text;
+}
+
+size_t Timeline::OpenKeyHash::operator()(const OpenKey& k) const {
+  size_t h = std::hash<std::string>()(k.text);
+  for (uint64_t v : {uint64_t(k.kind), uint64_t(k.datid), uint64_t(k.classid), uint64_t(k.objid),
+                     uint64_t(k.objsubid), uint64_t(uint32_t(k.pid)), uint64_t(k.wait)}) {
+    h ^= std::hash<uint64_t>()(v) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  }
+  return h;
+}
+
+std::shared_ptr<const TimelineRow> Timeline::Row(TimelineRowKind kind, std::string scope,
+                                                 std::string name) {
+  TimelineRow key{kind, Clip(std::move(scope)), Clip(std::move(name))};
+  auto it = rows_.find(key);
+  if (it != rows_.end()) {
+    if (auto row = it->second.lock()) return row;
+  }
+  auto row = std::make_shared<const TimelineRow>(key);
+  rows_[std::move(key)] = row;
+  if (rows_.size() >= rows_sweep_at_) {
+    std::erase_if(rows_, [](const auto& r) { return r.second.expired(); });
+    rows_sweep_at_ = std::max<size_t>(1024, rows_.size() * 2);
+  }
+  return row;
+}
+
+Timeline::OpenKey Timeline::TextKey(TimelineRowKind kind, int pid, bool wait, std::string text) {
+  return OpenKey{kind, 0, 0, 0, 0, pid, wait, std::move(text)};
+}
+
+TimelineInterval* Timeline::See(OpenKey key, double now) {
+  auto it = open_.find(key);
+  if (it != open_.end()) {
+    it->second.interval.end = std::max(it->second.interval.end, now);
+    it->second.seen = poll_;
+    return nullptr;
+  }
+  if (open_.size() >= kOpenIntervals) {
+    ++untracked_;
+    return nullptr;
+  }
+  Open& o = open_[std::move(key)];
+  o.interval.open = true;
+  o.interval.start = now;
+  o.interval.end = now;
+  o.seen = poll_;
+  return &o.interval;
+}
+
+void Timeline::ObserveLocks(const PollData& data, const LockNames* names) {
+  std::unique_ptr<PollIndex> index;  // built when a new holder needs its identity
+  for (const AdvisoryLock& l : data.locks) {
+    if (!l.granted) continue;
+    OpenKey key{TimelineRowKind::kLock, l.key.datid, l.key.classid, l.key.objid,
+                l.key.objsubid,         l.pid,       false,         {}};
+    TimelineInterval* i = See(std::move(key), data.now);
+    if (i == nullptr) continue;
+    if (!index) index = std::make_unique<PollIndex>(data);
+    i->row = Row(TimelineRowKind::kLock, index->Datname(l.key.datid), LockLabel(l.key, names));
+    i->pid = l.pid;
+    i->who = Clip(IdentityOf(index->Find(l.pid), l.pid).application_name);
+  }
+}
+
+void Timeline::ObserveWaits(const PollData& data, const TargetView& view) {
+  for (const WaitEdge& w : view.waits) {
+    const std::string text = w.datname + kSep + w.lock + kSep + std::to_string(w.blocker.pid);
+    TimelineInterval* i = See(TextKey(TimelineRowKind::kLock, w.waiter.pid, true, text), data.now);
+    if (i == nullptr) continue;
+    i->row = Row(TimelineRowKind::kLock, w.datname, w.lock);
+    i->wait = true;
+    i->start = data.now - std::max(0.0, w.seconds);
+    i->pid = w.waiter.pid;
+    i->who = Clip(w.waiter.application_name);
+    i->blocker_pid = w.blocker.pid;
+  }
+  std::unique_ptr<PollIndex> index;
+  for (const BlockingRoot& r : view.all_blocking_roots) {
+    const LockParticipant& p = r.root;
+    const std::string scope = p.datname + kSep + p.gid;
+    if (TimelineInterval* i =
+            See(TextKey(TimelineRowKind::kRoot, p.id.pid, false, scope), data.now)) {
+      i->row = Row(TimelineRowKind::kRoot, p.datname, RootName(p.id.pid, p.gid));
+      i->pid = p.id.pid;
+      i->who = Clip(p.id.application_name);
+      i->detail = Clip(p.backend_type);
+    }
+    for (int blocked : r.blocked_pids) {
+      const std::string text = scope + kSep + std::to_string(p.id.pid);
+      TimelineInterval* i = See(TextKey(TimelineRowKind::kRoot, blocked, true, text), data.now);
+      if (i == nullptr) continue;
+      if (!index) index = std::make_unique<PollIndex>(data);
+      i->row = Row(TimelineRowKind::kRoot, p.datname, RootName(p.id.pid, p.gid));
+      i->wait = true;
+      i->pid = blocked;
+      i->who = Clip(IdentityOf(index->Find(blocked), blocked).application_name);
+      i->blocker_pid = p.id.pid;
+    }
+  }
+}
+
+void Timeline::ObserveLeases(const PollData& data, const TargetView& view) {
+  // From the rows as read, for the table's own timestamps (taken_at, expires_at) and clock.
+  for (const LeaseTableData& t : data.leases) {
+    if (!t.ok) continue;
+    for (const LeaseRow& row : t.rows) {
+      if (t.has_expiry && row.expires_at <= t.now) {
+        if (!row.holder.empty()) ObserveExpired(t, row);
+        continue;
+      }
+      const std::string text = t.table + kSep + Clip(row.name) + kSep + Clip(row.holder);
+      TimelineInterval* i = See(TextKey(TimelineRowKind::kLease, row.pid, false, text), t.now);
+      if (i == nullptr) continue;
+      i->row = Row(TimelineRowKind::kLease, t.table, row.name);
+      i->start = std::min(t.now, row.taken_at);
+      i->pid = row.pid;
+      i->who = Clip(row.holder);
+    }
+  }
+  for (const RowLockHolder& r : view.row_locks) {
+    const std::string text = r.table + kSep + Clip(r.lease);
+    TimelineInterval* i = See(TextKey(TimelineRowKind::kRowLocks, r.holder.pid, false, text), now_);
+    if (i == nullptr) continue;
+    i->row = Row(TimelineRowKind::kRowLocks, r.table, "");
+    i->start = now_ - std::max(0.0, r.seconds);
+    i->pid = r.holder.pid;
+    i->who = Clip(r.holder.application_name);
+    i->detail = Clip(r.lease);
+  }
+}
+
+void Timeline::ObserveExpired(const LeaseTableData& t, const LeaseRow& row) {
+  // Keyed apart from the holder's own interval (`wait` set), drawn in the holds.
+  const std::string text = t.table + kSep + Clip(row.name) + kSep + Clip(row.holder);
+  TimelineInterval* i = See(TextKey(TimelineRowKind::kLease, row.pid, true, text), t.now);
+  if (i == nullptr) return;
+  i->row = Row(TimelineRowKind::kLease, t.table, row.name);
+  i->expired = true;
+  i->start = std::min(t.now, row.expires_at);
+  i->pid = row.pid;
+  i->who = Clip(row.holder);
+  TimelineMarker m;
+  m.row = i->row;
+  m.time = i->start;
+  m.kind = "lease_expiry";
+  m.previous_pid = row.pid;
+  m.previous = i->who;
+  AddMarker(std::move(m));
+}
+
+void Timeline::CloseUnseen() {
+  for (auto it = open_.begin(); it != open_.end();) {
+    if (it->second.seen == poll_) {
+      ++it;
+      continue;
+    }
+    it->second.interval.open = false;
+    closed_.push_back(std::move(it->second.interval));
+    it = open_.erase(it);
+  }
+  while (closed_.size() > kClosedIntervals) {
+    closed_.pop_front();
+    ++dropped_intervals_;
+  }
+}
+
+void Timeline::Observe(const PollData& data, const TargetView& view, const LockNames* names) {
+  MutexLock lock(&mu_);
+  now_ = std::max(now_, data.now);
+  if (poll_ == 0) first_poll_ = data.now;
+  ++poll_;
+  untracked_ = 0;
+  ObserveLocks(data, names);
+  ObserveWaits(data, view);
+  ObserveLeases(data, view);
+  CloseUnseen();
+}
+
+void Timeline::AddMarker(TimelineMarker m) {
+  auto& ring = markers_[m.kind];
+  ring.push_back(std::move(m));
+  if (ring.size() > kMarkersPerKind) {
+    ring.pop_front();
+    ++dropped_markers_;
+  }
+}
+
+void Timeline::AddMarkers(const std::vector<Event>& events) {
+  MutexLock lock(&mu_);
+  for (const Event& e : events) {
+    if (e.kind == EventKind::kLockReleased) continue;
+    TimelineMarker m;
+    m.time = e.time;
+    m.kind = EventKindName(e.kind);
+    m.cause = EventCauseName(e.cause);
+    m.evidence = e.evidence;
+    m.outcome = EventOutcomeName(e.outcome);
+    m.duration = e.duration;
+    m.count = e.count;
+    m.previous_pid = e.previous.pid;
+    m.previous = Clip(e.previous_holder.empty() ? e.previous.application_name : e.previous_holder);
+    m.current_pid = e.current.pid;
+    m.current = Clip(e.current_holder.empty() ? e.current.application_name : e.current_holder);
+    m.event_kind = EventKindName(e.kind);
+    m.event_time = e.time;
+    if (m.kind.rfind("lease_", 0) == 0) {
+      m.row = Row(TimelineRowKind::kLease, e.table, e.lease);
+    } else if (e.kind == EventKind::kDeadlock) {
+      m.row = Row(TimelineRowKind::kDeadlocks, e.datname, "");
+    } else if (e.kind == EventKind::kBlockingEpisode) {
+      m.row = Row(TimelineRowKind::kRoot, e.datname, RootName(e.previous.pid, ""));
+      TimelineMarker start = m;
+      start.kind = "blocking_episode_start";
+      start.time = e.started;
+      AddMarker(std::move(start));
+      m.kind = "blocking_episode_end";
+    } else {
+      m.row = Row(TimelineRowKind::kLock, e.datname, e.lock.empty() ? "(unknown lock)" : e.lock);
+    }
+    AddMarker(std::move(m));
+  }
+}
+
+TimelineWindow Timeline::Query(double seconds) const {
+  MutexLock lock(&mu_);
+  TimelineWindow w;
+  w.now = now_;
+  w.dropped_intervals = dropped_intervals_;
+  w.untracked = untracked_;
+  w.dropped_markers = dropped_markers_;
+  // The history begins at the first poll (what started before it is drawn from there); once
+  // intervals were dropped, at the oldest end still kept.
+  double kept = first_poll_;
+  if (dropped_intervals_ > 0 && !closed_.empty()) kept = std::max(kept, closed_.front().end);
+  w.kept_since = kept;
+  w.from = std::max(now_ - seconds, w.kept_since);
+
+  std::map<const TimelineRow*, TimelineRowWindow> rows;
+  auto row_of = [&](const std::shared_ptr<const TimelineRow>& r) -> TimelineRowWindow& {
+    TimelineRowWindow& rw = rows[r.get()];
+    rw.row = r;
+    return rw;
+  };
+  auto add = [&](const TimelineInterval& i) {
+    if (i.end < w.from) return;
+    TimelineRowWindow& rw = row_of(i.row);
+    (i.wait ? rw.waits : rw.holds).push_back(i);
+    if (i.wait) rw.attention = std::max(rw.attention, 1);
+    rw.last = std::max(rw.last, i.end);
+  };
+  for (const TimelineInterval& i : closed_) add(i);
+  for (const auto& [key, o] : open_) add(o.interval);
+  for (const auto& [kind, ring] : markers_) {
+    for (const TimelineMarker& m : ring) {
+      if (m.time < w.from) continue;
+      TimelineRowWindow& rw = row_of(m.row);
+      rw.markers.push_back(m);
+      if (TimelineAlarming(m.kind)) rw.attention = 2;
+      rw.last = std::max(rw.last, m.time);
+    }
+  }
+  for (auto& [ptr, rw] : rows) {
+    auto by_start = [](const auto& a, const auto& b) { return a.start < b.start; };
+    std::sort(rw.holds.begin(), rw.holds.end(), by_start);
+    std::sort(rw.waits.begin(), rw.waits.end(), by_start);
+    std::sort(rw.markers.begin(), rw.markers.end(),
+              [](const auto& a, const auto& b) { return a.time < b.time; });
+    w.rows.push_back(std::move(rw));
+  }
+  std::sort(w.rows.begin(), w.rows.end(), [](const auto& a, const auto& b) {
+    if (a.attention != b.attention) return a.attention > b.attention;
+    if (a.last != b.last) return a.last > b.last;
+    if (a.markers.size() != b.markers.size()) return a.markers.size() > b.markers.size();
+    return *a.row < *b.row;
+  });
+  return w;
+}
+
+size_t Timeline::ApproxBytes() const {
+  MutexLock lock(&mu_);
+  size_t bytes = sizeof *this;
+  // An unordered_map node: the value, the next pointer and the cached hash; plus its bucket.
+  for (const auto& [key, o] : open_) {
+    bytes += sizeof(key) + sizeof(o) + 2 * sizeof(void*) + sizeof(void*) + StringBytes(key.text) +
+             StringBytes(o.interval.who) + StringBytes(o.interval.detail);
+  }
+  for (const TimelineInterval& i : closed_) bytes += IntervalBytes(i);
+  for (const auto& [kind, ring] : markers_) {
+    for (const TimelineMarker& m : ring) bytes += MarkerBytes(m);
+  }
+  // A map node (three pointers and a colour) and the shared row (with its control block).
+  for (const auto& [row, weak] : rows_) {
+    bytes += 4 * sizeof(void*) + sizeof row + sizeof weak + StringBytes(row.scope) +
+             StringBytes(row.name);
+    if (!weak.expired()) {
+      bytes +=
+          sizeof(TimelineRow) + 2 * sizeof(long) + StringBytes(row.scope) + StringBytes(row.name);
+    }
+  }
+  return bytes;
+}
+
+size_t Timeline::intervals() const {
+  MutexLock lock(&mu_);
+  return open_.size() + closed_.size();
+}
+
+size_t Timeline::markers() const {
+  MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& [kind, ring] : markers_) n += ring.size();
+  return n;
+}
+
+}  // namespace pglock

@@ -1,0 +1,197 @@
+// The recent history of a target, for the timeline on /locks and GET /api/v1/timeline: who held
+// what and who waited, compressed from polls into intervals, and the events the poller records
+// as markers on the same rows.
+//
+//   poll ──Observe()──> open intervals (one per row and holder, or per row, holder and waiter;
+//                        extended to each poll's now() while the poll still sees them)
+//                          │ not seen by a good poll
+//                          v
+//                       closed intervals (ordered by end; the oldest dropped first)
+//   events ──AddMarkers()──> markers, one ring per event kind (the oldest of a kind dropped first)
+//
+// Rows: an advisory lock (database, name or key), a lease (table, lease; its holders, and the
+// time a holder's row sat expired with a "lease_expiry" marker), a row-lock table (its
+// row-lock holders, the lease in the holder's text), a blocking root (database, pid), and the
+// deadlocks of a database. A wait is drawn under the holder it waited on (`blocker_pid`).
+//
+// Memory is bounded by counts: at most kOpenIntervals open intervals (holders past that, at one
+// poll, are not drawn; the latest poll's are counted), kClosedIntervals closed ones and
+// kMarkersPerKind markers of each event kind, each text at most kTimelineTextBytes. What is
+// dropped is counted and shown.
+//
+// Times are the database server's clock (PollData::now, Event::time). A failed poll leaves the
+// open intervals as they were; the next good poll extends those it still sees across the gap.
+//
+// Thread-safe: the poller calls Observe() and AddMarkers(); HTTP threads call Query() through
+// the snapshot, which shares the live object (the page shows the history up to the latest poll).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "exporter/snapshot/lock_names.h"
+#include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/session_end.h"
+#include "exporter/snapshot/snapshot.h"
+#include "exporter/util/thread_annotations.h"
+
+namespace pglock {
+
+struct Event;  // exporter/events/event_log.h
+
+inline constexpr size_t kOpenIntervals = 5000;
+inline constexpr size_t kClosedIntervals = 20000;
+inline constexpr size_t kMarkersPerKind = 300;
+// Bytes kept of each name, holder text and application name (longer ones are cut, with "…").
+inline constexpr size_t kTimelineTextBytes = 128;
+
+enum class TimelineRowKind { kLock, kLease, kRowLocks, kRoot, kDeadlocks };
+// True for the marker kinds that need a look (a loss, a takeover, an expiry, an overlap, an
+// inheritance, a deadlock, a lock timeout): their rows come first.
+bool TimelineAlarming(const std::string& kind);
+
+// "lock", "lease", "row_locks", "root", "deadlocks".
+const char* TimelineRowKindLabel(TimelineRowKind k);
+
+struct TimelineRow {
+  TimelineRowKind kind = TimelineRowKind::kLock;
+  std::string scope;  // the database; a lease's or a row-lock table's table
+  std::string name;   // lock name or key, lease, "pid 123" for a root; "" for the others
+  auto Tie() const { return std::tie(kind, scope, name); }
+  bool operator<(const TimelineRow& o) const { return Tie() < o.Tie(); }
+};
+
+struct TimelineInterval {
+  std::shared_ptr<const TimelineRow> row;
+  bool wait = false;
+  double start = 0;
+  double end = 0;  // the last poll that saw it
+  bool open = false;
+  bool expired = false;  // a lease row still naming its holder after its expiry
+  int pid = 0;           // the holder (0: a lease holder without a session), or the waiter
+  std::string who;       // application_name, or a lease's holder text
+  std::string detail;    // a row-lock holder's lease; a wait's lock type and mode
+  int blocker_pid = 0;   // waits: the holder waited on
+};
+
+struct TimelineMarker {
+  std::shared_ptr<const TimelineRow> row;
+  double time = 0;
+  // The event's kind; "blocking_episode_start" / "blocking_episode_end"; "lease_expiry" (from the
+  // lease table: its expires_at, the first poll that saw the row expired).
+  std::string kind;
+  std::string cause;
+  EndEvidence evidence = EndEvidence::kNone;
+  std::string outcome;
+  double duration = 0;
+  int64_t count = 1;
+  int previous_pid = 0;
+  std::string previous;  // application_name, or the holder text
+  int current_pid = 0;
+  std::string current;
+  // The recorded event it was taken from: its kind and time (blocking episodes: the end) and the
+  // pids, which find it in the event log.
+  std::string event_kind;
+  double event_time = 0;
+};
+
+// One row of a window: its intervals and markers, in time order.
+struct TimelineRowWindow {
+  std::shared_ptr<const TimelineRow> row;
+  std::vector<TimelineInterval> holds;
+  std::vector<TimelineInterval> waits;
+  std::vector<TimelineMarker> markers;
+  int attention = 0;  // 2: a loss, takeover, expiry, inheritance, deadlock or timeout; 1: waits
+  double last = 0;    // the latest time anything happened on it
+};
+
+struct TimelineWindow {
+  double now = 0;         // the latest poll's now(); 0 before the first
+  double from = 0;        // now - the window asked for, never before kept_since
+  double kept_since = 0;  // the oldest time still kept (0: nothing kept)
+  uint64_t dropped_intervals = 0;
+  // Holders and waits the latest poll saw that got no interval: kOpenIntervals were open.
+  uint64_t untracked = 0;
+  uint64_t dropped_markers = 0;
+  std::vector<TimelineRowWindow> rows;  // what needs attention first
+};
+
+class Timeline {
+ public:
+  Timeline() = default;
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  // A good poll: its advisory holders (every granted lock in `data`, the inventory tier's for a
+  // cheap poll) and lease rows (`data`, with the table's own times), its advisory waits, blocking
+  // roots and row-lock holders (`view`). `names` names configured keys (may be null).
+  void Observe(const PollData& data, const TargetView& view, const LockNames* names) EXCLUDES(mu_);
+  // The events the poller records, before coalescing (one marker per lock). Lock releases are
+  // left out: a holder's bar ends there.
+  void AddMarkers(const std::vector<Event>& events) EXCLUDES(mu_);
+
+  // What overlaps the last `seconds` before the latest poll (a copy).
+  TimelineWindow Query(double seconds) const EXCLUDES(mu_);
+
+  // Approximate heap bytes held (the measured bound of the tests).
+  size_t ApproxBytes() const EXCLUDES(mu_);
+  size_t intervals() const EXCLUDES(mu_);
+  size_t markers() const EXCLUDES(mu_);
+
+ private:
+  struct OpenKey {
+    TimelineRowKind kind;
+    uint32_t datid, classid, objid;
+    int objsubid;
+    int pid;
+    bool wait;
+    std::string text;  // what else tells the row and holder apart (leases, roots, waits)
+    bool operator==(const OpenKey& o) const;
+  };
+  struct OpenKeyHash {
+    size_t operator()(const OpenKey& k) const;
+  };
+  struct Open {
+    TimelineInterval interval;
+    uint64_t seen = 0;  // the poll that last saw it
+  };
+
+  // REQUIRES: mu_ held.
+  std::shared_ptr<const TimelineRow> Row(TimelineRowKind kind, std::string scope, std::string name)
+      REQUIRES(mu_);
+  static OpenKey TextKey(TimelineRowKind kind, int pid, bool wait, std::string text);
+  // Extends the open interval of `key` to `now` and returns null; or opens one from `now` and
+  // returns it for the caller to fill (null too when kOpenIntervals are open: counted untracked).
+  TimelineInterval* See(OpenKey key, double now) REQUIRES(mu_);
+  void CloseUnseen() REQUIRES(mu_);
+  void ObserveLocks(const PollData& data, const LockNames* names) REQUIRES(mu_);
+  void ObserveWaits(const PollData& data, const TargetView& view) REQUIRES(mu_);
+  void ObserveLeases(const PollData& data, const TargetView& view) REQUIRES(mu_);
+  // A lease row still naming its holder past its expiry: an interval from the expiry on, and a
+  // lease_expiry marker when first seen.
+  void ObserveExpired(const LeaseTableData& t, const LeaseRow& row) REQUIRES(mu_);
+  void AddMarker(TimelineMarker m) REQUIRES(mu_);
+
+  mutable Mutex mu_;
+  double now_ GUARDED_BY(mu_) = 0;
+  double first_poll_ GUARDED_BY(mu_) = 0;
+  uint64_t poll_ GUARDED_BY(mu_) = 0;
+  std::unordered_map<OpenKey, Open, OpenKeyHash> open_ GUARDED_BY(mu_);
+  std::deque<TimelineInterval> closed_ GUARDED_BY(mu_);  // by end, oldest first
+  std::map<std::string, std::deque<TimelineMarker>> markers_ GUARDED_BY(mu_);  // by kind
+  // Rows interned: intervals and markers share them; entries nobody holds are swept.
+  std::map<TimelineRow, std::weak_ptr<const TimelineRow>> rows_ GUARDED_BY(mu_);
+  size_t rows_sweep_at_ GUARDED_BY(mu_) = 1024;
+  uint64_t dropped_intervals_ GUARDED_BY(mu_) = 0;
+  uint64_t untracked_ GUARDED_BY(mu_) = 0;  // at the latest poll, past kOpenIntervals
+  uint64_t dropped_markers_ GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace pglock

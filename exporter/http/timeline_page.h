@@ -1,0 +1,43 @@
+// The timeline of a target (exporter/events/timeline.h) as the on-call view shows it: a
+// server-side SVG on /locks (no script, no external asset) and GET /api/v1/timeline (JSON).
+// Rendered from the history the poller published, never from the database. Every string from the
+// database is HTML- or JSON-escaped. Pure functions; thread-safe.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "exporter/events/timeline.h"
+#include "exporter/http/oncall.h"
+
+namespace pglock {
+
+inline constexpr double kTimelineDefaultSeconds = 3600;
+// The page draws this many rows, the most telling first (the JSON has them all), and per row the
+// newest holds, waits and markers up to these counts: the page stays small with thousands of keys.
+inline constexpr size_t kTimelineRows = 16;
+inline constexpr size_t kTimelineRowHolds = 10;
+inline constexpr size_t kTimelineRowWaits = 6;
+inline constexpr size_t kTimelineRowMarkers = 6;
+
+// ?since= of /locks and /api/v1/timeline: "" is kTimelineDefaultSeconds, else a positive
+// duration ("15m", "1h", "6h", "90s"). nullopt with *error set on anything else.
+std::optional<double> ParseTimelineSince(const std::string& text, std::string* error);
+
+// The CSS of the timeline, for the page's <style>.
+extern const char kTimelineStyle[];
+
+// Where a marker's event is shown on the page ("#ev-..."), or "" when it is not.
+using MarkerHref = std::function<std::string(const TimelineMarker&)>;
+
+// The timeline section of one target on /locks: the window links (keeping `filter`), the SVG
+// and what was dropped. `filter.lock`, when set, keeps the rows of that lock or lease.
+void TimelineHtml(const TargetSnapshot& snap, const LocksFilter& filter, double since,
+                  const MarkerHref& href, std::string* o);
+
+// GET /api/v1/timeline: every target that matches filter.target, every row of the window.
+std::string RenderTimelineJson(const SnapshotList& snapshots, const LocksFilter& filter,
+                               double since);
+
+}  // namespace pglock

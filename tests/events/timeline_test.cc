@@ -1,0 +1,268 @@
+// The timeline's history (exporter/events/timeline.h): intervals compressed from polls, waits
+// under their holder, markers from events, and the memory bound under a thousand keys changing
+// holder every poll for an hour of 1 s polls (simulated time, no sleeping).
+#include "exporter/events/timeline.h"
+
+#include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "exporter/events/event_log.h"
+
+namespace pglock {
+namespace {
+
+constexpr double kT0 = 1.8e9;
+
+Identity Who(int pid, const std::string& application_name) {
+  Identity id;
+  id.pid = pid;
+  id.application_name = application_name;
+  return id;
+}
+
+AdvisoryLock Granted(uint32_t objid, int pid) {
+  AdvisoryLock l;
+  l.key.datid = 5;
+  l.key.objid = objid;
+  l.pid = pid;
+  return l;
+}
+
+Session Client(int pid, const std::string& app) {
+  Session s;
+  s.pid = pid;
+  s.datid = 5;
+  s.datname = "app";
+  s.application_name = app;
+  return s;
+}
+
+PollData Poll(double now, std::vector<AdvisoryLock> locks, std::vector<Session> sessions) {
+  PollData d;
+  d.now = now;
+  d.locks = std::move(locks);
+  d.sessions = std::move(sessions);
+  return d;
+}
+
+const TimelineRowWindow* FindRow(const TimelineWindow& w, TimelineRowKind kind,
+                                 const std::string& name) {
+  for (const TimelineRowWindow& r : w.rows) {
+    if (r.row->kind == kind && r.row->name == name) return &r;
+  }
+  return nullptr;
+}
+
+TEST(Timeline, OneIntervalPerHolderExtendedEachPollAndClosedWhenGone) {
+  Timeline t;
+  LockNames names;
+  AddBigintName(7, "nightly-report", &names);
+  const TargetView view;
+  // pid 10 holds for polls 0..4, pid 11 from poll 5 on.
+  for (int i = 0; i < 8; ++i) {
+    const int pid = i < 5 ? 10 : 11;
+    t.Observe(Poll(kT0 + i, {Granted(7, pid)}, {Client(pid, i < 5 ? "report-a" : "report-b")}),
+              view, &names);
+  }
+  const TimelineWindow w = t.Query(3600);
+  const TimelineRowWindow* row = FindRow(w, TimelineRowKind::kLock, "nightly-report");
+  ASSERT_NE(row, nullptr);
+  ASSERT_EQ(row->holds.size(), 2u);
+  EXPECT_EQ(row->holds[0].pid, 10);
+  EXPECT_EQ(row->holds[0].who, "report-a");
+  EXPECT_DOUBLE_EQ(row->holds[0].start, kT0);
+  EXPECT_DOUBLE_EQ(row->holds[0].end, kT0 + 4);
+  EXPECT_FALSE(row->holds[0].open);
+  EXPECT_EQ(row->holds[1].pid, 11);
+  EXPECT_DOUBLE_EQ(row->holds[1].start, kT0 + 5);
+  EXPECT_DOUBLE_EQ(row->holds[1].end, kT0 + 7);
+  EXPECT_TRUE(row->holds[1].open);
+  EXPECT_EQ(row->row->scope, "app");
+  EXPECT_DOUBLE_EQ(w.now, kT0 + 7);
+}
+
+TEST(Timeline, WaitsGoUnderTheHolderTheyWaitedOnAndRootsGetRows) {
+  Timeline t;
+  TargetView view;
+  WaitEdge e;
+  e.datname = "app";
+  e.lock = "7";
+  e.waiter = Who(20, "waiter-app");
+  e.blocker = Who(10, "holder-app");
+  e.seconds = 3;
+  view.waits = {e};
+  BlockingRoot root;
+  root.root.id = Who(10, "holder-app");
+  root.root.datname = "app";
+  root.blocked_pids = {20};
+  view.all_blocking_roots = {root};
+  t.Observe(Poll(kT0 + 10, {Granted(7, 10)}, {Client(10, "holder-app"), Client(20, "waiter-app")}),
+            view, nullptr);
+  const TimelineWindow w = t.Query(3600);
+  const TimelineRowWindow* lock = FindRow(w, TimelineRowKind::kLock, "7");
+  ASSERT_NE(lock, nullptr);
+  ASSERT_EQ(lock->waits.size(), 1u);
+  EXPECT_EQ(lock->waits[0].pid, 20);
+  EXPECT_EQ(lock->waits[0].blocker_pid, 10);
+  EXPECT_DOUBLE_EQ(lock->waits[0].start, kT0 + 7);  // it had waited 3 s when first seen
+  EXPECT_EQ(lock->attention, 1);
+  const TimelineRowWindow* r = FindRow(w, TimelineRowKind::kRoot, "pid 10");
+  ASSERT_NE(r, nullptr);
+  ASSERT_EQ(r->holds.size(), 1u);
+  ASSERT_EQ(r->waits.size(), 1u);
+  EXPECT_EQ(r->waits[0].who, "waiter-app");
+}
+
+TEST(Timeline, MarkersFromEventsLossesFirstReleasesLeftOut) {
+  Timeline t;
+  Event lost;
+  lost.time = kT0 + 5;
+  lost.kind = EventKind::kLockLost;
+  lost.cause = EventCause::kTerminated;
+  lost.evidence = EndEvidence::kLog;
+  lost.datname = "app";
+  lost.lock = "nightly-report";
+  lost.previous = Who(10, "report-a");
+  Event released = lost;
+  released.kind = EventKind::kLockReleased;
+  Event episode;
+  episode.time = kT0 + 9;
+  episode.kind = EventKind::kBlockingEpisode;
+  episode.datname = "app";
+  episode.previous.pid = 10;
+  episode.started = kT0 + 2;
+  Event lease;
+  lease.time = kT0 + 8;
+  lease.kind = EventKind::kLeaseExpiredTakeover;
+  lease.table = "public.leases";
+  lease.lease = "sweep";
+  t.Observe(Poll(kT0, {}, {}), TargetView{}, nullptr);  // the history begins here
+  t.AddMarkers({lost, released, episode, lease});
+  t.Observe(Poll(kT0 + 10, {}, {}), TargetView{}, nullptr);
+  const TimelineWindow w = t.Query(3600);
+  ASSERT_EQ(w.rows.size(), 3u);
+  // The loss and the expiry need a look; the episode's root row comes after.
+  EXPECT_EQ(w.rows[0].attention, 2);
+  EXPECT_EQ(w.rows[1].attention, 2);
+  const TimelineRowWindow* lock = FindRow(w, TimelineRowKind::kLock, "nightly-report");
+  ASSERT_NE(lock, nullptr);
+  ASSERT_EQ(lock->markers.size(), 1u);
+  EXPECT_EQ(lock->markers[0].kind, "lock_lost");
+  EXPECT_EQ(lock->markers[0].cause, "terminated");
+  EXPECT_EQ(lock->markers[0].evidence, EndEvidence::kLog);
+  const TimelineRowWindow* root = FindRow(w, TimelineRowKind::kRoot, "pid 10");
+  ASSERT_NE(root, nullptr);
+  ASSERT_EQ(root->markers.size(), 2u);
+  EXPECT_EQ(root->markers[0].kind, "blocking_episode_start");
+  EXPECT_DOUBLE_EQ(root->markers[0].time, kT0 + 2);
+  EXPECT_EQ(root->markers[1].kind, "blocking_episode_end");
+  EXPECT_DOUBLE_EQ(root->markers[1].event_time, kT0 + 9);
+  EXPECT_NE(FindRow(w, TimelineRowKind::kLease, "sweep"), nullptr);
+  // A window of 3 s keeps only what overlaps it: the expiry (8) and the episode's end (9).
+  const TimelineWindow recent = t.Query(3);
+  EXPECT_EQ(recent.rows.size(), 2u);
+  EXPECT_EQ(FindRow(recent, TimelineRowKind::kLock, "nightly-report"), nullptr);
+}
+
+TEST(Timeline, LongHolderTextsAreCutSoMemoryStaysBounded) {
+  Timeline t;
+  PollData d = Poll(kT0, {}, {});
+  LeaseTableData table;
+  table.table = "public.leases";
+  table.ok = true;
+  table.now = kT0;
+  LeaseRow row;
+  row.name = std::string(1000, 'n');
+  row.holder = std::string(127, 'h') + "\u00e9" + std::string(100000, 'h');
+  row.taken_at = kT0 - 5;
+  row.expires_at = kT0 + 60;
+  table.rows = {row};
+  d.leases = {table};
+  t.Observe(d, TargetView{}, nullptr);
+  const TimelineWindow w = t.Query(60);
+  ASSERT_EQ(w.rows.size(), 1u);
+  EXPECT_EQ(w.rows[0].row->name, std::string(128, 'n') + "\u2026");
+  ASSERT_EQ(w.rows[0].holds.size(), 1u);
+  // Cut before the two-byte character that straddles the limit, not inside it.
+  EXPECT_EQ(w.rows[0].holds[0].who, std::string(127, 'h') + "\u2026");
+  EXPECT_DOUBLE_EQ(w.rows[0].holds[0].start, kT0 - 5);  // the lease's taken_at
+}
+
+TEST(Timeline, HoldersPastTheOpenBoundAreCountedNotFollowed) {
+  Timeline t;
+  std::vector<AdvisoryLock> locks;
+  for (uint32_t k = 0; k < kOpenIntervals + 1000; ++k) locks.push_back(Granted(k, 7));
+  t.Observe(Poll(kT0, locks, {}), TargetView{}, nullptr);
+  t.Observe(Poll(kT0 + 1, locks, {}), TargetView{}, nullptr);
+  EXPECT_EQ(t.intervals(), kOpenIntervals);
+  EXPECT_EQ(t.Query(60).untracked, 1000u);  // the latest poll's, not a sum over polls
+}
+
+// A thousand keys changing holder every poll for an hour of 1 s polls, each change a hand-over
+// event: the history stays within its counts, the oldest dropped first, and its bytes are stated.
+TEST(Timeline, AThousandKeysChangingHolderEveryPollForAnHourStayWithinTheBound) {
+  constexpr int kKeys = 1000;
+  constexpr int kPolls = 3600;
+  // The heap in use, as glibc counts it (0 under AddressSanitizer, whose allocator it does not
+  // see).
+  const size_t heap_before = mallinfo2().uordblks;
+  Timeline t;
+  const TargetView view;
+  size_t peak = 0;
+  double seconds = 0;  // in Observe() and AddMarkers()
+  for (int p = 0; p < kPolls; ++p) {
+    PollData d;
+    d.now = kT0 + p;
+    std::vector<Event> events;
+    for (int k = 0; k < kKeys; ++k) {
+      const int pid = 100000 + (p % 2) * kKeys + k;  // two alternating holders per key
+      d.locks.push_back(Granted(static_cast<uint32_t>(k), pid));
+      d.sessions.push_back(Client(pid, "report-worker-" + std::to_string(pid)));
+      Event e;
+      e.time = d.now;
+      e.kind = EventKind::kLockHandover;
+      e.datname = "app";
+      e.lock = std::to_string(k);
+      e.previous = Who(pid - 1, "report-worker-previous");
+      e.current = Who(pid, "report-worker-" + std::to_string(pid));
+      events.push_back(std::move(e));
+    }
+    const auto started = std::chrono::steady_clock::now();
+    t.AddMarkers(events);
+    t.Observe(d, view, nullptr);
+    seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    ASSERT_LE(t.intervals(), kOpenIntervals + kClosedIntervals);
+    ASSERT_LE(t.markers(), kMarkersPerKind);
+    if (p % 600 == 599) peak = std::max(peak, t.ApproxBytes());
+  }
+  const size_t heap_after = mallinfo2().uordblks;
+  const double heap = static_cast<double>(heap_after > heap_before ? heap_after - heap_before : 0);
+  const TimelineWindow w = t.Query(3600);
+  // The newest are kept: the last poll's holders, open, and the closed intervals before them.
+  EXPECT_EQ(w.rows.size(), static_cast<size_t>(kKeys));
+  EXPECT_DOUBLE_EQ(w.now, kT0 + kPolls - 1);
+  EXPECT_EQ(w.dropped_intervals, static_cast<uint64_t>(kKeys) * (kPolls - 1) - kClosedIntervals);
+  EXPECT_GT(w.kept_since, kT0 + kPolls - 1 - 30);  // 20,000 closed: the last 20 polls
+  EXPECT_DOUBLE_EQ(w.from, w.kept_since);
+  size_t open = 0;
+  for (const auto& r : w.rows) {
+    for (const auto& i : r.holds) open += i.open ? 1 : 0;
+  }
+  EXPECT_EQ(open, static_cast<size_t>(kKeys));
+  EXPECT_GT(w.dropped_markers, 0u);
+  EXPECT_EQ(w.untracked, 0u);
+  std::printf(
+      "timeline at %d keys x %d polls: %zu intervals, %zu markers, %.1f MB counted (peak %.1f MB), "
+      "%.1f MB of heap in use; %.2f ms per poll in the timeline\n",
+      kKeys, kPolls, t.intervals(), t.markers(), t.ApproxBytes() / 1e6, peak / 1e6, heap / 1e6,
+      seconds * 1000 / kPolls);
+  EXPECT_LT(heap, 8e6);
+  // The stated bound: 5,000 open and 20,000 closed intervals and 300 markers per kind.
+  EXPECT_LT(t.ApproxBytes(), 8u * 1000 * 1000);
+}
+
+}  // namespace
+}  // namespace pglock
