@@ -270,7 +270,9 @@ const char kTimelineStyle[] =
     "svg.tl .label{font-weight:bold}svg.tl .label.bad{fill:#b00}svg.h rect{fill:#6a9fd4}"
     "svg.h text{fill:#fff}svg.w rect{fill:#e8a33d}svg.x rect{fill:#bbb}"
     "svg.m path{fill:#456}svg.m.bad path{fill:#c00}"
-    "tr:target{background:#ffe58a}";
+    "tr:target{background:#ffe58a}span.key{display:inline-block;width:1.2em;height:.7em}"
+    "span.key.h{background:#6a9fd4}span.key.w{background:#e8a33d}span.key.x{background:#bbb}"
+    "span.key.bad{color:#c00;height:auto}span.key.ev{color:#456;height:auto}";
 
 std::optional<double> ParseTimelineSince(const std::string& text, std::string* error) {
   if (text.empty()) return kTimelineDefaultSeconds;
@@ -326,6 +328,13 @@ void TimelineHtml(const TargetSnapshot& snap, const LocksFilter& filter, double 
         Clock(w.now) + " UTC\">";
   AxisSvg(s, o);
   *o += body + "</svg></div>\n";
+  // What the colours mean, in the page's own classes (no image, no script).
+  *o +=
+      "<p class=note><span class=\"key h\"></span> held &middot; <span class=\"key w\"></span> "
+      "waiting under its holder &middot; <span class=\"key x\"></span> lease expired under its "
+      "holder &middot; <span class=\"key bad\">&#9660;</span> a loss, takeover, overlap, "
+      "inheritance, expiry, deadlock or timeout &middot; <span class=\"key ev\">&#9660;</span> "
+      "other events (hover for details, click for the event)</p>\n";
   if (rows.size() > kTimelineRows) {
     *o += "<p class=note>" + std::to_string(rows.size() - kTimelineRows) + " more rows of " +
           std::to_string(rows.size()) + " not drawn (all of them: the JSON).</p>\n";

@@ -84,6 +84,7 @@ TEST(TimelinePage, HostileApplicationNamesAreEscapedInTheSvgAndTheJson) {
       << page;
   EXPECT_NE(page.find("<svg class=tl"), std::string::npos);
   EXPECT_NE(page.find("<line x1="), std::string::npos) << "a time axis";
+  EXPECT_NE(page.find("waiting under its holder"), std::string::npos) << "a legend";
   EXPECT_NE(page.find("lock_lost, cause terminated"), std::string::npos);
   // Its event is not on the page (no event log here): the marker links to the lock's events.
   EXPECT_NE(page.find("<a href=\"/api/v1/events?target=main&amp;lock=7\">"), std::string::npos);
