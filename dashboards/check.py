@@ -30,6 +30,10 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 PROVISIONED_PATH = "/var/lib/grafana/dashboards/pglock"
 
 
+# Created with their first event, so that idle databases cost no series (README).
+FIRST_USE_COUNTERS = ("pglock_deadlocks_total", "pglock_blocking_episodes_total")
+
+
 def query_text(v):
     q = v.get("query")
     return q.get("query", "") if isinstance(q, dict) else (q or "")
@@ -107,6 +111,15 @@ def check_dashboard(path, d, seen_uids, err):
     for a in d.get("annotations", {}).get("list", []):
         if a.get("expr") and a.get("datasource") != DS:
             err(f"annotation {a.get('name')!r}: datasource is not ${{datasource}}")
+    # Counters that appear with their first event (a database's deadlocks and blocking episodes):
+    # increase() alone misses that first event; the expression must add the series' appearance.
+    texts = [a.get("expr", "") for a in d.get("annotations", {}).get("list", [])]
+    texts += [t.get("expr", "") for p in exprs.panels(d.get("panels", []))
+              for t in p.get("targets", [])]
+    for t in texts:
+        for counter in FIRST_USE_COUNTERS:
+            if f"increase({counter}" in t and "offset" not in t:
+                err(f"increase() of {counter} without its first appearance (unless ... offset): {t}")
     visualisations = sum(1 for p in exprs.panels(d.get("panels", [])) if p.get("type") != "row")
     print(f"ok  {name}: uid {uid}, {visualisations} panels")
 

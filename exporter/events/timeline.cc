@@ -106,7 +106,11 @@ TimelineInterval* Timeline::See(OpenKey key, double now) {
     it->second.seen = poll_;
     return nullptr;
   }
-  if (open_.size() >= kOpenIntervals) {
+  // Held locks and lease rows can come by the thousand (a leak filling the lock table, a table of
+  // expired leases): they stop at kOpenIntervals - kOpenReserved, so the waits and root blockers
+  // of that very incident are still drawn.
+  const bool bulk = !key.wait && key.kind != TimelineRowKind::kRoot;
+  if (open_.size() >= kOpenIntervals || (bulk && open_.size() >= kOpenIntervals - kOpenReserved)) {
     ++untracked_;
     return nullptr;
   }

@@ -47,6 +47,8 @@ namespace pglock {
 struct Event;  // exporter/events/event_log.h
 
 inline constexpr size_t kOpenIntervals = 5000;
+// Of those, kept for waits and root blockers: held locks and lease rows never take them.
+inline constexpr size_t kOpenReserved = 1000;
 inline constexpr size_t kClosedIntervals = 20000;
 inline constexpr size_t kMarkersPerKind = 300;
 // Bytes kept of each name, holder text and application name (longer ones are cut, with "…").

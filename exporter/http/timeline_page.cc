@@ -103,7 +103,7 @@ bool RowMatches(const TimelineRow& r, const std::string& lock) {
 std::string MarkerTitle(const TimelineMarker& m) {
   std::string t = Clock(m.time) + " " + m.kind;
   if (!m.outcome.empty()) t += " " + m.outcome;
-  if (!m.cause.empty()) t += ", cause " + m.cause;
+  if (!m.cause.empty() && m.cause != m.kind) t += ", cause " + m.cause;
   if (m.evidence != EndEvidence::kNone) t += std::string(" (") + EndEvidenceLabel(m.evidence) + ")";
   if (m.previous_pid != 0 || !m.previous.empty())
     t += "; before: " + WhoText(m.previous_pid, m.previous);

@@ -154,11 +154,11 @@ Verdict SessionVerdict(const RootFacts& f) {
     v.action = VerdictAction::kWait;
     v.then_command = Call("pg_cancel_backend", v.pid);
     v.then = "if it still runs when its waiters have waited " + Duration(kWaitersAlertSeconds) +
-             " (their alerts fire then): " + v.then_command;
+             " (their alerts' threshold): " + v.then_command;
     v.cost = "nothing yet: its statement has run " + Duration(f.state_seconds) +
              " and its longest waiter has waited " + Duration(f.longest_wait) + ", less than the " +
              Duration(kWaitersAlertSeconds) +
-             " after which waits page. A long statement (a migration, a report) is likelier "
+             " above which waits alert. A long statement (a migration, a report) is likelier "
              "than a stuck one; cancelling it now makes its work be redone by whoever waits.";
     return v;
   }

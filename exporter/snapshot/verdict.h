@@ -32,9 +32,10 @@
 
 namespace pglock {
 
-// How long a wait lasts before the shipped rules page for it: PglockLockWaitLong and
-// PglockAdvisoryLockWaitLong fire at 30 s waited, held for 1 m.
-inline constexpr double kWaitersAlertSeconds = 90;
+// The waiters' alert threshold: PglockLockWaitLong and PglockAdvisoryLockWaitLong alert on a wait
+// above 30 s (held for 1 m). Below it "wait" is the verdict; by the time either alert (or
+// PglockLockQueue, 1 m of waits) fires, the verdict is the command, so no alert says "wait".
+inline constexpr double kWaitersAlertSeconds = 30;
 
 struct RootFacts {
   LockParticipant root;  // pid 0 and gid for a prepared transaction

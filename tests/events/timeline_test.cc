@@ -196,9 +196,22 @@ TEST(Timeline, HoldersPastTheOpenBoundAreCountedNotFollowed) {
   std::vector<AdvisoryLock> locks;
   for (uint32_t k = 0; k < kOpenIntervals + 1000; ++k) locks.push_back(Granted(k, 7));
   t.Observe(Poll(kT0, locks, {}), TargetView{}, nullptr);
-  t.Observe(Poll(kT0 + 1, locks, {}), TargetView{}, nullptr);
-  EXPECT_EQ(t.intervals(), kOpenIntervals);
-  EXPECT_EQ(t.Query(60).untracked, 1000u);  // the latest poll's, not a sum over polls
+  // A leak of 6,000 held locks leaves kOpenReserved intervals for the waits of that incident.
+  TargetView view;
+  WaitEdge e;
+  e.datname = "app";
+  e.lock = "0";
+  e.waiter.pid = 8;
+  e.blocker.pid = 7;
+  e.seconds = 1;
+  view.waits = {e};
+  t.Observe(Poll(kT0 + 1, locks, {}), view, nullptr);
+  EXPECT_EQ(t.intervals(), kOpenIntervals - kOpenReserved + 1);
+  // The latest poll's, not a sum over polls.
+  EXPECT_EQ(t.Query(60).untracked, 1000u + kOpenReserved);
+  bool wait_drawn = false;
+  for (const TimelineRowWindow& r : t.Query(60).rows) wait_drawn = wait_drawn || !r.waits.empty();
+  EXPECT_TRUE(wait_drawn) << "the leak's waiter is drawn";
 }
 
 // A thousand keys changing holder every poll for an hour of 1 s polls, each change a hand-over

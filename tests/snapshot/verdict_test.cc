@@ -138,7 +138,7 @@ TEST(Verdict, ActiveRootYoungerThanTheWaitersThresholdIsWaitedFor) {
   EXPECT_EQ(std::string(VerdictActionName(verdict.action)), "wait");
   EXPECT_EQ(verdict.command, "");
   EXPECT_EQ(verdict.then_command, "SELECT pg_cancel_backend(100)");
-  EXPECT_NE(verdict.then.find("90 s"), std::string::npos) << verdict.then;
+  EXPECT_NE(verdict.then.find("30 s"), std::string::npos) << verdict.then;
   EXPECT_NE(verdict.cost.find("has run 15 s"), std::string::npos) << verdict.cost;
 }
 
