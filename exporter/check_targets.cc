@@ -14,7 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "exporter/collectors/leases.h"
+#include "exporter/collectors/lease_read.h"
+#include "exporter/collectors/lease_sql.h"
 #include "exporter/pg/batch.h"
 #include "exporter/pg/columns.h"
 #include "exporter/pg/conninfo.h"
