@@ -17,27 +17,13 @@
 // backend_xid and the subtransaction ids the last inventory saw under it): the row's holder is that
 // session. Its per-target state (checked tables, when
 // rows without taken_at were first seen held, the other databases' sessions) belongs to the
-// poller thread.
+// poller thread. The statements are built in lease_sql.h; one table is checked, read and
+// blamed in lease_read.h.
 #pragma once
 
 #include "exporter/collectors/collector.h"
 
 namespace pglock {
-
-// The SQL for one table; "" when an identifier cannot be quoted (connection gone). `xids` is the
-// xid[] literal of the live transaction ids a row_lock table's rows are matched against ("'{}'"
-// matches none).
-std::string LeaseTableSql(const PgConnection& conn, const LeaseTableConfig& table, int limit,
-                          const std::string& xids = "'{}'");
-// The SQL of the table's write counters (queries/lease_table_writes.sql); "" likewise.
-std::string LeaseTableWritesSql(const PgConnection& conn, const LeaseTableConfig& table);
-// The quoted relation, "schema"."table" or "table"; "" when it cannot be quoted.
-std::string LeaseTableRelation(const PgConnection& conn, const LeaseTableConfig& table);
-// Checks the table's types and reads it once, exactly as the first poll of a connection does
-// (--check-targets). Its problems go into out->error; the Status is not ok only when the
-// connection was lost.
-Status ReadLeaseTableOnce(const PollContext& ctx, const LeaseTableConfig& table,
-                          LeaseTableData* out);
 
 class LeasesCollector : public Collector {
  public:

@@ -5,86 +5,11 @@
 #include <string>
 #include <unordered_map>
 
+#include "exporter/events/hold_index.h"
 #include "exporter/snapshot/analyze.h"
 #include "exporter/snapshot/poll_index.h"
 
 namespace pglock {
-
-struct Hold {
-  SessionId session;
-  bool exclusive;
-  bool operator==(const Hold& o) const = default;
-};
-
-// A poll's granted advisory locks as (key, hold), in the order of its rows.
-using HoldRows = std::vector<std::pair<AdvisoryKey, Hold>>;
-
-HoldRows HoldRowsOf(const PollData& data) {
-  std::unordered_map<int, double> backend_start;
-  for (const Session& s : data.sessions) backend_start[s.pid] = s.backend_start;
-  HoldRows rows;
-  rows.reserve(data.locks.size());
-  for (const AdvisoryLock& l : data.locks) {
-    if (!l.granted) continue;
-    const auto it = backend_start.find(l.pid);
-    rows.push_back({l.key, {{l.pid, it == backend_start.end() ? 0 : it->second}, l.exclusive}});
-  }
-  return rows;
-}
-
-// `key` as one number that sorts as AdvisoryKey's < does (objsubid's sign bit flipped).
-unsigned __int128 Packed(const AdvisoryKey& key) {
-  const uint64_t hi = (uint64_t{key.datid} << 32) | key.classid;
-  const uint64_t lo =
-      (uint64_t{key.objid} << 32) | (static_cast<uint32_t>(key.objsubid) ^ 0x80000000U);
-  return (static_cast<unsigned __int128>(hi) << 64) | lo;
-}
-
-// The granted advisory locks of a poll grouped by key, in flat sorted arrays: at 100k locks a
-// std::map of vectors costs more than the rest of the poll. It keeps the rows it was built from:
-// a poll with the same rows, in the same order, has the same index.
-class HoldIndex {
- public:
-  explicit HoldIndex(HoldRows rows) : rows_(std::move(rows)) {
-    // Sorted by packed key, with the row's index: one comparison instead of four.
-    std::vector<std::pair<unsigned __int128, uint32_t>> order;
-    order.reserve(rows_.size());
-    for (size_t i = 0; i < rows_.size(); ++i) {
-      order.emplace_back(Packed(rows_[i].first), static_cast<uint32_t>(i));
-    }
-    std::sort(order.begin(), order.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    holds_.reserve(order.size());
-    for (const auto& [packed, i] : order) {
-      const auto& [key, hold] = rows_[i];
-      if (keys_.empty() || !(keys_.back() == key)) {
-        keys_.push_back(key);
-        starts_.push_back(holds_.size());
-      }
-      holds_.push_back(hold);
-    }
-    starts_.push_back(holds_.size());
-  }
-
-  const HoldRows& rows() const { return rows_; }
-  size_t size() const { return keys_.size(); }
-  const AdvisoryKey& key(size_t i) const { return keys_[i]; }
-  std::span<const Hold> holds(size_t i) const {
-    return {holds_.data() + starts_[i], starts_[i + 1] - starts_[i]};
-  }
-  // Holds of `key`; empty when nobody holds it.
-  std::span<const Hold> Find(const AdvisoryKey& key) const {
-    const auto it = std::lower_bound(keys_.begin(), keys_.end(), key);
-    if (it == keys_.end() || !(*it == key)) return {};
-    return holds(static_cast<size_t>(it - keys_.begin()));
-  }
-
- private:
-  std::vector<AdvisoryKey> keys_;  // sorted, unique
-  std::vector<size_t> starts_;     // holds of keys_[i] are holds_[starts_[i] .. starts_[i+1])
-  std::vector<Hold> holds_;
-  HoldRows rows_;  // as built from, in row order
-};
 
 namespace {
 
@@ -115,26 +40,6 @@ bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_
 }
 
 using LostKeys = std::map<AdvisoryKey, LostKey>;
-
-// Calls f(key, held_before, held_now) for every key held at `prev` or at `cur`, in key order: both
-// indexes are sorted, so one merge walk instead of a binary search for every key.
-template <typename F>
-void ForEachKey(const HoldIndex& prev, const HoldIndex& cur, F&& f) {
-  size_t i = 0, j = 0;
-  while (i < prev.size() || j < cur.size()) {
-    if (j == cur.size() || (i < prev.size() && prev.key(i) < cur.key(j))) {
-      f(prev.key(i), prev.holds(i), std::span<const Hold>{});
-      ++i;
-    } else if (i == prev.size() || cur.key(j) < prev.key(i)) {
-      f(cur.key(j), std::span<const Hold>{}, cur.holds(j));
-      ++j;
-    } else {
-      f(prev.key(i), prev.holds(i), cur.holds(j));
-      ++i;
-      ++j;
-    }
-  }
-}
 
 // True when `session`, whose lock held at the previous inventory is gone now, is still listed and
 // ran no statement in between (same state, same state_change): nothing the client sent released
@@ -270,63 +175,6 @@ std::shared_ptr<const HoldIndex> AdvisoryHolds::HoldsOf(
   // Nothing taken or let go since the last judgement (the rows keep their order): no new sort.
   if (indexed_holds_ != nullptr && indexed_holds_->rows() == rows) return indexed_holds_;
   return std::make_shared<const HoldIndex>(std::move(rows));
-}
-
-const char* HoldStateName(HoldState s) {
-  switch (s) {
-    case HoldState::kHeld:
-      return "held";
-    case HoldState::kBackendEnding:
-      return "backend_ending";
-    case HoldState::kAwaitingEndCount:
-      return "awaiting_end_count";
-    case HoldState::kSettling:
-      return "settling";
-    case HoldState::kAwaitingLog:
-      return "awaiting_log";
-    case HoldState::kEnded:
-      return "ended";
-  }
-  return "ended";
-}
-
-HoldTransition NextHoldState(HoldState from, const HoldEvidence& e) {
-  const auto ended = [](HoldEnd end, EndEvidence evidence) {
-    return HoldTransition{HoldState::kEnded, end, evidence};
-  };
-  const bool logged = e.evidence == EndEvidence::kLog && e.session_end.has_value();
-  switch (from) {
-    case HoldState::kHeld:
-      if (e.restarted) return ended(HoldEnd::kServerRestart, EndEvidence::kRestart);
-      if (e.still_held) return {HoldState::kHeld};
-      if (logged) return ended(*e.session_end, EndEvidence::kLog);
-      if (e.end_count_awaited) return {HoldState::kAwaitingEndCount};
-      if (e.backend_ending) return {HoldState::kBackendEnding};
-      break;
-    case HoldState::kBackendEnding:
-    case HoldState::kAwaitingEndCount:
-      if (e.restarted) return ended(HoldEnd::kServerRestart, EndEvidence::kRestart);
-      break;
-    case HoldState::kSettling:
-      if (!e.session_end) return ended(HoldEnd::kCleanClose, EndEvidence::kCounters);
-      break;
-    case HoldState::kAwaitingLog:
-      if (logged) return ended(*e.session_end, EndEvidence::kLog);
-      if (e.log_awaited) return {HoldState::kAwaitingLog};
-      // The wait is over: the counters' word, kept when the wait started.
-      return ended(e.session_end.value_or(HoldEnd::kCleanClose), e.evidence);
-    case HoldState::kEnded:
-      return {HoldState::kEnded};
-  }
-  const HoldEnd end = e.session_end.value_or(HoldEnd::kStillConnected);
-  if (end == HoldEnd::kStillConnected) return ended(end, EndEvidence::kNone);
-  if (logged) return ended(end, EndEvidence::kLog);
-  // Closed with no end counted, yet: the count may be on its way.
-  if (from != HoldState::kSettling && end == HoldEnd::kCleanClose && e.can_settle) {
-    return {HoldState::kSettling};
-  }
-  if (e.log_awaited) return {HoldState::kAwaitingLog, end, e.evidence};
-  return ended(end, e.evidence);
 }
 
 bool AdvisoryHolds::settling() const {
@@ -541,61 +389,6 @@ void AdvisoryHolds::JudgeWaitingHolds(const JudgedInterval& in, const EndJudgeme
   }
 }
 
-bool AdvisoryHolds::AskLog(const SessionId& session, HoldEvidence* e) const {
-  if (log_ == nullptr) return false;
-  const std::optional<HoldEnd> end = log_->EndOf(session);
-  if (!end) return false;
-  e->session_end = end;
-  e->evidence = EndEvidence::kLog;
-  return true;
-}
-
-void AdvisoryHolds::EndOrAwaitLog(WaitingHold d, const HoldTransition& t, double now,
-                                  const LockNames* names, Counters* counters,
-                                  std::vector<Event>* events) {
-  if (t.to != HoldState::kAwaitingLog) {
-    CountEndedAfterWait(d, t, now, names, counters, events);
-    return;
-  }
-  d.state = HoldState::kAwaitingLog;
-  d.counters_end = t.end;
-  d.counters_evidence = t.evidence;
-  d.log_reads_at_wait = log_->reads_through();
-  d.log_wait_since = now;
-  waiting_.push_back(std::move(d));
-}
-
-void AdvisoryHolds::JudgeAwaitingLog(double now, const LockNames* names, Counters* counters,
-                                     std::vector<Event>* events) {
-  if (std::none_of(waiting_.begin(), waiting_.end(),
-                   [](const WaitingHold& p) { return p.state == HoldState::kAwaitingLog; })) {
-    return;
-  }
-  std::vector<WaitingHold> rest;
-  for (WaitingHold& d : waiting_) {
-    if (d.state != HoldState::kAwaitingLog) {
-      rest.push_back(std::move(d));
-      continue;
-    }
-    HoldEvidence e;
-    if (!AskLog(d.session, &e)) {
-      e.session_end = d.counters_end;
-      e.evidence = d.counters_evidence;
-      // Read through twice since: once may have been under way when the wait started.
-      e.log_awaited = log_ != nullptr && log_->readable() &&
-                      log_->reads_through() < d.log_reads_at_wait + 2 &&
-                      now - d.log_wait_since < kMaxLogWaitSeconds;
-    }
-    const HoldTransition t = NextHoldState(HoldState::kAwaitingLog, e);
-    if (t.to == HoldState::kAwaitingLog) {
-      rest.push_back(std::move(d));
-    } else {
-      CountEndedAfterWait(d, t, now, names, counters, events);
-    }
-  }
-  waiting_ = std::move(rest);
-}
-
 void AdvisoryHolds::JudgeHeldHolds(const JudgedInterval& in, const EndJudgement& ended,
                                    const LockNames* names, Counters* counters,
                                    std::vector<Event>* events,
@@ -701,70 +494,6 @@ void AdvisoryHolds::CountEndedAfterWait(const WaitingHold& d, const HoldTransiti
   }
   e.current = *next;
   CountNextHolder(lost, std::move(e), lock, counters, events);
-}
-
-void AdvisoryHolds::ReserveOthersEnds(const PollData& poll, const std::set<SessionId>& settling,
-                                      double reservation_horizon,
-                                      std::map<uint32_t, SessionEndDeltas>* late) const {
-  std::set<SessionId> ending;
-  std::map<uint32_t, SessionEndDeltas> counted = counted_while_listed_;
-  for (const WaitingHold& d : waiting_) {
-    if (d.state == HoldState::kBackendEnding && settling.count(d.session) == 0 &&
-        ending.insert(d.session).second) {
-      // One end, any kind: one already counted while it was listed, else one counted since.
-      if (ClaimEnd(&counted[d.key.datid]) == HoldEnd::kCleanClose) ClaimEnd(&(*late)[d.key.datid]);
-    }
-  }
-  for (const auto& [sid, seen] : sightings_) {
-    if (settling.count(sid) != 0) continue;
-    if (!TimeoutMatch(seen, reservation_horizon, poll)) continue;
-    SessionEndDeltas& left = (*late)[seen.datid];
-    if (left.fatal > 0) --left.fatal;
-  }
-}
-
-void AdvisoryHolds::Settle(const std::optional<std::vector<DatabaseStats>>& later,
-                           double seconds_after_poll, const LockNames* names, Counters* counters,
-                           std::vector<Event>* events) {
-  if (!settling()) return;
-  std::vector<WaitingHold> holds, rest;
-  for (WaitingHold& p : waiting_) {
-    (p.state == HoldState::kSettling ? holds : rest).push_back(std::move(p));
-  }
-  waiting_ = std::move(rest);
-  std::shared_ptr<const PollData> poll = std::move(settle_.poll);
-  settle_.poll.reset();
-  // Ends counted since the poll that judged these holds, per database.
-  std::map<uint32_t, SessionEndDeltas> late;
-  if (later) late = EndDeltasBetween(settle_.stats, *later);
-  std::set<SessionId> sessions;
-  for (const WaitingHold& d : holds) sessions.insert(d.session);
-  if (later && poll != nullptr) {
-    ReserveOthersEnds(*poll, sessions, settle_.now + seconds_after_poll, &late);
-  }
-  // One cause per session, for all its locks; each end explains one session, the log's word first.
-  std::map<SessionId, HoldEvidence> causes;
-  for (const WaitingHold& d : holds) {
-    if (causes.count(d.session) != 0) continue;
-    SessionEndDeltas& left = late[d.key.datid];
-    const SessionEndDeltas before = left;
-    HoldEvidence& e = causes[d.session];
-    if (AskLog(d.session, &e)) {
-      TakeLoggedEnd(*e.session_end, &left);
-    } else {
-      e.session_end = ClaimEnd(&left);
-      e.evidence = EndEvidence::kCounters;
-      e.log_awaited = log_ != nullptr && log_->readable();
-    }
-    SessionEndDeltas& claimed = settled_ends_[d.key.datid];
-    claimed.fatal += before.fatal - left.fatal;
-    claimed.killed += before.killed - left.killed;
-    claimed.abandoned += before.abandoned - left.abandoned;
-  }
-  for (WaitingHold& d : holds) {
-    const HoldTransition t = NextHoldState(HoldState::kSettling, causes[d.session]);
-    EndOrAwaitLog(std::move(d), t, settle_.now, names, counters, events);
-  }
 }
 
 }  // namespace pglock

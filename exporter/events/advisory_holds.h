@@ -151,8 +151,8 @@ struct LostKey {
   Identity holder;  // who lost it, for the takeover event
 };
 
-struct Hold;            // advisory_holds.cc
-class HoldIndex;        // advisory_holds.cc
+struct Hold;            // hold_index.h
+class HoldIndex;        // hold_index.h
 struct JudgedInterval;  // advisory_holds.cc
 
 class AdvisoryHolds {

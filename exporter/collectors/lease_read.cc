@@ -1,0 +1,279 @@
+#include "exporter/collectors/lease_read.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "exporter/collectors/lease_sql.h"
+#include "exporter/pg/columns.h"
+#include "exporter/queries.h"
+
+namespace pglock {
+namespace {
+
+// The table's write counters, when they follow its writes.
+Status ParseWrites(const PgResult& r, LeaseTableData* out) {
+  Columns c(r, "lease_table_writes");
+  const int updated = c["updated"], deleted = c["deleted"], counted = c["counted"];
+  if (Status s = c.status(); !s.ok()) return s;
+  if (r.Rows() == 1 && r.String(0, counted) == "t") {
+    out->writes = TableWrites{r.Int(0, updated).value_or(0), r.Int(0, deleted).value_or(0)};
+  }
+  return Status::Ok();
+}
+
+// Runs one statement in a batch of its own; *result is null when it failed on a live connection
+// (*error says why). The Status is not ok only when the connection was lost.
+Status RunAlone(const PollContext& ctx, const std::string& name, const std::string& sql,
+                BatchResults* results, std::string* error) {
+  StatementBatch batch;
+  batch.Add(name, sql);
+  if (Status s = batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, results); !s.ok()) {
+    *error = s.message();
+    return ctx.conn->Broken() ? s : Status::Ok();
+  }
+  return Status::Ok();
+}
+
+// The server's type of one field, from the catalog for a column, from the expression itself for
+// SQL. *problem (with its config key) when it cannot be had or is not one of `want`.
+Status CheckField(const PollContext& ctx, const LeaseTableConfig& table,
+                  const std::string& relation, const std::string& field, const LeaseField& f,
+                  const std::vector<std::string>& want, const std::string& want_text,
+                  std::string* problem) {
+  const bool column = f.sql.empty();
+  const std::string key = field == "row_lock" ? field : field + (column ? "_column" : "_sql");
+  const std::string shown = "\"" + (column ? f.column : f.sql) + "\"";
+  std::string sql;
+  if (column) {
+    const std::string rel = ctx.conn->QuoteLiteral(relation),
+                      col = ctx.conn->QuoteLiteral(f.column);
+    if (!rel.empty() && !col.empty()) {
+      sql = FillTemplate(queries::kLeaseTableColumn, {{"relation", rel}, {"column", col}});
+    }
+  } else {
+    sql = FillTemplate(queries::kLeaseTableCheck,
+                       {{"table", relation}, {"field", FieldSql(*ctx.conn, f, "")}});
+  }
+  if (sql.empty()) {
+    *problem = "cannot quote identifiers";
+    return ctx.conn->Broken() ? Status::ConnectionLost(*problem) : Status::Ok();
+  }
+  BatchResults results;
+  std::string error;
+  if (Status s = RunAlone(ctx, "lease_table_check", sql, &results, &error); !s.ok()) return s;
+  const PgResult* r = error.empty() ? results.Find("lease_table_check") : nullptr;
+  if (r == nullptr) {
+    *problem = table.Problem(key, shown + ": " + error);
+  } else if (r->Rows() == 0) {
+    *problem = table.Problem(key, shown + " does not exist in " + table.table);
+  } else if (!want.empty() && std::find(want.begin(), want.end(), r->String(0, 0)) == want.end()) {
+    *problem = table.Problem(key, shown + " is " + r->String(0, 0) + ", want " + want_text);
+  }
+  return Status::Ok();
+}
+
+// Checks that the table exists and every field has a usable type; *problem is the first problem
+// found (file:line: key: message), "" when there is none.
+Status CheckTable(const PollContext& ctx, const LeaseTableConfig& table,
+                  const std::string& relation, std::string* problem) {
+  BatchResults results;
+  std::string error;
+  const std::string exists =
+      FillTemplate(queries::kLeaseTableCheck, {{"table", relation}, {"field", "NULL::text"}});
+  if (Status s = RunAlone(ctx, "lease_table_check", exists, &results, &error); !s.ok()) return s;
+  if (!error.empty()) {
+    *problem = table.Problem("table", error);
+    return Status::Ok();
+  }
+  static const std::vector<std::string> kAny;  // every type has a cast to text
+  static const std::vector<std::string> kTime = {"timestamp with time zone",
+                                                 "timestamp without time zone"};
+  static const std::vector<std::string> kBool = {"boolean"};
+  struct Check {
+    const char* field;
+    LeaseField f;
+    const std::vector<std::string>* want;
+    const char* want_text;
+  };
+  const Check checks[] = {
+      {"name", table.name, &kAny, ""},
+      {"holder", table.holder, &kAny, ""},
+      {"taken_at", table.taken_at, &kTime, "timestamptz or timestamp"},
+      {"expires_at", table.expires_at, &kTime, "timestamptz or timestamp"},
+      {"held", {"", table.held_sql}, &kBool, "boolean"},
+      {"where", {"", table.where_sql}, &kBool, "boolean"},
+      // Views and foreign tables have no xmax: their rows cannot be row-locked.
+      {"row_lock", {"", table.row_lock ? "t.xmax" : ""}, &kAny, ""},
+  };
+  for (const Check& c : checks) {
+    if (!c.f.present()) continue;
+    if (Status s = CheckField(ctx, table, relation, c.field, c.f, *c.want, c.want_text, problem);
+        !s.ok() || !problem->empty()) {
+      return s;
+    }
+  }
+  return Status::Ok();
+}
+
+// The read failed on a live connection though the types were right: an expression failed on a
+// row (a division by zero, a bad cast). Names the first expression that fails on its own over the
+// rows a poll reads, else the table. *problem is "file:line: key: error".
+Status BlameReadError(const PollContext& ctx, const LeaseTableConfig& table,
+                      const std::string& relation, const std::string& error, std::string* problem) {
+  const std::pair<const char*, const std::string*> expressions[] = {
+      {"where_sql", &table.where_sql},       {"held_sql", &table.held_sql},
+      {"name_sql", &table.name.sql},         {"holder_sql", &table.holder.sql},
+      {"taken_at_sql", &table.taken_at.sql}, {"expires_at_sql", &table.expires_at.sql},
+  };
+  for (const auto& [key, sql] : expressions) {
+    if (sql->empty()) continue;
+    BatchResults results;
+    std::string failed;
+    const std::string probe =
+        FillTemplate(queries::kLeaseTableProbe, {{"expression", "(" + *sql + ")"},
+                                                 {"table", relation},
+                                                 {"limit", std::to_string(ctx.poll->max_leases)}});
+    if (Status s = RunAlone(ctx, "lease_table_probe", probe, &results, &failed); !s.ok()) return s;
+    if (!failed.empty()) {
+      *problem = table.Problem(key, "\"" + *sql + "\": " + failed);
+      return Status::Ok();
+    }
+  }
+  *problem = table.Problem("table", error);
+  return Status::Ok();
+}
+
+// The holder text of a row held by a session's transaction: "application_name (pid N)".
+std::string SessionHolder(const Session* s, int pid) {
+  const std::string p = "pid " + std::to_string(pid);
+  return s == nullptr || s->application_name.empty() ? p : s->application_name + " (" + p + ")";
+}
+
+// Sets the taken_at of rows of a table without one, and of every row held by a row lock (its
+// taken_at column shows the version before the holder's change): when this poller first saw the
+// row held by its holder, or the holder's last state change when it was then not running a
+// statement (the lock was taken no later). Kept across polls in *st; a row not held, or gone,
+// starts again.
+void StampFirstHeld(const LiveTransactions& live, TableState* st, LeaseTableData* t) {
+  std::map<std::string, TableState::Seen> next;
+  const double now = t->now;
+  for (LeaseRow& row : t->rows) {
+    if (!IsHeld(*t, row) || (t->has_taken_at && !row.row_locked)) continue;
+    const auto it = st->first_held.find(row.name);
+    const bool same = it != st->first_held.end() && it->second.holder == row.holder;
+    double since = now;
+    if (same) {
+      since = it->second.since;
+    } else if (const auto s = live.by_pid.find(row.pid);
+               s != live.by_pid.end() && s->second->NotRunning() && s->second->state_change) {
+      since = std::min(now, *s->second->state_change);
+    }
+    TableState::Seen seen{row.holder, since};
+    row.taken_at = seen.since;
+    next[row.name] = std::move(seen);
+  }
+  st->first_held = std::move(next);
+}
+
+// Names the holders of a row_lock table's rows held by an open transaction: the session that
+// holds a lock on the row's xmax, else the transaction itself.
+void MatchRowLocks(const LiveTransactions& live, LeaseTableData* t) {
+  for (LeaseRow& row : t->rows) {
+    if (!row.row_locked) continue;
+    const auto it = live.pids.find(row.xid);
+    if (it == live.pids.end()) {
+      row.holder = "transaction " + std::to_string(row.xid) + " (session unknown)";
+      continue;
+    }
+    row.pid = it->second;
+    const auto s = live.by_pid.find(row.pid);
+    row.holder = SessionHolder(s == live.by_pid.end() ? nullptr : s->second, row.pid);
+  }
+}
+
+// Parses the rows of lease_table.sql into *out.
+Status ParseRows(const PgResult& r, LeaseTableData* out) {
+  Columns c(r, "lease_table");
+  const int name = c["name"], holder = c["holder"], taken_at = c["taken_at"],
+            expires_at = c["expires_at"], held = c["held"], total = c["total"], now = c["now"],
+            xmax = c["xmax"], row_locked = c["row_locked"];
+  if (Status s = c.status(); !s.ok()) return s;
+  for (int i = 0; i < r.Rows(); ++i) {
+    LeaseRow row;
+    row.name = r.String(i, name);
+    row.holder = r.String(i, holder);
+    out->now = r.Double(i, now).value_or(0);
+    // A NULL time makes the row unusable for ages; keep it visible as expired at the epoch.
+    row.taken_at = r.Double(i, taken_at).value_or(0);
+    row.expires_at = r.Double(i, expires_at).value_or(0);
+    row.xid = static_cast<uint32_t>(r.Int(i, xmax).value_or(0));
+    row.row_locked = r.Bool(i, row_locked);
+    out->held = r.Int(i, held).value_or(0);
+    out->total = r.Int(i, total).value_or(0);
+    out->rows.push_back(std::move(row));
+  }
+  out->expired = out->total - out->held;
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool IsHeld(const LeaseTableData& t, const LeaseRow& row) {
+  return !t.has_expiry || row.expires_at > t.now;
+}
+
+Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
+                 const LiveTransactions& live, TableState* st, LeaseTableData* out) {
+  out->table = table.label();
+  out->has_expiry = table.has_expiry();
+  out->has_taken_at = table.taken_at.present();
+  out->row_lock = table.row_lock;
+  out->filtered = !table.held_sql.empty() || !table.where_sql.empty() || table.row_lock;
+  const std::string relation = LeaseTableRelation(*ctx.conn, table);
+  const std::string sql = LeaseTableSql(*ctx.conn, table, ctx.poll->max_leases, live.array);
+  const std::string writes_sql = LeaseTableWritesSql(*ctx.conn, table);
+  if (relation.empty() || sql.empty() || writes_sql.empty()) {
+    out->error = "cannot quote identifiers";
+    return ctx.conn->Broken() ? Status::ConnectionLost(out->error) : Status::Ok();
+  }
+  if (!st->checked) {
+    if (Status s = CheckTable(ctx, table, relation, &out->error); !s.ok()) return s;
+    if (!out->error.empty()) return Status::Ok();
+    st->checked = true;
+  }
+  StatementBatch batch;
+  // The counters first: see queries/lease_table_writes.sql.
+  batch.Add("lease_table_writes", writes_sql);
+  batch.Add("lease_table", sql);
+  BatchResults results;
+  if (Status s = batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &results); !s.ok()) {
+    if (ctx.conn->Broken()) return s;
+    // A table dropped or altered since its check: the next poll checks it again.
+    st->checked = false;
+    return BlameReadError(ctx, table, relation, s.message(), &out->error);
+  }
+  if (Status s = ParseWrites(*results.Find("lease_table_writes"), out); !s.ok()) {
+    out->error = s.message();
+    return Status::Ok();
+  }
+  if (Status s = ParseRows(*results.Find("lease_table"), out); !s.ok()) {
+    out->error = s.message();
+    return Status::Ok();
+  }
+  if (out->row_lock) MatchRowLocks(live, out);
+  if (!out->has_taken_at || out->row_lock) StampFirstHeld(live, st, out);
+  out->ok = true;
+  return Status::Ok();
+}
+
+Status ReadLeaseTableOnce(const PollContext& ctx, const LeaseTableConfig& table,
+                          LeaseTableData* out) {
+  // No pg_locks read here: a row_lock table's rows locked by a live transaction are judged by
+  // the transaction's status alone (held, by a session it does not name).
+  TableState st;
+  const LiveTransactions none;
+  return ReadTable(ctx, table, none, &st, out);
+}
+
+}  // namespace pglock

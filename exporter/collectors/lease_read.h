@@ -1,0 +1,49 @@
+// Reading one lease table ([[targets.leases]]) on one connection, in round trips of its own.
+// Before the table's first read on a connection, the check that it exists and that each field has
+// a usable type (queries/lease_table_check.sql, lease_table_column.sql), a problem reported with
+// the config file, line and key; then the read (the write counters and the rows in one batch); when
+// the read fails on a live connection though the types were right, the blame of the expression that
+// failed; for a row_lock table, the holder of each held row from this poll's live transaction ids;
+// for a table without taken_at, when each row was first seen held. Used by the leases collector
+// (leases.h) on every poll and by --check-targets once. A TableState belongs to the poller thread
+// of its target.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include "exporter/collectors/collector.h"
+
+namespace pglock {
+
+// What the collector remembers of each table between polls.
+struct TableState {
+  bool checked = false;  // the types passed the check on this poller's connection
+  struct Seen {
+    std::string holder;
+    double since = 0;
+  };
+  std::map<std::string, Seen> first_held;  // by lease name; tables without taken_at
+};
+
+// What a row_lock table's rows are matched against: this poll's live transaction ids.
+struct LiveTransactions {
+  std::unordered_map<uint32_t, int> pids;          // xid -> pid
+  std::string array = "'{}'";                      // the xid[] literal of pids' keys
+  std::unordered_map<int, const Session*> by_pid;  // the poll's sessions
+};
+
+// Held by the table's own clock: before its expiry, or matched by held_sql (no expiry).
+bool IsHeld(const LeaseTableData& t, const LeaseRow& row);
+// Reads one table into *out; the Status is not ok only when the target's connection was lost.
+Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
+                 const LiveTransactions& live, TableState* st, LeaseTableData* out);
+// Checks the table's types and reads it once, exactly as the first poll of a connection does
+// (--check-targets). Its problems go into out->error; the Status is not ok only when the
+// connection was lost.
+Status ReadLeaseTableOnce(const PollContext& ctx, const LeaseTableConfig& table,
+                          LeaseTableData* out);
+
+}  // namespace pglock

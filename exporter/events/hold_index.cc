@@ -1,0 +1,53 @@
+#include "exporter/events/hold_index.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace pglock {
+namespace {
+
+// `key` as one number that sorts as AdvisoryKey's < does (objsubid's sign bit flipped).
+unsigned __int128 Packed(const AdvisoryKey& key) {
+  const uint64_t hi = (uint64_t{key.datid} << 32) | key.classid;
+  const uint64_t lo =
+      (uint64_t{key.objid} << 32) | (static_cast<uint32_t>(key.objsubid) ^ 0x80000000U);
+  return (static_cast<unsigned __int128>(hi) << 64) | lo;
+}
+
+}  // namespace
+
+HoldRows HoldRowsOf(const PollData& data) {
+  std::unordered_map<int, double> backend_start;
+  for (const Session& s : data.sessions) backend_start[s.pid] = s.backend_start;
+  HoldRows rows;
+  rows.reserve(data.locks.size());
+  for (const AdvisoryLock& l : data.locks) {
+    if (!l.granted) continue;
+    const auto it = backend_start.find(l.pid);
+    rows.push_back({l.key, {{l.pid, it == backend_start.end() ? 0 : it->second}, l.exclusive}});
+  }
+  return rows;
+}
+
+HoldIndex::HoldIndex(HoldRows rows) : rows_(std::move(rows)) {
+  // Sorted by packed key, with the row's index: one comparison instead of four.
+  std::vector<std::pair<unsigned __int128, uint32_t>> order;
+  order.reserve(rows_.size());
+  for (size_t i = 0; i < rows_.size(); ++i) {
+    order.emplace_back(Packed(rows_[i].first), static_cast<uint32_t>(i));
+  }
+  std::sort(order.begin(), order.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  holds_.reserve(order.size());
+  for (const auto& [packed, i] : order) {
+    const auto& [key, hold] = rows_[i];
+    if (keys_.empty() || !(keys_.back() == key)) {
+      keys_.push_back(key);
+      starts_.push_back(holds_.size());
+    }
+    holds_.push_back(hold);
+  }
+  starts_.push_back(holds_.size());
+}
+
+}  // namespace pglock
