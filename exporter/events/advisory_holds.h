@@ -236,8 +236,6 @@ class AdvisoryHolds {
   // end count (for at most kLateSessionEndSeconds) or whose hold waits.
   void ForgetEndedSessions(const PollData& cur);
   void SeedZeroCounters(const PollData& cur, const LockNames* names, Counters* counters);
-  // Forgets losses older than the takeover window, and the oldest beyond kMaxLostKeys.
-  void ForgetOldLosses(double now);
 
   double takeover_window_seconds_;
   std::shared_ptr<const SessionEndLog> log_;
