@@ -438,6 +438,11 @@ TEST(RowLocks, AJobQueuesEverNewIdsKeepSeriesMemoryAndCpuFlat) {
   }
   EXPECT_LE(last.series, after_cap.series) << "series grew after the cap";
   EXPECT_LE(last.metrics_bytes, after_cap.metrics_bytes + 1024);
+#if defined(__SANITIZE_ADDRESS__)
+  // Resident size and CPU under AddressSanitizer are its quarantine's and its checks': the series
+  // above are the bound this pass can judge.
+  (void)median_cpu;
+#else
   // Flat: medians of the resident size over the eighth of the polls after every bound and over
   // the last eighth (the allocator's free pages come and go between samples). A leak of 120 bytes
   // per id seen would add 2 MB over the 18,000 ids between them.
@@ -454,6 +459,7 @@ TEST(RowLocks, AJobQueuesEverNewIdsKeepSeriesMemoryAndCpuFlat) {
   EXPECT_LT(rss_last - rss_after_cap, 2048) << "resident size grew with the ids seen";
   // Flat, with room for a loaded machine: CPU per poll that grew with the ids seen would double.
   EXPECT_LT(median_cpu(seen.size() - q, seen.size()), 1.5 * median_cpu(cap, cap + q) + 0.5);
+#endif
   Pg().Exec("DROP TABLE soak_jobs");
 }
 
