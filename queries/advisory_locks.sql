@@ -10,53 +10,50 @@
 --                      nobody waits, pg_locks is not read at all. It reads the same
 --                      pg_stat_activity snapshot as the activity statement of this poll.
 -- The inventory also counts the shared lock table (exporter/collectors/lock_table.h): every row
--- outside the fast path is an entry, so it returns every such row; those it has no other use for
--- (granted locks of other types, the exporter's own, prepared transactions') are granted rows with
--- their locktype set, to be counted by pid and locktype alone. The cheap tier counts nothing: it
--- must not read every lock. The filter is the one column test `NOT l.fastpath` (advisory locks and
--- pending requests never take the fast path): cheaper per row than telling the kinds apart in
--- the WHERE clause, at 100k rows.
--- {waitstart}: pg_locks.waitstart on 14+, NULL on 12/13 (no such column there).
--- {xids} true (a target with a row_lock table, inventory only): also every granted transactionid
---   lock, top-level and subtransaction ids alike (one per session that wrote or locked a row), with
---   its xid in `transactionid`: the row-lock tables' xmax are matched against them. Those rows'
---   locktype is NULL like the advisory ones'; a granted row with a transactionid is one of them.
--- For pending requests only (NULL on granted rows, which are mostly advisory and can be 100k: a
--- test of a boolean per row costs next to nothing, a text comparison would not):
---   locktype (and on the granted rows only counted, see above), mode, transactionid (the xid
---   waited for);
---   relation: schema.table where the OID can be resolved here (a relation of the polled database
---             or a shared catalog), else the OID: another database's OID means nothing in this
---             one; '' for lock types without a relation;
---   locktag:  names the object: equal for requests on one object, so a blocker queued for the
---             same object can be told from one that holds it.
+-- outside the fast path is an entry. Those it has no other use for (granted locks of other types,
+-- the exporter's own, prepared transactions') are granted rows with their locktype set, to be
+-- counted by pid and locktype alone. The cheap tier counts nothing: it must not read every lock.
+-- The filter is the one column test `NOT l.fastpath` (advisory locks and pending requests never
+-- take the fast path): cheaper per row than telling the kinds apart in the WHERE clause, at 100k
+-- rows.
+-- Grouped here: the rows that agree on the first seven columns come back as one, `entries`
+-- counts them and `keys` lists their advisory keys, each (classid << 32) | objid, in the order
+-- pg_locks gave them. The granted advisory locks of one session (up to 100k) so come back as one
+-- row per database, share mode and key form: the server sends, and libpq stores, one value a lock
+-- instead of 13 columns, which was most of both sides' cost of a poll (docs/performance.md). A
+-- pending request is a row of its own: a process waits for one lock at a time, and the columns
+-- that only a pending request has are taken from its one row (min() over one value).
+-- The grouping must be done by hashing: sorted, it costs more than sending every row. xid, the
+-- type of transactionid, can be hashed but not sorted, so grouping by it leaves the planner no
+-- other way (the statement's test reads its plan).
 SELECT l.pid,
        l.database,
-       l.classid,
-       l.objid,
        l.objsubid,
        l.mode = 'ExclusiveLock' AS exclusive,
        l.granted,
-       {waitstart} AS waitstart,
        CASE WHEN NOT l.granted
               OR NOT (l.locktype = 'advisory' OR ({xids} AND l.locktype = 'transactionid'))
               OR coalesce(l.pid = pg_backend_pid(), true)
             THEN l.locktype END AS locktype,
-       CASE WHEN NOT l.granted THEN l.mode END AS mode,
-       CASE WHEN l.granted THEN NULL
-            WHEN l.relation IS NULL THEN ''
-            WHEN l.database = 0
-              OR l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
-            THEN coalesce((SELECT (SELECT n.nspname FROM pg_namespace n WHERE n.oid = c.relnamespace)
-                                  || '.' || c.relname
-                           FROM pg_class c
-                           WHERE c.oid = l.relation),
-                          l.relation::text)
-            ELSE l.relation::text END AS relation,
-       {transactionid} AS transactionid,
-       CASE WHEN NOT l.granted
-            THEN concat_ws(':', l.locktype, l.database, l.relation, l.page, l.tuple, l.virtualxid,
-                           l.transactionid, l.classid, l.objid, l.objsubid) END AS locktag
+       l.transactionid,
+       min({waitstart}) FILTER (WHERE NOT l.granted) AS waitstart,
+       min(l.mode) FILTER (WHERE NOT l.granted) AS mode,
+       min(CASE WHEN l.relation IS NULL THEN ''
+                WHEN l.database = 0
+                  OR l.database = (SELECT d.oid FROM pg_database d
+                                   WHERE d.datname = current_database())
+                THEN coalesce((SELECT (SELECT n.nspname FROM pg_namespace n
+                                       WHERE n.oid = c.relnamespace) || '.' || c.relname
+                               FROM pg_class c
+                               WHERE c.oid = l.relation),
+                              l.relation::text)
+                ELSE l.relation::text END) FILTER (WHERE NOT l.granted) AS relation,
+       min(concat_ws(':', l.locktype, l.database, l.relation, l.page, l.tuple, l.virtualxid,
+                     l.transactionid, l.classid, l.objid, l.objsubid))
+         FILTER (WHERE NOT l.granted) AS locktag,
+       count(*) AS entries,
+       array_agg((l.classid::int8 << 32) | l.objid::int8) FILTER (WHERE l.locktype = 'advisory')
+         AS keys
 FROM pg_locks l
 WHERE NOT l.fastpath
   AND ({inventory} OR (NOT l.granted AND l.pid <> pg_backend_pid()))
@@ -64,3 +61,4 @@ WHERE NOT l.fastpath
        OR EXISTS (SELECT 1
                   FROM pg_stat_get_activity(NULL) a
                   WHERE a.wait_event_type = 'Lock' AND a.pid <> pg_backend_pid()))
+GROUP BY 1, 2, 3, 4, 5, 6, 7

@@ -1,6 +1,7 @@
 #include "exporter/collectors/advisory_locks.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <optional>
 #include <set>
@@ -227,16 +228,13 @@ std::vector<PreparedStatement> AdvisoryLocksCollector::Prepared(int server_versi
   // pg_locks.waitstart is 14+; without it BuildWaits falls back to the waiter's query_start.
   const char* waitstart =
       server_version_num >= 140000 ? "extract(epoch FROM l.waitstart)::float8" : "NULL::float8";
-  const char* pending_xid = "CASE WHEN NOT l.granted THEN l.transactionid::text END";
-  const auto variant = [&](const char* inventory, const char* xids, const char* transactionid) {
-    return FillTemplate(queries::kAdvisoryLocks, {{"waitstart", waitstart},
-                                                  {"inventory", inventory},
-                                                  {"xids", xids},
-                                                  {"transactionid", transactionid}});
+  const auto variant = [&](const char* inventory, const char* xids) {
+    return FillTemplate(queries::kAdvisoryLocks,
+                        {{"waitstart", waitstart}, {"inventory", inventory}, {"xids", xids}});
   };
-  return {{kInventoryStatement, variant("true", "false", pending_xid)},
-          {kInventoryXidsStatement, variant("true", "true", "l.transactionid::text")},
-          {kWaitersStatement, variant("false", "false", pending_xid)},
+  return {{kInventoryStatement, variant("true", "false")},
+          {kInventoryXidsStatement, variant("true", "true")},
+          {kWaitersStatement, variant("false", "false")},
           {kIdleAfterStatement, queries::kIdleAfterLockRead}};
 }
 
@@ -251,9 +249,9 @@ void AdvisoryLocksCollector::Plan(const PollPlan& plan, StatementBatch* batch) c
 
 namespace {
 
-// Column indexes of the pg_locks statement, looked up once per poll: there can be 100k rows.
+// Column indexes of the pg_locks statement, looked up once per poll: there can be 100k locks.
 struct LockColumns {
-  int pid, database, classid, objid, objsubid, exclusive, granted, waitstart;
+  int pid, database, objsubid, exclusive, granted, waitstart, entries, keys;
   int locktype, mode, relation, transactionid, locktag;  // pending requests only
 };
 
@@ -298,17 +296,42 @@ Status MarkHeldOutsideTransactions(const PgResult* after, PollData* data) {
   return Status::Ok();
 }
 
-AdvisoryLock ParseAdvisory(const PgResult& r, int i, const LockColumns& c) {
+// Calls `each` with every element of the int8[] text `text` ("{1,-2,3}"); false if it is not one.
+template <typename F>
+bool ForEachInt8(std::string_view text, F each) {
+  if (text.size() < 2 || text.front() != '{' || text.back() != '}') return false;
+  const char* p = text.data() + 1;
+  const char* const end = text.data() + text.size() - 1;
+  while (p < end) {
+    int64_t v = 0;
+    const auto [next, ec] = std::from_chars(p, end, v);
+    if (ec != std::errc() || (next != end && *next != ',')) return false;
+    each(v);
+    p = next + (next != end ? 1 : 0);
+  }
+  return true;
+}
+
+// The advisory locks of one row: the row's columns with each of its keys (one for a pending
+// request, every granted lock of a session, database, mode and key form otherwise).
+Status ParseAdvisory(const PgResult& r, int i, const LockColumns& c,
+                     std::vector<AdvisoryLock>* out) {
   AdvisoryLock l;
   l.pid = static_cast<int>(r.Int(i, c.pid).value_or(0));
   l.key.datid = static_cast<uint32_t>(r.Int(i, c.database).value_or(0));
-  l.key.classid = static_cast<uint32_t>(r.Int(i, c.classid).value_or(0));
-  l.key.objid = static_cast<uint32_t>(r.Int(i, c.objid).value_or(0));
   l.key.objsubid = static_cast<int>(r.Int(i, c.objsubid).value_or(1));
   l.exclusive = r.Bool(i, c.exclusive);
   l.granted = r.Bool(i, c.granted);
   l.waitstart = r.Double(i, c.waitstart);
-  return l;
+  const bool ok = ForEachInt8(r.Text(i, c.keys), [&](int64_t key) {
+    const auto bits = static_cast<uint64_t>(key);
+    l.key.classid = static_cast<uint32_t>(bits >> 32);
+    l.key.objid = static_cast<uint32_t>(bits);
+    out->push_back(l);
+  });
+  if (!ok)
+    return Status::UnexpectedShape("advisory_locks: the keys of a row are not an int8 array");
+  return Status::Ok();
 }
 
 }  // namespace
@@ -324,26 +347,30 @@ Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& r
   const PgResult* r = results.Find(name());
   if (r == nullptr) return Status::Ok();
   Columns c(*r, "advisory_locks");
-  const LockColumns k{c["pid"],      c["database"],  c["classid"],  c["objid"],
-                      c["objsubid"], c["exclusive"], c["granted"],  c["waitstart"],
+  const LockColumns k{c["pid"],      c["database"],  c["objsubid"], c["exclusive"],
+                      c["granted"],  c["waitstart"], c["entries"],  c["keys"],
                       c["locktype"], c["mode"],      c["relation"], c["transactionid"],
                       c["locktag"]};
   if (Status s = c.status(); !s.ok()) return s;
-  data->locks.reserve(static_cast<size_t>(r->Rows()));
+  size_t advisory = 0;
+  for (int i = 0; i < r->Rows(); ++i) {
+    if (!r->IsNull(i, k.keys)) advisory += static_cast<size_t>(r->Int(i, k.entries).value_or(0));
+  }
+  data->locks.reserve(advisory);
   for (int i = 0; i < r->Rows(); ++i) {
     // locktype is NULL on the granted rows read for themselves: advisory ones, and transactionid
     // ones (with their xid, read for the row-lock tables). Other granted rows are only counted.
     const bool no_locktype = r->IsNull(i, k.locktype);
     if (!no_locktype && r->Bool(i, k.granted)) {
-      data->counted_locks.push_back(
-          {static_cast<int>(r->Int(i, k.pid).value_or(0)), r->String(i, k.locktype)});
+      data->counted_locks.push_back({static_cast<int>(r->Int(i, k.pid).value_or(0)),
+                                     r->String(i, k.locktype), r->Int(i, k.entries).value_or(1)});
       continue;
     }
     if (no_locktype && !r->IsNull(i, k.transactionid)) {
       data->xact_locks.push_back({static_cast<int>(r->Int(i, k.pid).value_or(0)),
                                   static_cast<uint32_t>(r->Int(i, k.transactionid).value_or(0))});
     } else if (no_locktype || r->Text(i, k.locktype) == "advisory") {
-      data->locks.push_back(ParseAdvisory(*r, i, k));
+      if (Status s = ParseAdvisory(*r, i, k, &data->locks); !s.ok()) return s;
     } else {
       data->lock_waits.push_back(ParseRequest(*r, i, k));
     }

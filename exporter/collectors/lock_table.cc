@@ -88,7 +88,7 @@ std::vector<LockTableUse> CountEntries(const PollData& data, int own_pid) {
   for (const AdvisoryLock& l : data.locks) ++advisory[l.pid];
   std::map<std::pair<int, std::string>, int64_t> other;
   for (const LockWaitRow& w : data.lock_waits) ++other[{w.pid, w.locktype}];
-  for (const CountedLock& l : data.counted_locks) ++other[{l.pid, l.locktype}];
+  for (const CountedLock& l : data.counted_locks) other[{l.pid, l.locktype}] += l.entries;
   // Granted transactionid locks come back as detail rows when a row_lock table reads them.
   for (const TransactionLock& l : data.xact_locks) ++other[{l.pid, "transactionid"}];
   std::vector<LockTableUse> use;

@@ -121,6 +121,7 @@ struct LockParty {
 struct CountedLock {
   int pid = 0;
   std::string locktype;
+  int64_t entries = 1;  // rows of that pid and type the statement returned as one
 };
 
 struct ServerSetting {

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "exporter/pg/batch.h"
@@ -178,6 +179,64 @@ TEST_F(CollectorsTest, EveryStatementRunsAndParsesInOneBatch) {
     EXPECT_TRUE(waiter_seen);
     // An inventory reads the holder and the waiter; the tiered poll only the waiter.
     EXPECT_EQ(data.locks.size(), inventory ? 2u : 1u);
+  }
+}
+
+// The read of pg_locks returns a session's granted advisory locks grouped into one row per
+// database, mode and key form: every lock still parses on its own, with its key, mode and holder,
+// whatever its form and sign, and with the row-lock variant too.
+TEST_F(CollectorsTest, EveryLockOfAGroupedRowParsesOnItsOwn) {
+  holder_->Query("SELECT count(pg_advisory_lock(k)) FROM generate_series(1, 300) k");
+  holder_->Query("SELECT pg_advisory_lock_shared(-1), pg_advisory_lock(7, 8)");
+  holder_->Query("SELECT pg_advisory_lock_shared(7, 9), pg_advisory_lock(4294967296)");
+  using Lock = std::tuple<uint32_t, uint32_t, int, bool>;  // classid, objid, objsubid, exclusive
+  std::set<Lock> want = {{0, 4242, 1, true},
+                         {0xffffffffu, 0xffffffffu, 1, false},
+                         {7, 8, 2, true},
+                         {7, 9, 2, false},
+                         {1, 0, 1, true}};
+  for (uint32_t k = 1; k <= 300; ++k) want.insert({0, k, 1, true});
+  for (const bool row_locks : {false, true}) {
+    SCOPED_TRACE(row_locks ? "with the row-lock tables' xids" : "advisory");
+    PollPlan plan = Plan(*conn_, true);
+    plan.row_locks = row_locks;
+    StatementBatch batch;
+    for (const Collector* c : Collectors()) c->Plan(plan, &batch);
+    PollData data;
+    const Status s = RunAndParse(*conn_, plan, batch, &data);
+    ASSERT_TRUE(s.ok()) << s.message();
+    std::set<Lock> held;
+    size_t rows = 0;
+    const std::string db = Pg().Scalar("SELECT oid FROM pg_database WHERE datname = 'postgres'");
+    for (const AdvisoryLock& l : data.locks) {
+      if (l.pid != holder_->Pid()) continue;
+      ++rows;
+      EXPECT_TRUE(l.granted);
+      EXPECT_EQ(std::to_string(l.key.datid), db);
+      held.insert({l.key.classid, l.key.objid, l.key.objsubid, l.exclusive});
+    }
+    EXPECT_EQ(rows, want.size());
+    EXPECT_EQ(held, want);
+    const auto waiting = std::count_if(data.locks.begin(), data.locks.end(), [&](const auto& l) {
+      return l.pid == waiter_->Pid() && !l.granted && l.key.objid == 4242;
+    });
+    EXPECT_EQ(waiting, 1);
+  }
+}
+
+// Grouped by sorting, the read of pg_locks costs more than sending every row: the planner must
+// hash, for every variant of the statement and on every major (the matrix runs this test).
+TEST_F(CollectorsTest, TheReadOfPgLocksGroupsByHashing) {
+  for (const PreparedStatement& p : AllPrepared(conn_->ServerVersionNum())) {
+    if (p.sql.find("FROM pg_locks") == std::string::npos || p.name == "lock_table_full") continue;
+    SCOPED_TRACE(p.name);
+    std::vector<PgResult> results;
+    ASSERT_TRUE(conn_->Exec("EXPLAIN (COSTS OFF) " + p.sql, {}, kDeadline(), &results).ok());
+    std::string plan;
+    for (int i = 0; i < results.back().Rows(); ++i)
+      plan += std::string(results.back().Text(i, 0)) + "\n";
+    EXPECT_NE(plan.find("HashAggregate"), std::string::npos) << plan;
+    EXPECT_EQ(plan.find("Sort"), std::string::npos) << plan;
   }
 }
 
