@@ -1,16 +1,12 @@
 #include "exporter/http/oncall.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <ctime>
 #include <map>
 #include <set>
 
 #include "exporter/events/event_log.h"
-#include "exporter/http/server.h"
+#include "exporter/http/page_text.h"
 #include "exporter/http/timeline_page.h"
-#include "exporter/log.h"
 #include "exporter/snapshot/verdict.h"
 
 namespace pglock {
@@ -183,53 +179,12 @@ void Grow(WaitNode* node, const EdgesByBlocker& by_blocker, std::set<std::string
   }
 }
 
-// --- text helpers ---
-
-std::string H(const std::string& s) { return HtmlEscape(s); }
-std::string J(const std::string& s) { return "\"" + JsonEscape(s) + "\""; }
-std::string Addr(const std::string& a) { return a.empty() ? "local" : a; }
-
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  return buf;
-}
-
-std::string Secs(double v) {
-  char buf[32];
-  if (v < 0) {
-    std::snprintf(buf, sizeof buf, "%.0f s overdue", -v);
-  } else if (v < 120) {
-    std::snprintf(buf, sizeof buf, "%.1f s", v);
-  } else if (v < 7200) {
-    std::snprintf(buf, sizeof buf, "%.0f min %02.0f s", std::floor(v / 60), std::fmod(v, 60));
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1f h", v / 3600);
-  }
-  return buf;
-}
-
-std::string Count(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.0f", v);
-  return buf;
-}
-
-std::string Utc(double epoch) {
-  const auto t = static_cast<std::time_t>(epoch);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%SZ", &tm);
-  return buf;
-}
-
 // --- HTML ---
 
 std::string WhoHtml(const Identity& id) {
   std::string o = "<b>pid " + std::to_string(id.pid) + "</b> <span class=app>" +
-                  H(id.application_name.empty() ? "(no application_name)" : id.application_name) +
-                  "</span> " + H(id.usename) + "@" + H(Addr(id.client_addr));
+                  H(AppName(id.application_name)) + "</span> " + H(id.usename) + "@" +
+                  H(Addr(id.client_addr));
   if (!id.state.empty()) o += " <span class=st>" + H(id.state) + "</span>";
   if (!id.query.empty()) o += "<pre class=q>" + H(id.query) + "</pre>";
   return o;
@@ -680,16 +635,6 @@ void NodeJson(const WaitNode& n, std::string* o) {
     NodeJson(n.waiters[i], o);
   }
   *o += "]}";
-}
-
-template <typename T, typename F>
-void JsonArray(const std::vector<T>& items, F each, std::string* o) {
-  *o += "[";
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i > 0) *o += ",";
-    each(items[i]);
-  }
-  *o += "]";
 }
 
 std::string HeldJson(const HeldLock& h) {
