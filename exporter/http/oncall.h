@@ -2,6 +2,11 @@
 // usable on a phone), GET /api/v1/locks and GET /api/v1/events (JSON), all rendered from the
 // latest target snapshots and their event logs, never from the database. Every string from the
 // database is HTML- or JSON-escaped, whatever its bytes. Pure functions; thread-safe.
+//
+// This unit writes the page's frame and the JSON documents. What each target shows once the
+// filter narrowed it is chosen in oncall_select.h, its wait forest built in wait_forest.h; its HTML
+// is written by oncall_html.h (with the event sections of oncall_events_html.h and the timeline
+// of timeline_page.h), its JSON by oncall_json.h; page_text.h has the formatters they share.
 #pragma once
 
 #include <memory>
@@ -21,28 +26,6 @@ struct LocksFilter {
   std::string lock;
   double since = 3600;  // ?since= of the page's timeline, in seconds (timeline_page.h)
 };
-
-// One party in the wait forest with the sessions waiting for it: a client session, a background
-// process (who.backend_type) or a prepared transaction (pid 0, state "prepared", who.gid). A root
-// blocks and waits for nothing (or, in a cycle, is the first blocker met); each child waits for its
-// parent: for `mode` of a lock of `locktype` on `relation` (schema.table, else the OID, else "")
-// or on the advisory lock `lock`.
-struct WaitNode {
-  LockParticipant who;
-  std::string locktype;  // "" for a root
-  std::string mode;
-  std::string relation;
-  std::string lock;
-  double seconds = 0;   // how long it has waited
-  int64_t blocked = 0;  // roots: sessions blocked through it, directly or not; 0 when not known
-  std::vector<WaitNode> waiters;
-  const Verdict* verdict = nullptr;  // roots: what to do (borrowed from the snapshot's roots)
-};
-
-// The forest of waiter -> blocker edges of every lock type (TargetView::lock_waits); `roots`
-// give the roots' counts of blocked sessions.
-std::vector<WaitNode> BuildWaitForest(const std::vector<LockWaitEdge>& edges,
-                                      const std::vector<BlockingRoot>& roots = {});
 
 // Leases worth a look: expired, expiring within this many seconds, or held longer than
 // kLeaseHeldTooLongSeconds (PglockLeaseHeldTooLong's threshold).

@@ -3,11 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <cstdio>
-#include <ctime>
 
-#include "exporter/http/server.h"
-#include "exporter/log.h"
+#include "exporter/http/page_text.h"
 #include "exporter/util/duration.h"
 
 namespace pglock {
@@ -21,42 +18,6 @@ constexpr int kWaitHeight = 11;
 constexpr int kRowGap = 6;
 constexpr double kMinBarPercent = 0.4;
 constexpr double kTextBarPercent = 5;  // a bar this wide carries its holder as text (clipped)
-
-std::string H(const std::string& s) { return HtmlEscape(s); }
-std::string J(const std::string& s) { return "\"" + JsonEscape(s) + "\""; }
-
-std::string Num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  return buf;
-}
-
-std::string Pct(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f%%", v);
-  return buf;
-}
-
-std::string Clock(double epoch) {
-  const auto t = static_cast<std::time_t>(epoch);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[16];
-  std::strftime(buf, sizeof buf, "%H:%M:%S", &tm);
-  return buf;
-}
-
-std::string Span(double seconds) {
-  char buf[32];
-  if (seconds < 120) {
-    std::snprintf(buf, sizeof buf, "%.0f s", seconds);
-  } else if (seconds < 7200) {
-    std::snprintf(buf, sizeof buf, "%.0f min", seconds / 60);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1f h", seconds / 3600);
-  }
-  return buf;
-}
 
 std::string UrlEncode(const std::string& s) {
   static const char kHex[] = "0123456789ABCDEF";
@@ -74,7 +35,7 @@ std::string UrlEncode(const std::string& s) {
 }
 
 std::string WhoText(int pid, const std::string& who) {
-  std::string o = who.empty() ? "(no application_name)" : who;
+  std::string o = AppName(who);
   if (pid != 0) o += " pid " + std::to_string(pid);
   return o;
 }
@@ -255,13 +216,6 @@ std::string MarkerJson(const TimelineMarker& m) {
          "}";
 }
 
-template <typename T, typename F>
-void JsonList(const std::vector<T>& items, F each, std::string* o) {
-  *o += "[";
-  for (size_t i = 0; i < items.size(); ++i) *o += (i ? "," : "") + each(items[i]);
-  *o += "]";
-}
-
 }  // namespace
 
 const char kTimelineStyle[] =
@@ -365,11 +319,13 @@ std::string RenderTimelineJson(const SnapshotList& snapshots, const LocksFilter&
            ",\"scope\":" + J(r.row->scope) + ",\"name\":" + J(r.row->name) +
            ",\"attention\":" + std::to_string(r.attention) + ",\"holds\":";
       first_row = false;
-      JsonList(r.holds, IntervalJson, &o);
+      const auto interval = [&](const TimelineInterval& i) { o += IntervalJson(i); };
+      JsonArray(r.holds, interval, &o);
       o += ",\"waits\":";
-      JsonList(r.waits, IntervalJson, &o);
+      JsonArray(r.waits, interval, &o);
       o += ",\"markers\":";
-      JsonList(r.markers, MarkerJson, &o);
+      JsonArray(
+          r.markers, [&](const TimelineMarker& m) { o += MarkerJson(m); }, &o);
       o += "}";
     }
     o += "]}";

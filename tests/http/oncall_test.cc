@@ -8,6 +8,7 @@
 #include "exporter/http/markdown.h"
 #include "exporter/http/page_cache.h"
 #include "exporter/http/runbooks.h"
+#include "exporter/http/wait_forest.h"
 
 namespace pglock {
 namespace {

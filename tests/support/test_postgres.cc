@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -21,6 +22,23 @@ std::string FindBindir() {
     if (std::filesystem::exists(dir + "/pg_ctl")) return dir;
   }
   return "";
+}
+
+// "session-<n>", a new n for every TestSession of the test binary (sessions may be opened from
+// several threads).
+std::string NextSessionName() {
+  static std::atomic<int> sessions{0};
+  return "session-" + std::to_string(++sessions);
+}
+
+// Connects with `dsn`, as a client of its own: libpq uses fallback_application_name only where
+// neither the dsn nor PGAPPNAME names the application. It comes before dbname (the dsn, expanded)
+// so that a fallback_application_name in the dsn wins as well.
+PGconn* ConnectAsOwnClient(const std::string& dsn) {
+  const std::string name = NextSessionName();
+  const char* const keywords[] = {"fallback_application_name", "dbname", nullptr};
+  const char* const values[] = {name.c_str(), dsn.c_str(), nullptr};
+  return PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
 }
 
 std::string Quote(const std::string& s) {
@@ -200,7 +218,7 @@ std::string TestPostgres::Scalar(const std::string& sql, const std::string& dbna
 
 int TestPostgres::VersionNum() const { return std::stoi(Scalar("SHOW server_version_num")); }
 
-TestSession::TestSession(const std::string& dsn) : conn_(PQconnectdb(dsn.c_str())) {
+TestSession::TestSession(const std::string& dsn) : conn_(ConnectAsOwnClient(dsn)) {
   if (PQstatus(conn_) != CONNECTION_OK) {
     ADD_FAILURE() << "connect: " << PQerrorMessage(conn_);
   }

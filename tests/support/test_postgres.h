@@ -62,7 +62,12 @@ class TestPostgres {
   bool running_ = false;
 };
 
-// A client session used to drive a scenario (hold a lock, wait, sit idle in transaction).
+// A client session used to drive a scenario (hold a lock, wait, sit idle in transaction). Each
+// session is a client of its own, as in production: unless the dsn (or PGAPPNAME) sets an
+// application_name, it connects as "session-<n>", n counting the TestSessions of the test binary
+// from 1, so a rule that tells clients apart by identity sees one client per session. A test about
+// a particular application name, or about sessions sharing one, puts application_name in the dsn.
+// One session is not thread-safe; different sessions may be opened and used from different threads.
 class TestSession {
  public:
   explicit TestSession(const std::string& dsn);

@@ -1,0 +1,163 @@
+#include "exporter/http/oncall_json.h"
+
+#include <algorithm>
+#include <cstddef>
+
+#include "exporter/events/event_log.h"
+#include "exporter/http/page_text.h"
+#include "exporter/snapshot/verdict.h"
+
+namespace pglock {
+namespace {
+
+std::string IdentityJson(const Identity& id) {
+  std::string o = "\"pid\":" + std::to_string(id.pid) +
+                  ",\"application_name\":" + J(id.application_name) +
+                  ",\"usename\":" + J(id.usename) + ",\"client_addr\":" + J(id.client_addr) +
+                  ",\"state\":" + J(id.state);
+  if (!id.query.empty()) o += ",\"query\":" + J(id.query);
+  return o;
+}
+
+std::string VerdictJson(const Verdict& v) {
+  std::string locks = "[";
+  for (size_t i = 0; i < v.dropped_locks.size() && i < kPageDroppedLocks; ++i) {
+    locks += (locks.size() > 1 ? "," : "") + J(v.dropped_locks[i]);
+  }
+  return "{\"action\":" + J(VerdictActionName(v.action)) + ",\"pid\":" + std::to_string(v.pid) +
+         ",\"command\":" + J(v.command) + ",\"then\":" + J(v.then) +
+         ",\"then_command\":" + J(v.then_command) + ",\"pooler\":" + J(v.pooler) +
+         ",\"frees\":" + std::to_string(v.frees) + ",\"cost\":" + J(v.cost) +
+         ",\"dropped_locks\":" + locks + "]" +
+         ",\"dropped_locks_total\":" + std::to_string(v.dropped_locks.size()) +
+         ",\"lock_timeout_seconds\":" + (v.lock_timeout > 0 ? Num(v.lock_timeout) : "null") +
+         ",\"lock_timeout_source\":" + J(v.lock_timeout_source) + "}";
+}
+
+void NodeJson(const WaitNode& n, std::string* o) {
+  const LockParticipant& p = n.who;
+  *o += "{" + IdentityJson(p.id) + ",\"backend_type\":" + J(p.backend_type) +
+        ",\"gid\":" + J(p.gid) + ",\"datname\":" + J(p.datname) +
+        ",\"state_seconds\":" + (p.state_seconds ? Num(*p.state_seconds) : "null") +
+        ",\"locktype\":" + J(n.locktype) + ",\"mode\":" + J(n.mode) +
+        ",\"relation\":" + J(n.relation) + ",\"lock\":" + J(n.lock) +
+        ",\"wait_seconds\":" + Num(n.seconds) +
+        ",\"blocked_sessions\":" + std::to_string(n.blocked);
+  if (n.verdict != nullptr) *o += ",\"verdict\":" + VerdictJson(*n.verdict);
+  *o += ",\"waiters\":[";
+  for (size_t i = 0; i < n.waiters.size(); ++i) {
+    if (i > 0) *o += ",";
+    NodeJson(n.waiters[i], o);
+  }
+  *o += "]}";
+}
+
+std::string HeldJson(const HeldLock& h) {
+  return "{\"lock\":" + J(h.lock) + ",\"datname\":" + J(h.datname) + "," + IdentityJson(h.holder) +
+         ",\"scope\":" + J(h.scope) + ",\"held_seconds\":" + Num(h.seconds) + "}";
+}
+
+std::string RowLockJson(const RowLockHolder& r) {
+  return "{\"table\":" + J(r.table) + ",\"lease\":" + J(r.lease) + "," + IdentityJson(r.holder) +
+         ",\"held_seconds\":" + Num(r.seconds) +
+         ",\"transaction_seconds\":" + (r.xact_seconds ? Num(*r.xact_seconds) : "null") + "}";
+}
+
+std::string IdleJson(const IdleHolder& h) {
+  return "{\"datname\":" + J(h.datname) + "," + IdentityJson(h.holder) +
+         ",\"holds\":" + J(h.holds) + ",\"idle_seconds\":" + Num(h.seconds) +
+         ",\"timeout_remaining_seconds\":" + (h.remaining ? Num(*h.remaining) : "null") + "}";
+}
+
+std::string PooledJson(const std::string& pooler, const PooledLockRow& l) {
+  return "{\"pooler\":" + J(pooler) + ",\"database\":" + J(l.database) + ",\"user\":" + J(l.user) +
+         ",\"lock\":" + J(l.lock) + ",\"pid\":" + std::to_string(l.pid) +
+         ",\"first_client\":" + J(l.first_client) + ",\"current_client\":" + J(l.current_client) +
+         ",\"held_seconds\":" + Num(l.seconds) + ",\"inherited\":" + std::to_string(l.inherited) +
+         "}";
+}
+
+std::string LeaseJson(const LeaseItem& l) {
+  return "{\"table\":" + J(l.table) + ",\"lease\":" + J(l.lease->lease) +
+         ",\"state\":" + J(l.state) + ",\"holder\":" + J(l.lease->holder) +
+         ",\"age_seconds\":" + Num(l.lease->age) +
+         ",\"expires_in_seconds\":" + (l.lease->expires_in ? Num(*l.lease->expires_in) : "null") +
+         "}";
+}
+
+std::string ServerLogJson(const ServerLogStatus& log) {
+  return "{\"up\":" + std::string(log.up ? "true" : "false") + ",\"error\":" + J(log.error) +
+         ",\"format\":" + J(log.format) +
+         ",\"untranslated\":" + (log.untranslated ? "true" : "false") +
+         ",\"dropped\":" + Count(log.dropped) + "}";
+}
+
+std::string LockTableJson(const TargetSnapshot& s, const LockTableView& v) {
+  std::string o = "{\"full\":" + std::string(s.lock_table_full ? "true" : "false") +
+                  ",\"entries\":" + std::to_string(v.entries) +
+                  ",\"slots\":" + std::to_string(v.slots) + ",\"age_seconds\":" + Num(v.age) +
+                  ",\"sessions\":";
+  JsonArray(
+      v.sessions,
+      [&](const SessionLockTableEntries& e) {
+        o += "{\"datname\":" + J(e.datname) + "," + IdentityJson(e.session) +
+             ",\"locktype\":" + J(e.locktype) + ",\"entries\":" + std::to_string(e.entries) +
+             ",\"pooler\":" + (e.pooled ? J(e.pooled->pooler) : "null") + "}";
+      },
+      &o);
+  const auto [top, entries] = TopFiller(v);
+  o += ",\"verdict\":" + (top == nullptr ? "null" : VerdictJson(LockTableVerdict(*top, entries)));
+  return o + "}";
+}
+
+}  // namespace
+
+void TargetJson(const TargetPart& t, std::string* o) {
+  const TargetSnapshot& s = *t.snap;
+  *o += "{\"target\":" + J(s.target) + ",\"up\":" + (s.up ? "true" : "false") +
+        ",\"state\":" + J(s.state) + ",\"last_error\":" + J(s.up ? "" : s.last_error) +
+        ",\"server_version\":" + J(s.server_version) +
+        ",\"lock_waiters\":" + std::to_string(t.lock_waiters) +
+        ",\"advisory_waiters\":" + std::to_string(t.waiters) +
+        ",\"advisory_locks_held\":" + std::to_string(t.held_total) +
+        ",\"lock_table\":" + (t.lock_table != nullptr ? LockTableJson(s, *t.lock_table) : "null") +
+        ",\"wait_forest\":";
+  JsonArray(
+      t.forest, [&](const WaitNode& n) { NodeJson(n, o); }, o);
+  *o += ",\"held\":";
+  JsonArray(
+      t.held, [&](const HeldLock* h) { *o += HeldJson(*h); }, o);
+  *o += ",\"row_locks\":";
+  JsonArray(
+      t.row_locks, [&](const RowLockHolder* r) { *o += RowLockJson(*r); }, o);
+  *o += ",\"idle_in_transaction\":";
+  JsonArray(
+      t.idle, [&](const IdleHolder* h) { *o += IdleJson(*h); }, o);
+  *o += ",\"pooled_locks\":";
+  JsonArray(
+      t.pooled,
+      [&](const std::pair<std::string, const PooledLockRow*>& p) {
+        *o += PooledJson(p.first, *p.second);
+      },
+      o);
+  *o += ",\"pooled_locks_total\":" + std::to_string(t.pooled_total);
+  *o += ",\"leases\":";
+  JsonArray(
+      t.leases, [&](const LeaseItem& l) { *o += LeaseJson(l); }, o);
+  // The newest kPageEvents, oldest first (all of them: /api/v1/events).
+  const std::vector<const Event*> recent(
+      t.events.end() - static_cast<std::ptrdiff_t>(std::min(t.events.size(), kPageEvents)),
+      t.events.end());
+  *o += ",\"leases_total\":" + std::to_string(t.leases_total) +
+        ",\"leases_held_normally\":" + std::to_string(t.leases_fine) + ",\"events\":";
+  JsonArray(
+      recent, [&](const Event* e) { *o += EventJson(*e); }, o);
+  *o += ",\"events_total\":" + std::to_string(t.events.size());
+  *o += ",\"server_log\":" + (s.server_log ? ServerLogJson(*s.server_log) : "null");
+  *o += ",\"between_polls\":";
+  JsonArray(
+      LoggedEvents(t), [&](const Event* e) { *o += EventJson(*e); }, o);
+  *o += "}";
+}
+
+}  // namespace pglock
