@@ -297,43 +297,46 @@ void Timeline::AddMarkers(const std::vector<Event>& events) {
 }
 
 TimelineWindow Timeline::Query(double seconds) const {
-  MutexLock lock(&mu_);
   TimelineWindow w;
-  w.now = now_;
-  w.dropped_intervals = dropped_intervals_;
-  w.untracked = untracked_;
-  w.dropped_markers = dropped_markers_;
-  // The history begins at the first poll (what started before it is drawn from there); once
-  // intervals were dropped, at the oldest end still kept.
-  double kept = first_poll_;
-  if (dropped_intervals_ > 0 && !closed_.empty()) kept = std::max(kept, closed_.front().end);
-  w.kept_since = kept;
-  w.from = std::max(now_ - seconds, w.kept_since);
-
+  // Copied under the lock, sorted after it: the poller's Observe() waits for no page.
   std::map<const TimelineRow*, TimelineRowWindow> rows;
-  auto row_of = [&](const std::shared_ptr<const TimelineRow>& r) -> TimelineRowWindow& {
-    TimelineRowWindow& rw = rows[r.get()];
-    rw.row = r;
-    return rw;
-  };
-  auto add = [&](const TimelineInterval& i) {
-    if (i.end < w.from) return;
-    TimelineRowWindow& rw = row_of(i.row);
-    (i.wait ? rw.waits : rw.holds).push_back(i);
-    if (i.wait) rw.attention = std::max(rw.attention, 1);
-    rw.last = std::max(rw.last, i.end);
-  };
-  for (const TimelineInterval& i : closed_) add(i);
-  for (const auto& [key, o] : open_) add(o.interval);
-  for (const auto& [kind, ring] : markers_) {
-    for (const TimelineMarker& m : ring) {
-      if (m.time < w.from) continue;
-      TimelineRowWindow& rw = row_of(m.row);
-      rw.markers.push_back(m);
-      if (TimelineAlarming(m.kind)) rw.attention = 2;
-      rw.last = std::max(rw.last, m.time);
+  {
+    MutexLock lock(&mu_);
+    w.now = now_;
+    w.dropped_intervals = dropped_intervals_;
+    w.untracked = untracked_;
+    w.dropped_markers = dropped_markers_;
+    // The history begins at the first poll (what started before it is drawn from there); once
+    // intervals were dropped, at the oldest end still kept.
+    double kept = first_poll_;
+    if (dropped_intervals_ > 0 && !closed_.empty()) kept = std::max(kept, closed_.front().end);
+    w.kept_since = kept;
+    w.from = std::max(now_ - seconds, w.kept_since);
+    auto row_of = [&](const std::shared_ptr<const TimelineRow>& r) -> TimelineRowWindow& {
+      TimelineRowWindow& rw = rows[r.get()];
+      rw.row = r;
+      return rw;
+    };
+    auto add = [&](const TimelineInterval& i) {
+      if (i.end < w.from) return;
+      TimelineRowWindow& rw = row_of(i.row);
+      (i.wait ? rw.waits : rw.holds).push_back(i);
+      if (i.wait) rw.attention = std::max(rw.attention, 1);
+      rw.last = std::max(rw.last, i.end);
+    };
+    for (const TimelineInterval& i : closed_) add(i);
+    for (const auto& [key, o] : open_) add(o.interval);
+    for (const auto& [kind, ring] : markers_) {
+      for (const TimelineMarker& m : ring) {
+        if (m.time < w.from) continue;
+        TimelineRowWindow& rw = row_of(m.row);
+        rw.markers.push_back(m);
+        if (TimelineAlarming(m.kind)) rw.attention = 2;
+        rw.last = std::max(rw.last, m.time);
+      }
     }
   }
+  w.rows.reserve(rows.size());
   for (auto& [ptr, rw] : rows) {
     auto by_start = [](const auto& a, const auto& b) { return a.start < b.start; };
     std::sort(rw.holds.begin(), rw.holds.end(), by_start);

@@ -300,7 +300,8 @@ std::string RenderTimelineJson(const SnapshotList& snapshots, const LocksFilter&
   std::string o = "{\"since_seconds\":" + Num(since) +
                   ",\"limits\":{\"open_intervals\":" + std::to_string(kOpenIntervals) +
                   ",\"closed_intervals\":" + std::to_string(kClosedIntervals) +
-                  ",\"markers_per_kind\":" + std::to_string(kMarkersPerKind) + "},\"targets\":[";
+                  ",\"markers_per_kind\":" + std::to_string(kMarkersPerKind) +
+                  ",\"json_items\":" + std::to_string(kTimelineJsonItems) + "},\"targets\":[";
   bool first = true;
   for (const auto& snap : snapshots) {
     if (!snap || (!filter.target.empty() && snap->target != filter.target)) continue;
@@ -313,22 +314,39 @@ std::string RenderTimelineJson(const SnapshotList& snapshots, const LocksFilter&
          ",\"untracked\":" + std::to_string(w.untracked) + ",\"rows\":[";
     first = false;
     bool first_row = true;
+    size_t budget = kTimelineJsonItems, rows_left_out = 0, items_left_out = 0;
     for (const TimelineRowWindow& r : w.rows) {
       if (!RowMatches(*r.row, filter.lock)) continue;
+      const size_t items = r.holds.size() + r.waits.size() + r.markers.size();
+      if (budget == 0) {
+        ++rows_left_out;
+        items_left_out += items;
+        continue;
+      }
+      const std::vector<TimelineMarker> markers = Newest(r.markers, budget);
+      const std::vector<TimelineInterval> waits = Newest(r.waits, budget - markers.size());
+      const std::vector<TimelineInterval> holds =
+          Newest(r.holds, budget - markers.size() - waits.size());
+      const size_t kept = markers.size() + waits.size() + holds.size();
+      budget -= kept;
+      items_left_out += items - kept;
       o += std::string(first_row ? "" : ",") + "{\"kind\":" + J(TimelineRowKindLabel(r.row->kind)) +
            ",\"scope\":" + J(r.row->scope) + ",\"name\":" + J(r.row->name) +
-           ",\"attention\":" + std::to_string(r.attention) + ",\"holds\":";
+           ",\"attention\":" + std::to_string(r.attention) +
+           ",\"left_out\":" + std::to_string(items - kept) + ",\"holds\":";
       first_row = false;
       const auto interval = [&](const TimelineInterval& i) { o += IntervalJson(i); };
-      JsonArray(r.holds, interval, &o);
+      JsonArray(holds, interval, &o);
       o += ",\"waits\":";
-      JsonArray(r.waits, interval, &o);
+      JsonArray(waits, interval, &o);
       o += ",\"markers\":";
       JsonArray(
-          r.markers, [&](const TimelineMarker& m) { o += MarkerJson(m); }, &o);
+          markers, [&](const TimelineMarker& m) { o += MarkerJson(m); }, &o);
       o += "}";
     }
-    o += "]}";
+    o += "],\"rows_left_out\":" + std::to_string(rows_left_out) +
+         ",\"items_left_out\":" + std::to_string(items_left_out);
+    o += "}";
   }
   return o + "]}\n";
 }

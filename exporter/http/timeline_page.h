@@ -14,12 +14,16 @@
 namespace pglock {
 
 inline constexpr double kTimelineDefaultSeconds = 3600;
-// The page draws this many rows, the most telling first (the JSON has them all), and per row the
+// The page draws this many rows, the most telling first (the JSON has more), and per row the
 // newest holds, waits and markers up to these counts: the page stays small with thousands of keys.
 inline constexpr size_t kTimelineRows = 16;
 inline constexpr size_t kTimelineRowHolds = 10;
 inline constexpr size_t kTimelineRowWaits = 6;
 inline constexpr size_t kTimelineRowMarkers = 6;
+// The JSON gives each target at most this many intervals and markers, rows in the page's order,
+// each row its newest markers, then waits, then holds, until they are spent: a whole history of
+// 25,000 intervals with long names would be megabytes a request. What is left out is counted.
+inline constexpr size_t kTimelineJsonItems = 5000;
 
 // ?since= of /locks and /api/v1/timeline: "" is kTimelineDefaultSeconds, else a positive
 // duration ("15m", "1h", "6h", "90s"). nullopt with *error set on anything else.
@@ -36,7 +40,8 @@ using MarkerHref = std::function<std::string(const TimelineMarker&)>;
 void TimelineHtml(const TargetSnapshot& snap, const LocksFilter& filter, double since,
                   const MarkerHref& href, std::string* o);
 
-// GET /api/v1/timeline: every target that matches filter.target, every row of the window.
+// GET /api/v1/timeline: every target that matches filter.target, the rows of the window up to
+// kTimelineJsonItems.
 std::string RenderTimelineJson(const SnapshotList& snapshots, const LocksFilter& filter,
                                double since);
 

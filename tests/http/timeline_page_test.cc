@@ -173,6 +173,22 @@ TEST(TimelinePage, AThousandKeysKeepThePageUnderItsBudget) {
   // Markers link to the rows of the events the page shows.
   EXPECT_NE(page.find("<a href=\"#ev-0-"), std::string::npos);
   EXPECT_NE(page.find("<tr id=\"ev-0-"), std::string::npos);
+
+  // The JSON: kTimelineJsonItems intervals and markers, the rows with a loss first, the rest
+  // counted as left out.
+  const std::string json = RenderTimelineJson({snap}, LocksFilter{}, kTimelineDefaultSeconds);
+  const auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = json.find(what); at != std::string::npos; at = json.find(what, at + 1)) ++n;
+    return n;
+  };
+  const size_t items = count("{\"start\":") + count("{\"time\":");
+  std::printf("/api/v1/timeline with 1,000 keys: %zu bytes, %zu items\n", json.size(), items);
+  EXPECT_EQ(items, kTimelineJsonItems);
+  EXPECT_EQ(json.find("\"rows_left_out\":0,"), std::string::npos);
+  EXPECT_EQ(json.find("\"items_left_out\":0}"), std::string::npos);
+  EXPECT_LT(json.find("\"kind\":\"lock_lost\""), json.find("\"attention\":1"));
+  EXPECT_LT(json.size(), 2u * 1024 * 1024);
 }
 
 }  // namespace
