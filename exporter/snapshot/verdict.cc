@@ -149,8 +149,10 @@ Verdict SessionVerdict(const RootFacts& f) {
             " (a session lock dropped this way is a loss, PglockAdvisoryLockLost pages, and its "
             "next holder is a takeover)";
   }
-  if (f.root.id.state == "active" && f.state_seconds < kWaitersAlertSeconds &&
-      f.longest_wait < kWaitersAlertSeconds) {
+  // Waiting is advice only for a statement known to be young: with no state_change to read (a
+  // role without pg_monitor sees none for others' sessions) it may have run for hours.
+  if (f.root.id.state == "active" && f.root.state_seconds.has_value() &&
+      f.state_seconds < kWaitersAlertSeconds && f.longest_wait < kWaitersAlertSeconds) {
     v.action = VerdictAction::kWait;
     v.then_command = Call("pg_cancel_backend", v.pid);
     v.then = "if it still runs when its waiters have waited " + Duration(kWaitersAlertSeconds) +

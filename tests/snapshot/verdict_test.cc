@@ -142,6 +142,18 @@ TEST(Verdict, ActiveRootYoungerThanTheWaitersThresholdIsWaitedFor) {
   EXPECT_NE(verdict.cost.find("has run 15 s"), std::string::npos) << verdict.cost;
 }
 
+// The same root when its state_change cannot be read: its age is unknown, not young.
+TEST(Verdict, ActiveRootOfUnknownAgeIsNotWaitedFor) {
+  PollData d = DdlBehindIdleCheckout();
+  d.sessions[0] = Client(100, "active", 15);
+  d.sessions[0].state_change.reset();
+  d.sessions.resize(2);
+  d.lock_waits.resize(1);
+  d.sessions[1] = Waiter(200, {100}, 12);
+  d.lock_waits[0] = Wants(200, "AccessShareLock", 12);
+  EXPECT_EQ(ViewOf(d).blocking_roots[0].verdict.action, VerdictAction::kCancel);
+}
+
 // A young statement whose waiter has already waited past the threshold (the root was idle in
 // transaction before it began this statement): the waiters page, so the command is due.
 TEST(Verdict, YoungStatementWithAPagingWaiterIsCancelled) {
