@@ -11,8 +11,10 @@
 --                      pg_stat_activity snapshot as the activity statement of this poll.
 -- The inventory also counts the shared lock table (exporter/collectors/lock_table.h): every row
 -- outside the fast path is an entry. Those it has no other use for (granted locks of other types,
--- the exporter's own, prepared transactions') are granted rows with their locktype set, to be
--- counted by pid and locktype alone. The cheap tier counts nothing: it must not read every lock.
+-- prepared transactions') are granted rows with their locktype set, to be counted by pid and
+-- locktype alone (the exporter's own backend holds neither advisory nor transactionid locks: it
+-- takes none and writes nothing; the collector leaves its other rows out of the count). The cheap
+-- tier counts nothing: it must not read every lock.
 -- The filter is the one column test `NOT l.fastpath` (advisory locks and pending requests never
 -- take the fast path): cheaper per row than telling the kinds apart in the WHERE clause, at 100k
 -- rows.
@@ -33,7 +35,7 @@ SELECT l.pid,
        l.granted,
        CASE WHEN NOT l.granted
               OR NOT (l.locktype = 'advisory' OR ({xids} AND l.locktype = 'transactionid'))
-              OR coalesce(l.pid = pg_backend_pid(), true)
+              OR l.pid IS NULL
             THEN l.locktype END AS locktype,
        l.transactionid,
        min({waitstart}) FILTER (WHERE NOT l.granted) AS waitstart,

@@ -267,7 +267,7 @@ measure_floor() { # POINT
 query_sql() { # FILE [INVENTORY]: a query of queries/ as one statement, its templates filled in
   sed -e 's/--.*$//' "$repo/queries/$1" | sed -e 's/{name}/name/; s/{holder}/holder/; s/{taken_at}/taken_at/g' \
     -e 's/{expires_at}/expires_at/g; s/{table}/public.leases/; s/{limit}/1000/' \
-    -e "s/{waitstart}/extract(epoch FROM l.waitstart)::float8/; s/{inventory}/${2:-true}/g" \
+    -e "s/{waitstart}/extract(epoch FROM l.waitstart)::float8/; s/{inventory}/${2:-true}/g; s/{xids}/false/g" \
     -e 's/{query}/NULL::text/' | tr '\n' ' '
 }
 measure_queries() { # POINT
