@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
 
 #include "exporter/events/event_log.h"
 #include "exporter/snapshot/poll_index.h"
@@ -175,6 +176,20 @@ void Timeline::ObserveWaits(const PollData& data, const TargetView& view) {
 }
 
 void Timeline::ObserveLeases(const PollData& data, const TargetView& view) {
+  // A table this poll could not read says nothing of its leases: their intervals stay open as
+  // they were (not extended), like every interval across a failed poll.
+  std::set<std::string> unread;
+  for (const LeaseTableData& t : data.leases) {
+    if (!t.ok) unread.insert(t.table);
+  }
+  if (!unread.empty()) {
+    for (auto& [key, o] : open_) {
+      if ((key.kind == TimelineRowKind::kLease || key.kind == TimelineRowKind::kRowLocks) &&
+          unread.count(o.interval.row->scope) != 0) {
+        o.seen = poll_;
+      }
+    }
+  }
   // From the rows as read, for the table's own timestamps (taken_at, expires_at) and clock.
   for (const LeaseTableData& t : data.leases) {
     if (!t.ok) continue;

@@ -191,6 +191,37 @@ TEST(Timeline, LongHolderTextsAreCutSoMemoryStaysBounded) {
   EXPECT_DOUBLE_EQ(w.rows[0].holds[0].start, kT0 - 5);  // the lease's taken_at
 }
 
+// A lease table whose read failed at one poll: its leases' intervals stay open across that poll,
+// one interval each, not closed and opened again.
+TEST(Timeline, AFailedLeaseTableReadKeepsItsIntervalsOpen) {
+  Timeline t;
+  LeaseTableData table;
+  table.table = "public.leases";
+  table.ok = true;
+  LeaseRow row;
+  row.name = "nightly-report";
+  row.holder = "worker-1";
+  row.pid = 4242;
+  row.taken_at = kT0 - 5;
+  row.expires_at = kT0 + 600;
+  table.rows = {row};
+  for (int p = 0; p < 3; ++p) {
+    PollData d = Poll(kT0 + p, {}, {});
+    table.now = d.now;
+    table.ok = p != 1;
+    table.rows = table.ok ? std::vector<LeaseRow>{row} : std::vector<LeaseRow>{};
+    d.leases = {table};
+    t.Observe(d, TargetView{}, nullptr);
+  }
+  const TimelineWindow w = t.Query(60);
+  const TimelineRowWindow* lease = FindRow(w, TimelineRowKind::kLease, "nightly-report");
+  ASSERT_NE(lease, nullptr);
+  ASSERT_EQ(lease->holds.size(), 1u);
+  EXPECT_TRUE(lease->holds[0].open);
+  EXPECT_DOUBLE_EQ(lease->holds[0].start, kT0 - 5);
+  EXPECT_DOUBLE_EQ(lease->holds[0].end, kT0 + 2);
+}
+
 TEST(Timeline, HoldersPastTheOpenBoundAreCountedNotFollowed) {
   Timeline t;
   std::vector<AdvisoryLock> locks;
