@@ -20,8 +20,17 @@ its backend can be found) is divided by the polls in the window.
 locks (row_lock = true); 10 of its rows stay locked FOR UPDATE by a transaction left idle. The other
 binaries get no lock table (--plain-lock-table NAME gives NAME the same table as a flag table,
 held_sql = "true", which binaries without row_lock can read).
+
+--peer PATH (with --cpu) runs postgres_exporter (Debian's /usr/bin/prometheus-postgres-exporter,
+default collectors) next to the binaries, as role postgres_exporter (pg_monitor, as run.sh) with
+application_name postgres_exporter. During each CPU window it is scraped (GET /metrics) once per
+poll interval, in a slot of its own after the binaries' polls; its process CPU and its backends'
+CPU (found by application_name) are divided by the scrapes made in the window, and each binary's
+exporter and backend CPU per poll is also given as a ratio to the peer's process and backends CPU
+per scrape.
 """
 import argparse
+import math
 import os
 import socket
 import statistics
@@ -69,11 +78,14 @@ def free_port():
         return s.getsockname()[1]
 
 
-def scrape(port):
+def get_metrics(port):
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
+        return r.read().decode()
+
+
+def scrape(port):
     values = {}
-    for line in text.splitlines():
+    for line in get_metrics(port).splitlines():
         for name in ("pglock_poll_duration_seconds", "pglock_last_poll_success_timestamp_seconds",
                      "pglock_up"):
             if line.startswith(name + "{"):
@@ -82,10 +94,15 @@ def scrape(port):
 
 
 def cpu_ns(pid):
-    """User+system nanoseconds of every thread of pid (schedstat's first field)."""
+    """User+system nanoseconds of every thread of pid (schedstat's first field); 0 once it is
+    gone."""
     total = 0
     task_dir = f"/proc/{pid}/task"
-    for tid in os.listdir(task_dir):
+    try:
+        tids = os.listdir(task_dir)
+    except FileNotFoundError:
+        return 0
+    for tid in tids:
         try:
             with open(f"{task_dir}/{tid}/schedstat") as f:
                 total += int(f.read().split()[0])
@@ -100,14 +117,53 @@ def backend_pid(user):
     return int(out) if out else None
 
 
-def measure_cpu(binaries, procs, ports, interval_ms, window):
-    """{name: (exporter ms per poll, backend ms per poll)} over a window with no scrape."""
+def peer_backends():
+    out = psql("SELECT pid FROM pg_stat_activity WHERE application_name = 'postgres_exporter'")
+    return {int(p) for p in out.split()}
+
+
+def peer_up(port):
+    return "\npg_up 1\n" in get_metrics(port)
+
+
+def measure_peer(peer, first, interval, end):
+    """(process ms per scrape, backends ms per scrape, scrapes): scrapes postgres_exporter
+    (Popen, port) once per interval at first + k * interval until end."""
+    proc, port = peer
+    pids0 = peer_backends()
+    proc0, back0 = cpu_ns(proc.pid), {p: cpu_ns(p) for p in pids0}
+    scrapes = 0
+    t = first + max(0, math.ceil((time.time() - first) / interval)) * interval
+    while t < end:
+        time.sleep(max(0.0, t - time.time()))
+        if not peer_up(port):
+            sys.exit("postgres_exporter: pg_up is not 1")
+        scrapes += 1
+        t += interval
+    proc1 = cpu_ns(proc.pid)
+    pids1 = peer_backends()
+    if pids0 - pids1:
+        sys.exit(f"postgres_exporter backends {sorted(pids0 - pids1)} ended in the window: "
+                 "their CPU is lost")
+    back1 = {p: cpu_ns(p) for p in pids1}  # a backend new in the window counts from 0
+    if not scrapes:
+        sys.exit("postgres_exporter: no scrape in the CPU window")
+    return ((proc1 - proc0) / scrapes / 1e6,
+            sum(back1[p] - back0.get(p, 0) for p in pids1) / scrapes / 1e6, scrapes)
+
+
+def measure_cpu(binaries, procs, ports, interval_ms, window, peer=None, peer_first=0):
+    """{name: (exporter ms per poll, backend ms per poll)} over a window in which the exporters are
+    not scraped, and postgres_exporter's (process ms, backends ms, scrapes) over the same window,
+    scraped once per interval from peer_first on (None without a peer)."""
     start = {}
     for i, (name, _) in enumerate(binaries):
         bpid = backend_pid(f"bench_{i}")
         start[name] = (scrape(ports[name])["pglock_last_poll_success_timestamp_seconds"],
                        cpu_ns(procs[name].pid), bpid, cpu_ns(bpid) if bpid else 0)
-    time.sleep(window)
+    end = time.time() + window
+    peer_cpu = measure_peer(peer, peer_first, interval_ms / 1000, end) if peer else None
+    time.sleep(max(0.0, end - time.time()))
     out = {}
     for name, _ in binaries:
         last0, exp0, bpid, back0 = start[name]
@@ -115,7 +171,7 @@ def measure_cpu(binaries, procs, ports, interval_ms, window):
         last1 = scrape(ports[name])["pglock_last_poll_success_timestamp_seconds"]
         polls = max(1, round((last1 - last0) * 1000 / interval_ms))
         out[name] = ((exp1 - exp0) / polls / 1e6, (back1 - back0) / polls / 1e6)
-    return out
+    return out, peer_cpu
 
 
 def table_config(kind):
@@ -127,11 +183,13 @@ def table_config(kind):
 
 
 def run_scenario(binaries, dsn, interval_ms, inventory_interval, samples, tmp, tables=None,
-                 cpu_window=0):
-    """Returns ({name: [poll seconds]}, {name: cpu per poll} or None) for every binary, sampled at
-    once."""
+                 cpu_window=0, peer=None):
+    """Returns ({name: [poll seconds]}, ({name: cpu per poll}, peer cpu per scrape or None) or None)
+    for every binary, sampled at once."""
     procs, ports = {}, {}
     tables = tables or {}
+    slot = interval_ms / 1000 / (len(binaries) + (1 if peer else 0))  # the peer's slot is last
+    first = time.time()
     for i, (name, path) in enumerate(binaries):
         port = free_port()
         config = os.path.join(tmp, f"{name}.toml")
@@ -143,7 +201,7 @@ def run_scenario(binaries, dsn, interval_ms, inventory_interval, samples, tmp, t
                     table_config(tables.get(name)))
         procs[name] = subprocess.Popen([path, f"--config.file={config}", "--log.level=warn"])
         ports[name] = port
-        time.sleep(interval_ms / 1000 / len(binaries))  # offset: polls never overlap
+        time.sleep(slot)  # offset: polls never overlap
     seen = {n: None for n, _ in binaries}
     got = {n: [] for n, _ in binaries}
     skip = {n: 2 for n, _ in binaries}  # the first polls connect and take the inventory
@@ -165,7 +223,8 @@ def run_scenario(binaries, dsn, interval_ms, inventory_interval, samples, tmp, t
                     continue
                 got[name].append(m["pglock_poll_duration_seconds"])
             time.sleep(interval_ms / 1000 / 10)
-        cpu = measure_cpu(binaries, procs, ports, interval_ms, cpu_window) if cpu_window else None
+        cpu = (measure_cpu(binaries, procs, ports, interval_ms, cpu_window, peer,
+                           first + len(binaries) * slot) if cpu_window else None)
     finally:
         for p in procs.values():
             p.terminate()
@@ -207,6 +266,40 @@ def set_up_waiters(n):
     return sessions
 
 
+def start_peer(path, dsn):
+    """Starts postgres_exporter; returns (Popen, port) once it reports pg_up 1."""
+    port = free_port()
+    env = dict(os.environ, DATA_SOURCE_NAME=f"{dsn} user=postgres_exporter sslmode=disable "
+               "application_name=postgres_exporter")
+    proc = subprocess.Popen([path, f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                            env=env)
+    end = time.time() + 30
+    while time.time() < end:
+        try:
+            if peer_up(port):
+                return proc, port
+        except OSError:
+            pass
+        time.sleep(0.1)
+    proc.terminate()
+    sys.exit("postgres_exporter does not report pg_up 1")
+
+
+def cpu_row(mode, n, binaries, cpu, peer_cpu):
+    """The CPU row of a scenario: each binary's exporter + backend ms per poll, the peer's process
+    + backends ms per scrape and each binary's ratios to it; each binary's total ÷ the first's."""
+    row = f"| {mode} | {n} | CPU ms per poll, exporter + backend: " + ", ".join(
+        f"{k} {cpu[k][0]:.2f} + {cpu[k][1]:.2f}" for k, _ in binaries)
+    if peer_cpu:
+        proc, back, scrapes = peer_cpu
+        row += (f"; postgres_exporter per scrape ({scrapes} scrapes), process + backends: "
+                f"{proc:.2f} + {back:.2f}; ÷ postgres_exporter, exporter and backend: " +
+                ", ".join(f"{k} {cpu[k][0] / proc:.2f} and {cpu[k][1] / back:.2f}"
+                          for k, _ in binaries))
+    return row + " | " + " | ".join(f"{sum(cpu[k]) / sum(cpu[binaries[0][0]]):.2f}"
+                                    for k, _ in binaries[1:]) + " |"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -221,11 +314,18 @@ def main():
     ap.add_argument("--cpu-window", type=float, default=20)
     ap.add_argument("--row-lock-table", action="append", default=[], metavar="NAME=ROWS")
     ap.add_argument("--plain-lock-table", action="append", default=[], metavar="NAME")
+    ap.add_argument("--peer", metavar="PATH",
+                    help="postgres_exporter to scrape during the CPU windows (needs --cpu)")
     args = ap.parse_args()
+    if args.peer and not args.cpu:
+        ap.error("--peer needs --cpu")
     binaries = [tuple(b.split("=", 1)) for b in args.binary]
     dsn = f"host=127.0.0.1 port={os.environ['PGPORT']} dbname=postgres"
     for i in range(len(binaries)):
         psql(f"DROP ROLE IF EXISTS bench_{i}; CREATE ROLE bench_{i} LOGIN SUPERUSER")
+    if args.peer:
+        psql("DROP ROLE IF EXISTS postgres_exporter; CREATE ROLE postgres_exporter LOGIN; "
+             "GRANT pg_monitor TO postgres_exporter")
     tables = {}
     rows = 0
     for spec in args.row_lock_table:
@@ -255,29 +355,32 @@ def main():
     print(f"| mode | waiters | " + " | ".join(f"{n} median ms (p90)" for n, _ in binaries) +
           " | " + " | ".join(f"{n} / {binaries[0][0]}" for n, _ in binaries[1:]) + " |")
     print("|---" * (2 + 2 * len(binaries) - 1) + "|")
-    with tempfile.TemporaryDirectory() as tmp:
-        for n in [int(x) for x in args.waiters.split(",")]:
-            sessions = set_up_waiters(n)
-            for mode in args.modes.split(","):
-                got, cpu = run_scenario(binaries, dsn, args.interval_ms,
-                                        "60s" if mode == "tiered" else "0s", args.samples, tmp,
-                                        tables, args.cpu_window if args.cpu else 0)
-                med = {k: statistics.median(v) * 1000 for k, v in got.items()}
-                p90 = {k: statistics.quantiles(v, n=10)[-1] * 1000 for k, v in got.items()}
-                base = med[binaries[0][0]]
-                print(f"| {mode} | {n} | " +
-                      " | ".join(f"{med[k]:.2f} ({p90[k]:.2f})" for k, _ in binaries) + " | " +
-                      " | ".join(f"{med[k] / base:.2f}" for k, _ in binaries[1:]) + " |",
-                      flush=True)
-                if cpu:
-                    print(f"| {mode} | {n} | CPU ms per poll, exporter + backend: " +
-                          ", ".join(f"{k} {cpu[k][0]:.2f} + {cpu[k][1]:.2f}"
-                                    for k, _ in binaries) + " | " +
-                          " | ".join(f"{sum(cpu[k]) / sum(cpu[binaries[0][0]]):.2f}"
-                                     for k, _ in binaries[1:]) + " |", flush=True)
-            for s in sessions:  # holders first: a waiting psql reads no EOF
-                s.close()
-            wait_for("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'", 0)
+    peer = start_peer(args.peer, dsn) if args.peer else None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in [int(x) for x in args.waiters.split(",")]:
+                sessions = set_up_waiters(n)
+                for mode in args.modes.split(","):
+                    got, cpu = run_scenario(binaries, dsn, args.interval_ms,
+                                            "60s" if mode == "tiered" else "0s", args.samples,
+                                            tmp, tables, args.cpu_window if args.cpu else 0, peer)
+                    med = {k: statistics.median(v) * 1000 for k, v in got.items()}
+                    p90 = {k: statistics.quantiles(v, n=10)[-1] * 1000 for k, v in got.items()}
+                    base = med[binaries[0][0]]
+                    print(f"| {mode} | {n} | " +
+                          " | ".join(f"{med[k]:.2f} ({p90[k]:.2f})" for k, _ in binaries) +
+                          " | " + " | ".join(f"{med[k] / base:.2f}" for k, _ in binaries[1:]) +
+                          " |", flush=True)
+                    if cpu:
+                        print(cpu_row(mode, n, binaries, *cpu), flush=True)
+                for s in sessions:  # holders first: a waiting psql reads no EOF
+                    s.close()
+                wait_for("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+                         0)
+    finally:
+        if peer:
+            peer[0].terminate()
+            peer[0].wait(timeout=10)
     held.close()
     if mutex_holder:
         mutex_holder.close()
