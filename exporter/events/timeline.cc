@@ -177,10 +177,16 @@ void Timeline::ObserveWaits(const PollData& data, const TargetView& view) {
 
 void Timeline::ObserveLeases(const PollData& data, const TargetView& view) {
   // A table this poll could not read says nothing of its leases: their intervals stay open as
-  // they were (not extended), like every interval across a failed poll.
+  // they were (not extended), like every interval across a failed poll, for a while.
   std::set<std::string> unread;
   for (const LeaseTableData& t : data.leases) {
-    if (!t.ok) unread.insert(t.table);
+    const std::string table = Clip(t.table);  // as the rows' scope has it
+    if (t.ok) {
+      unread_since_.erase(table);
+      continue;
+    }
+    const double since = unread_since_.try_emplace(table, data.now).first->second;
+    if (data.now - since <= kUnreadLeaseTableSeconds) unread.insert(table);
   }
   if (!unread.empty()) {
     for (auto& [key, o] : open_) {

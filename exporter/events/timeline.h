@@ -53,6 +53,9 @@ inline constexpr size_t kClosedIntervals = 20000;
 inline constexpr size_t kMarkersPerKind = 300;
 // Bytes kept of each name, holder text and application name (longer ones are cut, with "…").
 inline constexpr size_t kTimelineTextBytes = 128;
+// A lease table that polls cannot read keeps its leases' intervals open (not extended) this long
+// from its first failed read, then closes them: a table that stays unreadable holds no open slot.
+inline constexpr double kUnreadLeaseTableSeconds = 60;
 
 enum class TimelineRowKind { kLock, kLease, kRowLocks, kRoot, kDeadlocks };
 // True for the marker kinds that need a look (a loss, a takeover, an expiry, an overlap, an
@@ -193,6 +196,8 @@ class Timeline {
   size_t rows_sweep_at_ GUARDED_BY(mu_) = 1024;
   uint64_t dropped_intervals_ GUARDED_BY(mu_) = 0;
   uint64_t untracked_ GUARDED_BY(mu_) = 0;  // at the latest poll, past kOpenIntervals
+  // Lease tables whose last read failed: since when (the poll of the first failed read).
+  std::map<std::string, double> unread_since_ GUARDED_BY(mu_);
   uint64_t dropped_markers_ GUARDED_BY(mu_) = 0;
 };
 

@@ -222,6 +222,39 @@ TEST(Timeline, AFailedLeaseTableReadKeepsItsIntervalsOpen) {
   EXPECT_DOUBLE_EQ(lease->holds[0].end, kT0 + 2);
 }
 
+// A lease table that stays unreadable: its intervals close kUnreadLeaseTableSeconds after the
+// first failed read, at the time they were last seen; they hold no open slot for good.
+TEST(Timeline, ALeaseTableThatStaysUnreadableClosesItsIntervals) {
+  Timeline t;
+  LeaseTableData table;
+  table.table = "public.leases";
+  LeaseRow row;
+  row.name = "nightly-report";
+  row.holder = "worker-1";
+  row.taken_at = kT0 - 5;
+  row.expires_at = kT0 + 6000;
+  const auto observe = [&](double now, bool ok) {
+    PollData d = Poll(now, {}, {});
+    table.now = now;
+    table.ok = ok;
+    table.rows = ok ? std::vector<LeaseRow>{row} : std::vector<LeaseRow>{};
+    d.leases = {table};
+    t.Observe(d, TargetView{}, nullptr);
+  };
+  observe(kT0, true);
+  for (int s = 10; s <= kUnreadLeaseTableSeconds; s += 10) observe(kT0 + s, false);
+  const TimelineRowWindow* lease = FindRow(t.Query(600), TimelineRowKind::kLease, "nightly-report");
+  ASSERT_NE(lease, nullptr);
+  ASSERT_EQ(lease->holds.size(), 1u);
+  EXPECT_TRUE(lease->holds[0].open);                        // still within the grace
+  observe(kT0 + 10 + kUnreadLeaseTableSeconds + 1, false);  // past the grace of the first failure
+  lease = FindRow(t.Query(600), TimelineRowKind::kLease, "nightly-report");
+  ASSERT_NE(lease, nullptr);
+  ASSERT_EQ(lease->holds.size(), 1u);
+  EXPECT_FALSE(lease->holds[0].open);
+  EXPECT_DOUBLE_EQ(lease->holds[0].end, kT0);
+}
+
 TEST(Timeline, HoldersPastTheOpenBoundAreCountedNotFollowed) {
   Timeline t;
   std::vector<AdvisoryLock> locks;
