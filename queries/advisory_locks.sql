@@ -18,6 +18,22 @@
 -- The filter is the one column test `NOT l.fastpath` (advisory locks and pending requests never
 -- take the fast path): cheaper per row than telling the kinds apart in the WHERE clause, at 100k
 -- rows.
+-- {waitstart}: pg_locks.waitstart on 14+, NULL on 12/13 (no such column there).
+-- {xids} true (a target with a row_lock table, inventory only): also every granted transactionid
+--   lock, top-level and subtransaction ids alike (one per session that wrote or locked a row), with
+--   its xid in `transactionid`: the row-lock tables' xmax are matched against them. Those rows'
+--   locktype is NULL like the advisory ones'; a granted row with a transactionid is one of them.
+--   Without {xids} granted transactionid locks are only counted (transactionid NULL, one row a
+--   session).
+-- transactionid: on a pending request, the xid waited for (transactionid waits).
+-- For pending requests only (NULL on granted rows, which are mostly advisory and can be 100k: a
+-- test of a boolean per row costs next to nothing, a text comparison would not):
+--   locktype (and on the granted rows only counted, see above), mode;
+--   relation: schema.table where the OID can be resolved here (a relation of the polled database
+--             or a shared catalog), else the OID: another database's OID means nothing in this
+--             one; '' for lock types without a relation;
+--   locktag:  names the object: equal for requests on one object, so a blocker queued for the
+--             same object can be told from one that holds it.
 -- Grouped here: the rows that agree on the first seven columns come back as one, `entries`
 -- counts them and `keys` lists their advisory keys, each (classid << 32) | objid, in the order
 -- pg_locks gave them. The granted advisory locks of one session (up to 100k) so come back as one
@@ -37,7 +53,7 @@ SELECT l.pid,
               OR NOT (l.locktype = 'advisory' OR ({xids} AND l.locktype = 'transactionid'))
               OR l.pid IS NULL
             THEN l.locktype END AS locktype,
-       l.transactionid,
+       CASE WHEN NOT l.granted OR {xids} THEN l.transactionid END AS transactionid,
        min({waitstart}) FILTER (WHERE NOT l.granted) AS waitstart,
        min(l.mode) FILTER (WHERE NOT l.granted) AS mode,
        min(CASE WHEN l.relation IS NULL THEN ''

@@ -86,9 +86,10 @@ struct HeldCandidate {
   const Session* session;
 };
 
-// The first sighting of a hold in the last inventory's history. The rows come in the same order
-// poll after poll: a cursor walks the history alongside them, and only a row that is not next
-// there (taken since, or after rows released since) is looked up, in a map built at the first
+// The first sighting of a hold in the last inventory's history. The rows mostly come in the same
+// order poll after poll (a session's keys in pg_locks' order; the sessions' groups may move): a
+// cursor walks the history alongside them, and only a row that is not next there (taken since,
+// after rows released since, or in a group that moved) is looked up, in a map built at the first
 // such row.
 class HistoryCursor {
  public:

@@ -149,8 +149,8 @@ Verdict SessionVerdict(const RootFacts& f) {
             " (a session lock dropped this way is a loss, PglockAdvisoryLockLost pages, and its "
             "next holder is a takeover)";
   }
-  // Waiting is advice only for a statement known to be young: with no state_change to read (a
-  // role without pg_monitor sees none for others' sessions) it may have run for hours.
+  // Waiting is advice only for a statement known to be young: a root whose state_change could not
+  // be read (an unknown age counts as 0 s) may have run for hours.
   if (f.root.id.state == "active" && f.root.state_seconds.has_value() &&
       f.state_seconds < kWaitersAlertSeconds && f.longest_wait < kWaitersAlertSeconds) {
     v.action = VerdictAction::kWait;
