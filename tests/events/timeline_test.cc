@@ -243,12 +243,14 @@ TEST(Timeline, ALeaseTableThatStaysUnreadableClosesItsIntervals) {
   };
   observe(kT0, true);
   for (int s = 10; s <= kUnreadLeaseTableSeconds; s += 10) observe(kT0 + s, false);
-  const TimelineRowWindow* lease = FindRow(t.Query(600), TimelineRowKind::kLease, "nightly-report");
+  const TimelineWindow within = t.Query(600);  // FindRow points into it
+  const TimelineRowWindow* lease = FindRow(within, TimelineRowKind::kLease, "nightly-report");
   ASSERT_NE(lease, nullptr);
   ASSERT_EQ(lease->holds.size(), 1u);
   EXPECT_TRUE(lease->holds[0].open);                        // still within the grace
   observe(kT0 + 10 + kUnreadLeaseTableSeconds + 1, false);  // past the grace of the first failure
-  lease = FindRow(t.Query(600), TimelineRowKind::kLease, "nightly-report");
+  const TimelineWindow past = t.Query(600);
+  lease = FindRow(past, TimelineRowKind::kLease, "nightly-report");
   ASSERT_NE(lease, nullptr);
   ASSERT_EQ(lease->holds.size(), 1u);
   EXPECT_FALSE(lease->holds[0].open);
