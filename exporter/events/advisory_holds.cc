@@ -171,10 +171,11 @@ struct JudgedInterval {
 std::shared_ptr<const HoldIndex> AdvisoryHolds::HoldsOf(
     const std::shared_ptr<const PollData>& poll) {
   if (poll == indexed_poll_ && indexed_holds_ != nullptr) return indexed_holds_;
-  HoldRows rows = HoldRowsOf(*poll);
   // Nothing taken or let go since the last judgement (the rows keep their order): no new sort.
-  if (indexed_holds_ != nullptr && indexed_holds_->rows() == rows) return indexed_holds_;
-  return std::make_shared<const HoldIndex>(std::move(rows));
+  if (indexed_holds_ != nullptr && SameHoldRows(*poll, indexed_holds_->rows())) {
+    return indexed_holds_;
+  }
+  return std::make_shared<const HoldIndex>(HoldRowsOf(*poll));
 }
 
 bool AdvisoryHolds::settling() const {

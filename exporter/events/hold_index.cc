@@ -14,19 +14,42 @@ unsigned __int128 Packed(const AdvisoryKey& key) {
   return (static_cast<unsigned __int128>(hi) << 64) | lo;
 }
 
-}  // namespace
-
-HoldRows HoldRowsOf(const PollData& data) {
+// Calls f(key, hold) for every granted advisory lock of `data`, in the order of its rows, until
+// f returns false; whether it never did.
+template <typename F>
+bool ForEachHoldRow(const PollData& data, F&& f) {
   std::unordered_map<int, double> backend_start;
   for (const Session& s : data.sessions) backend_start[s.pid] = s.backend_start;
-  HoldRows rows;
-  rows.reserve(data.locks.size());
   for (const AdvisoryLock& l : data.locks) {
     if (!l.granted) continue;
     const auto it = backend_start.find(l.pid);
-    rows.push_back({l.key, {{l.pid, it == backend_start.end() ? 0 : it->second}, l.exclusive}});
+    if (!f(l.key, Hold{{l.pid, it == backend_start.end() ? 0 : it->second}, l.exclusive})) {
+      return false;
+    }
   }
+  return true;
+}
+
+}  // namespace
+
+HoldRows HoldRowsOf(const PollData& data) {
+  HoldRows rows;
+  rows.reserve(data.locks.size());
+  ForEachHoldRow(data, [&](const AdvisoryKey& key, const Hold& hold) {
+    rows.emplace_back(key, hold);
+    return true;
+  });
   return rows;
+}
+
+bool SameHoldRows(const PollData& data, const HoldRows& rows) {
+  size_t i = 0;
+  const bool all_matched = ForEachHoldRow(data, [&](const AdvisoryKey& key, const Hold& hold) {
+    if (i == rows.size() || !(rows[i].first == key) || !(rows[i].second == hold)) return false;
+    ++i;
+    return true;
+  });
+  return all_matched && i == rows.size();
 }
 
 HoldIndex::HoldIndex(HoldRows rows) : rows_(std::move(rows)) {

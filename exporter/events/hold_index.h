@@ -26,6 +26,8 @@ using HoldRows = std::vector<std::pair<AdvisoryKey, Hold>>;
 
 // The granted advisory locks of `data`, in the order of its rows.
 HoldRows HoldRowsOf(const PollData& data);
+// Whether HoldRowsOf(data) == rows, without building it: most polls take and let go of nothing.
+bool SameHoldRows(const PollData& data, const HoldRows& rows);
 
 // The granted advisory locks of a poll grouped by key, in flat sorted arrays: at 100k locks a
 // std::map of vectors costs more than the rest of the poll. It keeps the rows it was built from:

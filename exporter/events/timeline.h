@@ -177,6 +177,8 @@ class Timeline {
   TimelineInterval* See(OpenKey key, double now) REQUIRES(mu_);
   void CloseUnseen() REQUIRES(mu_);
   void ObserveLocks(const PollData& data, const LockNames* names) REQUIRES(mu_);
+  // Whether `data` has the very granted locks (key and pid, in order) of the poll before.
+  bool SameLocksAsLastPoll(const PollData& data) const REQUIRES(mu_);
   void ObserveWaits(const PollData& data, const TargetView& view) REQUIRES(mu_);
   void ObserveLeases(const PollData& data, const TargetView& view) REQUIRES(mu_);
   // A lease row still naming its holder past its expiry: an interval from the expiry on, and a
@@ -196,6 +198,10 @@ class Timeline {
   size_t rows_sweep_at_ GUARDED_BY(mu_) = 1024;
   uint64_t dropped_intervals_ GUARDED_BY(mu_) = 0;
   uint64_t untracked_ GUARDED_BY(mu_) = 0;  // at the latest poll, past kOpenIntervals
+  // The latest poll's granted locks (key, pid) in its order, and how many of them got no
+  // interval: a poll that sees the same extends their intervals without a lookup per lock.
+  std::vector<std::pair<AdvisoryKey, int>> last_locks_ GUARDED_BY(mu_);
+  uint64_t last_locks_untracked_ GUARDED_BY(mu_) = 0;
   // Lease tables whose last read failed: since when (the poll of the first failed read).
   std::map<std::string, double> unread_since_ GUARDED_BY(mu_);
   uint64_t dropped_markers_ GUARDED_BY(mu_) = 0;

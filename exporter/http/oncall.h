@@ -39,11 +39,10 @@ inline constexpr size_t kPageEpisodes = 20;
 // Newest lock waits, lock timeouts and deadlocks from the server's log shown per target in
 // "Between polls" (the page and /api/v1/locks' between_polls).
 inline constexpr size_t kPageLogged = 20;
-// Rows of the pooled session locks and names of a verdict's dropped locks on /locks and in
-// /api/v1/locks, the most telling first; the totals are stated. A leaked pool connection can
-// hold thousands: the page stays small and the incident readable.
+// Rows of the pooled session locks on /locks and in /api/v1/locks, the most telling first; the
+// totals are stated (a verdict's dropped locks: HeldLockList::kListed). A leaked pool connection
+// can hold thousands: the page stays small and the incident readable.
 inline constexpr size_t kPagePooledLocks = 20;
-inline constexpr size_t kPageDroppedLocks = 20;
 // Leases needing a look (expired first, then held too long, then expiring; oldest first).
 inline constexpr size_t kPageLeases = 20;
 

@@ -21,15 +21,13 @@ std::string IdentityJson(const Identity& id) {
 
 std::string VerdictJson(const Verdict& v) {
   std::string locks = "[";
-  for (size_t i = 0; i < v.dropped_locks.size() && i < kPageDroppedLocks; ++i) {
-    locks += (locks.size() > 1 ? "," : "") + J(v.dropped_locks[i]);
-  }
+  for (const std::string& l : v.dropped_locks.listed) locks += (locks.size() > 1 ? "," : "") + J(l);
   return "{\"action\":" + J(VerdictActionName(v.action)) + ",\"pid\":" + std::to_string(v.pid) +
          ",\"command\":" + J(v.command) + ",\"then\":" + J(v.then) +
          ",\"then_command\":" + J(v.then_command) + ",\"pooler\":" + J(v.pooler) +
          ",\"frees\":" + std::to_string(v.frees) + ",\"cost\":" + J(v.cost) +
          ",\"dropped_locks\":" + locks + "]" +
-         ",\"dropped_locks_total\":" + std::to_string(v.dropped_locks.size()) +
+         ",\"dropped_locks_total\":" + std::to_string(v.dropped_locks.total) +
          ",\"lock_timeout_seconds\":" + (v.lock_timeout > 0 ? Num(v.lock_timeout) : "null") +
          ",\"lock_timeout_source\":" + J(v.lock_timeout_source) + "}";
 }

@@ -92,6 +92,23 @@ enum class VerdictAction {
   kInvestigate,          // nothing known to be safe (another background process, not visible)
 };
 
+// The advisory locks a session holds, as a verdict names them: the first kListed in the poll's
+// order (configured names, else keys) and how many in all. A leak can hold 100k: a label for every
+// one, made at every poll, cost more than everything else a verdict needs.
+struct HeldLockList {
+  static constexpr size_t kListed = 20;
+  std::vector<std::string> listed;
+  int64_t total = 0;
+
+  // Counts one more lock; `label()` is called only while the list has room.
+  template <typename Label>
+  void Add(Label&& label) {
+    if (listed.size() < kListed) listed.push_back(label());
+    ++total;
+  }
+  bool empty() const { return total == 0; }
+};
+
 struct Verdict {
   VerdictAction action = VerdictAction::kInvestigate;
   int pid = 0;          // the process the command acts on (0: none, a prepared transaction)
@@ -100,10 +117,10 @@ struct Verdict {
   // The command of that next step alone ("SELECT pg_terminate_backend(42)", "KILL app"), "" if
   // none: what an alert's description names after the command.
   std::string then_command;
-  std::string pooler;  // kPoolerReconnect: the pooler whose admin console takes the command
-  int64_t frees = 0;   // waiters freed by the command
-  std::string cost;    // what it costs, in one or two sentences
-  std::vector<std::string> dropped_locks;  // advisory locks its session loses (named or keys)
+  std::string pooler;          // kPoolerReconnect: the pooler whose admin console takes the command
+  int64_t frees = 0;           // waiters freed by the command
+  std::string cost;            // what it costs, in one or two sentences
+  HeldLockList dropped_locks;  // the advisory locks its session loses
   // The strong-request case: the lock_timeout its role and database get, and from where
   // ("role app", "database app", "role app in database app", "server"); 0 and "" when none.
   double lock_timeout = 0;

@@ -42,11 +42,14 @@ std::string Quote(const std::string& s) {
 }
 
 // The first few items and how many more: a leaked pool connection can hold thousands of locks.
-std::string Joined(const std::vector<std::string>& items) {
+std::string Joined(const HeldLockList& locks) {
   constexpr size_t kNamed = 5;
   std::string o;
-  for (size_t i = 0; i < items.size() && i < kNamed; ++i) o += (o.empty() ? "" : ", ") + items[i];
-  if (items.size() > kNamed) o += " and " + std::to_string(items.size() - kNamed) + " more";
+  for (size_t i = 0; i < locks.listed.size() && i < kNamed; ++i) {
+    o += (o.empty() ? "" : ", ") + locks.listed[i];
+  }
+  const int64_t named = static_cast<int64_t>(std::min(locks.listed.size(), kNamed));
+  if (locks.total > named) o += " and " + std::to_string(locks.total - named) + " more";
   return o;
 }
 
@@ -255,7 +258,7 @@ std::optional<PooledConnection> PooledConnectionOf(int pid,
 
 // The advisory locks held by each pid: one pass over the poll's locks (100k at scale), not one per
 // root.
-using HeldByPid = std::unordered_map<int, std::vector<std::string>>;
+using HeldByPid = std::unordered_map<int, HeldLockList>;
 
 RootFacts FactsOf(const BlockingRoot& r, const PollData& data, const PollIndex& index,
                   const HeldByPid& held, const TargetView& view) {
@@ -322,7 +325,7 @@ void AttachVerdicts(const PollData& data, const PollIndex& index, const LockName
   for (const BlockingRoot& r : view->blocking_roots) held[r.root.id.pid];
   for (const AdvisoryLock& l : data.locks) {
     const auto it = held.find(l.pid);
-    if (it != held.end() && l.granted) it->second.push_back(LockLabel(l.key, names));
+    if (it != held.end() && l.granted) it->second.Add([&] { return LockLabel(l.key, names); });
   }
   for (BlockingRoot& r : view->blocking_roots) {
     r.verdict = DecideVerdict(FactsOf(r, data, index, held, *view));

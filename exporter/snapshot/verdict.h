@@ -44,7 +44,7 @@ struct RootFacts {
   // pg_stat_activity.query of a background process (autovacuum: "autovacuum: VACUUM public.t
   // (to prevent wraparound)"); not needed for client sessions.
   std::string activity_query;
-  std::vector<std::string> advisory_locks;  // held by the root's session: names, else keys
+  HeldLockList advisory_locks;  // held by the root's session
   // The pooled server connection (PgBouncer, transaction or statement mode) the root's backend
   // is, with a session lock known held on it.
   std::optional<PooledConnection> pooled;

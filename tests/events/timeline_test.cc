@@ -280,6 +280,53 @@ TEST(Timeline, HoldersPastTheOpenBoundAreCountedNotFollowed) {
   EXPECT_TRUE(wait_drawn) << "the leak's waiter is drawn";
 }
 
+// Polls that see the very locks of the poll before take a shortcut (no lookup a lock): it must
+// give what the lookups give. A holder past the bound gets its interval as soon as there is room,
+// even when the locks did not change; the others are extended, and closed once let go.
+TEST(Timeline, TheSameLocksPollAfterPollGiveWhatALookupALockGives) {
+  Timeline t;
+  std::vector<AdvisoryLock> locks;
+  for (uint32_t k = 0; k < kOpenIntervals - kOpenReserved; ++k) locks.push_back(Granted(k, 7));
+  TargetView waiting;
+  WaitEdge e;
+  e.datname = "app";
+  e.lock = "a lock of its own";
+  e.waiter.pid = 8;
+  e.blocker.pid = 7;
+  e.seconds = 1;
+  waiting.waits = {e};
+  t.Observe(Poll(kT0, {}, {}), waiting, nullptr);  // the wait takes an open slot first
+  t.Observe(Poll(kT0 + 1, locks, {}), waiting, nullptr);
+  EXPECT_EQ(t.Query(60).untracked, 1u) << "the last holder found no room";
+  t.Observe(Poll(kT0 + 2, locks, {}), TargetView{}, nullptr);  // the wait ends at this poll
+  EXPECT_EQ(t.Query(60).untracked, 1u) << "no room yet while the wait was open";
+  t.Observe(Poll(kT0 + 3, locks, {}), TargetView{}, nullptr);
+  EXPECT_EQ(t.Query(60).untracked, 0u) << "room again: the same locks, and the last one drawn";
+  const TimelineWindow w = t.Query(60);
+  const TimelineRowWindow* first = FindRow(w, TimelineRowKind::kLock, "0");
+  ASSERT_NE(first, nullptr);
+  ASSERT_EQ(first->holds.size(), 1u);
+  EXPECT_DOUBLE_EQ(first->holds[0].end, kT0 + 3) << "extended by the polls that changed nothing";
+  const std::string last = std::to_string(kOpenIntervals - kOpenReserved - 1);
+  const TimelineRowWindow* late = FindRow(w, TimelineRowKind::kLock, last);
+  ASSERT_NE(late, nullptr);
+  ASSERT_EQ(late->holds.size(), 1u);
+  EXPECT_DOUBLE_EQ(late->holds[0].start, kT0 + 3);
+
+  locks.erase(locks.begin());  // key 0 let go
+  t.Observe(Poll(kT0 + 4, locks, {}), TargetView{}, nullptr);
+  t.Observe(Poll(kT0 + 5, locks, {}), TargetView{}, nullptr);
+  const TimelineWindow after = t.Query(60);
+  const TimelineRowWindow* gone = FindRow(after, TimelineRowKind::kLock, "0");
+  ASSERT_NE(gone, nullptr);
+  ASSERT_EQ(gone->holds.size(), 1u);
+  EXPECT_FALSE(gone->holds[0].open);
+  EXPECT_DOUBLE_EQ(gone->holds[0].end, kT0 + 3);
+  const TimelineRowWindow* kept = FindRow(after, TimelineRowKind::kLock, "1");
+  ASSERT_NE(kept, nullptr);
+  EXPECT_DOUBLE_EQ(kept->holds[0].end, kT0 + 5);
+}
+
 // A thousand keys changing holder every poll for an hour of 1 s polls, each change a hand-over
 // event: the history stays within its counts, the oldest dropped first, and its bytes are stated.
 TEST(Timeline, AThousandKeysChangingHolderEveryPollForAnHourStayWithinTheBound) {

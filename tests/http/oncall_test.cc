@@ -52,7 +52,7 @@ TEST(WaitForest, RootsCarryTheirVerdictIntoThePageAndTheJson) {
   root.verdict.command = "SELECT pg_terminate_backend(1)";
   root.verdict.frees = 1;
   root.verdict.cost = "its transaction <rolls> back";
-  root.verdict.dropped_locks = {"sweep"};
+  root.verdict.dropped_locks.Add([] { return "sweep"; });
   view->blocking_roots = {root};
   snap->view = view;
   auto episode = std::make_shared<Event>();
@@ -72,7 +72,8 @@ TEST(WaitForest, RootsCarryTheirVerdictIntoThePageAndTheJson) {
                       "\"SELECT pg_terminate_backend(1)\""),
             std::string::npos)
       << json;
-  EXPECT_NE(json.find("\"dropped_locks\":[\"sweep\"]"), std::string::npos);
+  EXPECT_NE(json.find("\"dropped_locks\":[\"sweep\"],\"dropped_locks_total\":1,"),
+            std::string::npos);
   EXPECT_NE(EventJson(*episode).find("\"outcome\":\"waiters_left\""), std::string::npos);
   EXPECT_NE(EventJson(*episode).find("\"peak_blocked\":4"), std::string::npos);
 }

@@ -153,7 +153,8 @@ TEST_F(Blocking, IdleInTransactionRootIsTerminatedAndTheEpisodeEndsWithItsCause)
   EXPECT_EQ(v.action, VerdictAction::kTerminate);
   EXPECT_EQ(v.command, "SELECT pg_terminate_backend(" + std::to_string(idle.Pid()) + ")");
   EXPECT_EQ(v.frees, 1);
-  EXPECT_EQ(v.dropped_locks, std::vector<std::string>{"sweep"});
+  EXPECT_EQ(v.dropped_locks.listed, std::vector<std::string>{"sweep"});
+  EXPECT_EQ(v.dropped_locks.total, 1);
   const size_t before = Episodes().size();
   const int pid = idle.Pid();
   Pg().Exec(v.command);

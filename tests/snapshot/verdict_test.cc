@@ -101,7 +101,8 @@ TEST(Verdict, IdleInTransactionRootIsTerminatedAndItsLocksNamed) {
   EXPECT_EQ(verdict.action, VerdictAction::kTerminate);
   EXPECT_EQ(verdict.command, "SELECT pg_terminate_backend(100)");
   EXPECT_EQ(verdict.frees, 1);
-  EXPECT_EQ(verdict.dropped_locks, std::vector<std::string>{"report-daily"});
+  EXPECT_EQ(verdict.dropped_locks.listed, std::vector<std::string>{"report-daily"});
+  EXPECT_EQ(verdict.dropped_locks.total, 1);
   EXPECT_NE(verdict.cost.find("open 4 min"), std::string::npos) << verdict.cost;
   EXPECT_NE(verdict.cost.find("report-daily"), std::string::npos);
   EXPECT_NE(verdict.cost.find("loss"), std::string::npos);
@@ -262,7 +263,7 @@ TEST(Verdict, PooledLeakedSessionLockIsFreedByThePooler) {
   RootFacts f;
   f.root.id = {100, "worker", "10.0.0.7", "app", "idle", ""};
   f.blocked = 3;
-  f.advisory_locks = {"sweep"};
+  f.advisory_locks.Add([] { return "sweep"; });
   f.pooled = PooledConnection{"bouncer", "shop", "app", "worker@10.0.0.7", "web@10.0.0.9"};
   const Verdict v = DecideVerdict(f);
   EXPECT_EQ(v.action, VerdictAction::kPoolerReconnect);
@@ -278,9 +279,18 @@ TEST(Verdict, ARootWithThousandsOfLocksNamesFiveAndCountsTheRest) {
   RootFacts f;
   f.root.id = {100, "leaker", "10.0.0.7", "app", "idle", ""};
   f.root.backend_type = "client backend";
-  for (int i = 0; i < 6000; ++i) f.advisory_locks.push_back(std::to_string(i));
+  int labelled = 0;
+  for (int i = 0; i < 6000; ++i) {
+    f.advisory_locks.Add([&] {
+      ++labelled;
+      return std::to_string(i);
+    });
+  }
+  EXPECT_EQ(labelled, static_cast<int>(HeldLockList::kListed)) << "a label made for every lock";
   const Verdict v = DecideVerdict(f);
   EXPECT_NE(v.cost.find("0, 1, 2, 3, 4 and 5995 more"), std::string::npos) << v.cost;
+  EXPECT_EQ(v.dropped_locks.total, 6000);
+  EXPECT_EQ(v.dropped_locks.listed.size(), HeldLockList::kListed);
   EXPECT_LT(v.cost.size(), 1000u);
 }
 
