@@ -115,10 +115,17 @@ void BuildClients(const PollData& data, const std::unordered_set<int>& advisory_
 
 }  // namespace
 
+// Two variants: with the sessions' query texts (web.show_query_text) and without.
+constexpr const char* kWithQueryStatement = "activity_with_query";
+
+std::vector<PreparedStatement> ActivityCollector::Prepared(int) const {
+  return {
+      {name(), FillTemplate(queries::kActivity, {{"query", "NULL::text"}})},
+      {kWithQueryStatement, FillTemplate(queries::kActivity, {{"query", "left(a.query, 1024)"}})}};
+}
+
 void ActivityCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
-  batch->Add(name(),
-             FillTemplate(queries::kActivity,
-                          {{"query", plan.query_text ? "left(a.query, 1024)" : "NULL::text"}}));
+  batch->AddExecute(name(), plan.query_text ? kWithQueryStatement : name());
 }
 
 Status ActivityCollector::Parse(const PollPlan&, const BatchResults& results,

@@ -39,6 +39,7 @@ struct ClientSessions {
 class ActivityCollector : public Collector {
  public:
   const char* name() const override { return "activity"; }
+  std::vector<PreparedStatement> Prepared(int server_version_num) const override;
   void Plan(const PollPlan& plan, StatementBatch* batch) const override;
   Status Parse(const PollPlan& plan, const BatchResults& results, PollData* data) const override;
   void BuildView(const PollData& data, const ViewContext& ctx, TargetView* view) const override;

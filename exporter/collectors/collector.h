@@ -40,6 +40,9 @@ struct PollPlan {
   bool query_text = false;  // web.show_query_text: read the sessions' query texts
   // The target has a row_lock table: the inventory also reads the granted transactionid locks.
   bool row_locks = false;
+  // The last good poll on this connection, null on a new one: a statement that reads only what
+  // changed since (the settings) takes the rest from it.
+  std::shared_ptr<const PollData> previous;
 };
 
 // Per-target state a collector keeps between polls (e.g. a pooler's admin connections). Owned

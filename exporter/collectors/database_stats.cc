@@ -22,8 +22,14 @@ const MetricDesc kDeadlocks{
 
 }  // namespace
 
+// The session end counters are 14+: before, nothing to read.
+std::vector<PreparedStatement> DatabaseStatsCollector::Prepared(int server_version_num) const {
+  if (server_version_num < 140000) return {};
+  return {{name(), queries::kDatabaseStats}};
+}
+
 void DatabaseStatsCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
-  if (plan.server_version_num >= 140000) batch->Add(name(), queries::kDatabaseStats);
+  if (plan.server_version_num >= 140000) batch->AddExecute(name(), name());
 }
 
 Status DatabaseStatsCollector::Parse(const PollPlan&, const BatchResults& results,

@@ -10,6 +10,7 @@ namespace pglock {
 class DatabaseStatsCollector : public Collector {
  public:
   const char* name() const override { return "database_stats"; }
+  std::vector<PreparedStatement> Prepared(int server_version_num) const override;
   void Plan(const PollPlan& plan, StatementBatch* batch) const override;
   Status Parse(const PollPlan& plan, const BatchResults& results, PollData* data) const override;
   void ExposeCounters(const TargetSnapshot& snap, Families* out) const override;

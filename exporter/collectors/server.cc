@@ -15,8 +15,12 @@ const MetricDesc kPostgresInfo{
 
 }  // namespace
 
+std::vector<PreparedStatement> ServerCollector::Prepared(int) const {
+  return {{name(), queries::kServer}};
+}
+
 void ServerCollector::Plan(const PollPlan&, StatementBatch* batch) const {
-  batch->Add(name(), queries::kServer);
+  batch->AddExecute(name(), name());
 }
 
 Status ServerCollector::Parse(const PollPlan&, const BatchResults& results, PollData* data) const {

@@ -11,6 +11,7 @@ namespace pglock {
 class ServerCollector : public Collector {
  public:
   const char* name() const override { return "server"; }
+  std::vector<PreparedStatement> Prepared(int server_version_num) const override;
   void Plan(const PollPlan& plan, StatementBatch* batch) const override;
   Status Parse(const PollPlan& plan, const BatchResults& results, PollData* data) const override;
   void ExposeView(const TargetSnapshot& snap, const TargetView& view, Families* out) const override;

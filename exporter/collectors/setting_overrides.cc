@@ -21,8 +21,12 @@ PgBaseUnit BaseUnitOf(const std::string& name) {
 
 }  // namespace
 
+std::vector<PreparedStatement> SettingOverridesCollector::Prepared(int) const {
+  return {{name(), queries::kSettingOverrides}};
+}
+
 void SettingOverridesCollector::Plan(const PollPlan&, StatementBatch* batch) const {
-  batch->Add(name(), queries::kSettingOverrides);
+  batch->AddExecute(name(), name());
 }
 
 Status SettingOverridesCollector::Parse(const PollPlan&, const BatchResults& results,

@@ -52,8 +52,9 @@ void StatementBatch::Add(std::string name, std::string sql, Phase phase) {
   list.emplace_back(std::move(name), std::move(sql));
 }
 
-void StatementBatch::AddExecute(std::string name, const std::string& prepared_name, Phase phase) {
-  Add(std::move(name), "EXECUTE " + prepared_name, phase);
+void StatementBatch::AddExecute(std::string name, const std::string& prepared_name, Phase phase,
+                                const std::string& args) {
+  Add(std::move(name), "EXECUTE " + prepared_name + (args.empty() ? "" : "(" + args + ")"), phase);
 }
 
 std::vector<std::pair<std::string, std::string>> StatementBatch::Statements() const {

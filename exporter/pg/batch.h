@@ -74,8 +74,9 @@ class StatementBatch {
   // `sql` is exactly one statement. Names are unique within a batch.
   void Add(std::string name, std::string sql, Phase phase = Phase::kMain);
   // Runs the statement prepared on the connection as `prepared_name` (PrepareStatements); its
-  // result is found under `name`.
-  void AddExecute(std::string name, const std::string& prepared_name, Phase phase = Phase::kMain);
+  // result is found under `name`. `args`: its parameters' values as SQL literals, comma-separated.
+  void AddExecute(std::string name, const std::string& prepared_name, Phase phase = Phase::kMain,
+                  const std::string& args = "");
   bool empty() const { return before_.empty() && main_.empty() && after_.empty(); }
   // (name, sql) of every statement added, in the order they are sent (tests).
   std::vector<std::pair<std::string, std::string>> Statements() const;

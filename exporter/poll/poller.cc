@@ -223,6 +223,7 @@ Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
   if (conn_ && !conn_->Broken())
     return names_stale_ ? ResolveNames(*conn_, deadline) : Status::Ok();
   conn_.reset();
+  previous_poll_.reset();  // a new session reads everything again
   std::unique_ptr<PgConnection> conn;
   if (Status s = OpenSession(target_.dsn, "", deadline, &abort_, &conn); !s.ok()) return s;
   std::vector<PreparedStatement> prepared;
@@ -250,7 +251,11 @@ Status Poller::Collect(SteadyClock::time_point deadline, PollData* data,
                        std::vector<CollectorStatus>* statuses) {
   if (Status s = EnsureConnected(deadline); !s.ok()) return s;
   const auto& collectors = Collectors();
-  PollPlan plan{conn_->ServerVersionNum(), inventory_.Due(SteadyClock::now()), poll_.query_text};
+  PollPlan plan;
+  plan.server_version_num = conn_->ServerVersionNum();
+  plan.inventory = inventory_.Due(SteadyClock::now());
+  plan.query_text = poll_.query_text;
+  plan.previous = previous_poll_;
   for (const LeaseTableConfig& t : target_.leases) plan.row_locks = plan.row_locks || t.row_lock;
   const QueryTimeouts timeouts = QueryTimeouts::ForPoll(poll_.timeout);
   StatementBatch batch;
@@ -299,7 +304,9 @@ std::optional<std::vector<DatabaseStats>> Poller::ReadSessionEndCounters(
     SteadyClock::time_point deadline) {
   if (!conn_ || SteadyClock::now() >= deadline) return std::nullopt;
   const Collector& counters = SessionEndCountersCollector();
-  const PollPlan plan{conn_->ServerVersionNum(), false, false};
+  PollPlan plan;
+  plan.server_version_num = conn_->ServerVersionNum();
+  plan.inventory = false;
   StatementBatch batch;
   counters.Plan(plan, &batch);
   if (batch.empty()) return std::nullopt;
@@ -401,7 +408,7 @@ bool Poller::PollOnce() {
   timeline_->Observe(*data, *view, &names_);
 
   std::string server_version = data->server_version;
-  data.reset();
+  previous_poll_ = std::move(data);
   PublishSuccess(std::move(snap), std::move(view), std::move(role), std::move(server_version),
                  std::move(statuses));
   // What the poll allocated is free again now, the previous snapshot's share included. Blocks of

@@ -15,6 +15,7 @@
 #include "exporter/queries.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/statement_sql.h"
 #include "tests/support/test_poll.h"
 
 namespace pglock {
@@ -24,6 +25,7 @@ using testing::Pg;
 using testing::PollAndScrape;
 using testing::Sample;
 using testing::Select;
+using testing::StatementSql;
 using testing::TestPoll;
 using testing::TestSession;
 using testing::Value;
@@ -420,14 +422,17 @@ std::string Explain(TestSession& s, const std::string& sql) {
 std::vector<std::pair<std::string, std::string>> PollStatements(bool inventory) {
   const int version = Pg().VersionNum();
   StatementBatch batch;
-  std::map<std::string, std::string> prepared;
+  std::vector<PreparedStatement> prepared;
+  PollPlan plan;
+  plan.server_version_num = version;
+  plan.inventory = inventory;
   for (const Collector* c : Collectors()) {
-    c->Plan({version, inventory}, &batch);
-    for (const PreparedStatement& p : c->Prepared(version)) prepared["EXECUTE " + p.name] = p.sql;
+    c->Plan(plan, &batch);
+    for (PreparedStatement& p : c->Prepared(version)) prepared.push_back(std::move(p));
   }
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [name, sql] : batch.Statements()) {
-    out.emplace_back(name, prepared.count(sql) != 0 ? prepared[sql] : sql);
+    out.emplace_back(name, StatementSql(prepared, sql));
   }
   return out;
 }

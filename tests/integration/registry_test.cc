@@ -7,9 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -18,11 +21,13 @@
 #include "exporter/poll/poller.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/pgbouncer.h"
+#include "tests/support/statement_sql.h"
 
 namespace pglock {
 namespace {
 
 using testing::Pg;
+using testing::StatementSql;
 using testing::TestSession;
 
 const auto kDeadline = [] { return SteadyClock::now() + std::chrono::seconds(10); };
@@ -46,15 +51,17 @@ std::unique_ptr<PgConnection> Connect() {
   return conn;
 }
 
-// The SQL of a batch statement: the prepared text for an EXECUTE.
+// The SQL of a batch statement (tests/support/statement_sql.h).
 std::string SqlOf(const PgConnection& conn, const std::string& statement) {
-  for (const PreparedStatement& p : AllPrepared(conn.ServerVersionNum())) {
-    if (statement == "EXECUTE " + p.name) return p.sql;
-  }
-  return statement;
+  return StatementSql(AllPrepared(conn.ServerVersionNum()), statement);
 }
 
-PollPlan Plan(PgConnection& conn, bool inventory) { return {conn.ServerVersionNum(), inventory}; }
+PollPlan Plan(PgConnection& conn, bool inventory) {
+  PollPlan plan;
+  plan.server_version_num = conn.ServerVersionNum();
+  plan.inventory = inventory;
+  return plan;
+}
 
 // The parts of a poll the batch collectors fill, as text, to compare two parses.
 // Only the sessions in `pids`: other tests' sessions may come and go between two parses.
@@ -255,6 +262,54 @@ TEST_F(CollectorsTest, TieredPlanReadsNoLocksWhenNobodyWaits) {
   waiter_->Send("SELECT pg_advisory_lock(4242)");
 }
 
+// The settings are read again only when the session's pg_conf_load_time() moved since the poll
+// before: otherwise the statement returns no row and the poll carries them over; a reload that
+// changes one is read at the next poll the session has taken it in.
+TEST_F(CollectorsTest, SettingsAreReadAgainOnlyAfterAReload) {
+  const auto poll = [&](std::shared_ptr<const PollData> previous, int* rows) {
+    PollPlan plan = Plan(*conn_, false);
+    plan.previous = std::move(previous);
+    StatementBatch batch;
+    for (const Collector* c : Collectors()) c->Plan(plan, &batch);
+    BatchResults results;
+    const Status s = batch.Run(*conn_, QueryTimeouts{5000, 500}, kDeadline(), &results);
+    EXPECT_TRUE(s.ok()) << s.message();
+    auto data = std::make_shared<PollData>();
+    for (const Collector* c : Collectors()) EXPECT_TRUE(c->Parse(plan, results, data.get()).ok());
+    *rows = results.Find("settings") ? results.Find("settings")->Rows() : -1;
+    return std::shared_ptr<const PollData>(data);
+  };
+  const auto lock_timeout = [](const PollData& d) {
+    for (const ServerSetting& s : d.settings) {
+      if (s.name == "lock_timeout") return s.seconds;
+    }
+    return -1.0;
+  };
+  int rows = 0;
+  const auto first = poll(nullptr, &rows);
+  EXPECT_GE(rows, 6);
+  EXPECT_GT(first->settings_conf_load_time, 0);
+  const auto second = poll(first, &rows);
+  EXPECT_EQ(rows, 0) << "read again with no reload";
+  EXPECT_EQ(Fingerprint(*second, {}), Fingerprint(*first, {})) << "carried over";
+  EXPECT_EQ(second->settings_conf_load_time, first->settings_conf_load_time);
+  EXPECT_EQ(lock_timeout(*second), 0);
+
+  Pg().Exec("ALTER SYSTEM SET lock_timeout = '7s'");
+  Pg().Exec("SELECT pg_reload_conf()");
+  // The session takes the reload in at a statement of its own; until then it sees no change.
+  auto latest = second;
+  for (int i = 0; i < 100 && lock_timeout(*latest) != 7; ++i) {
+    latest = poll(latest, &rows);
+    if (lock_timeout(*latest) != 7) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  Pg().Exec("ALTER SYSTEM RESET lock_timeout");
+  Pg().Exec("SELECT pg_reload_conf()");
+  EXPECT_EQ(lock_timeout(*latest), 7);
+  EXPECT_GT(rows, 0);
+  EXPECT_GT(latest->settings_conf_load_time, first->settings_conf_load_time);
+}
+
 TEST_F(CollectorsTest, ParsersReadColumnsByName) {
   const PollPlan plan = Plan(*conn_, true);
   StatementBatch base;
@@ -364,7 +419,8 @@ TEST_F(CollectorsTest, LostPreparedStatementIsAClearStatementError) {
   EXPECT_EQ(s.sqlstate(), kUnknownPreparedStatement) << s.message();
   EXPECT_NE(s.message().find("lost the exporter's prepared statements"), std::string::npos)
       << s.message();
-  EXPECT_NE(s.message().find("prepared statement \"advisory_locks_"), std::string::npos)
+  // The first statement of the batch that runs one names it (settings, before the timeouts).
+  EXPECT_NE(s.message().find("prepared statement \"settings\" does not exist"), std::string::npos)
       << s.message();
   EXPECT_FALSE(conn_->Broken());
   ASSERT_TRUE(PrepareStatements(*conn_, AllPrepared(conn_->ServerVersionNum()), kDeadline()).ok());
