@@ -133,10 +133,20 @@ class HistoryCursor {
 // Exact per-database counts and the age of every held lock, with no strings built, since there
 // can be 100k of them; labels are made for the top_n only. Refreshes the hold history on an
 // inventory poll.
-std::vector<HeldCandidate> AgeHeldLocks(const PollData& data, const ViewContext& ctx,
-                                        std::unordered_map<uint32_t, DatabaseAggregate>* by_datid) {
-  std::vector<HeldCandidate> held;
-  held.reserve(data.locks.size());
+// The ctx.top_n oldest held locks (in no order) and how many are held: a bounded heap, not a
+// candidate for each of 100k locks.
+struct OldestHeld {
+  std::vector<HeldCandidate> oldest;
+  size_t held = 0;
+};
+
+OldestHeld AgeHeldLocks(const PollData& data, const ViewContext& ctx,
+                        std::unordered_map<uint32_t, DatabaseAggregate>* by_datid) {
+  OldestHeld out;
+  // A min-heap on age: its top is the youngest of those kept, the first to give way.
+  const auto older = [](const HeldCandidate& a, const HeldCandidate& b) {
+    return a.seconds > b.seconds;
+  };
   std::vector<HoldHistory::Entry> next_history;
   next_history.reserve(data.locks.size());
   HistoryCursor history(ctx.history->first_seen);
@@ -165,11 +175,20 @@ std::vector<HeldCandidate> AgeHeldLocks(const PollData& data, const ViewContext&
     }
     double since = entry.first_seen;
     if (s != nullptr && s->xact_start) since = std::max(since, *s->xact_start);
-    held.push_back({std::max(0.0, data.now - since), &l, s});
+    const HeldCandidate h{std::max(0.0, data.now - since), &l, s};
+    ++out.held;
+    if (out.oldest.size() < ctx.top_n) {
+      out.oldest.push_back(h);
+      std::push_heap(out.oldest.begin(), out.oldest.end(), older);
+    } else if (!out.oldest.empty() && h.seconds > out.oldest.front().seconds) {
+      std::pop_heap(out.oldest.begin(), out.oldest.end(), older);
+      out.oldest.back() = h;
+      std::push_heap(out.oldest.begin(), out.oldest.end(), older);
+    }
     next_history.push_back(entry);
   }
   if (data.inventory) ctx.history->first_seen = std::move(next_history);
-  return held;
+  return out;
 }
 
 // Waits, with edges to the holders of the keys waited for.
@@ -382,7 +401,7 @@ Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& r
 void AdvisoryLocksCollector::BuildView(const PollData& data, const ViewContext& ctx,
                                        TargetView* view) const {
   std::unordered_map<uint32_t, DatabaseAggregate> by_datid;
-  std::vector<HeldCandidate> held = AgeHeldLocks(data, ctx, &by_datid);
+  OldestHeld held = AgeHeldLocks(data, ctx, &by_datid);
   BuildWaits(data, ctx, &by_datid, view);
   for (const auto& [datid, counts] : by_datid) {
     DatabaseAggregate& agg = view->databases[ctx.index->Datname(datid)];
@@ -391,14 +410,11 @@ void AdvisoryLocksCollector::BuildView(const PollData& data, const ViewContext& 
     agg.advisory_wait_max = std::max(agg.advisory_wait_max, counts.advisory_wait_max);
   }
 
-  // Held locks: the top_n oldest get their labels.
-  const size_t keep = std::min(held.size(), ctx.top_n);
-  std::partial_sort(
-      held.begin(), held.begin() + static_cast<std::ptrdiff_t>(keep), held.end(),
-      [](const HeldCandidate& a, const HeldCandidate& b) { return a.seconds > b.seconds; });
-  (*ctx.dropped)[kHeldSeconds.name] = static_cast<int64_t>(held.size() - keep);
-  for (size_t i = 0; i < keep; ++i) {
-    const HeldCandidate& h = held[i];
+  // Held locks: the top_n oldest get their labels, oldest first.
+  std::sort(held.oldest.begin(), held.oldest.end(),
+            [](const HeldCandidate& a, const HeldCandidate& b) { return a.seconds > b.seconds; });
+  (*ctx.dropped)[kHeldSeconds.name] = static_cast<int64_t>(held.held - held.oldest.size());
+  for (const HeldCandidate& h : held.oldest) {
     view->held.push_back({ctx.index->Datname(h.lock->key.datid),
                           LockLabel(h.lock->key, ctx.options->names),
                           IdentityOf(h.session, h.lock->pid),

@@ -1,6 +1,7 @@
 #include "exporter/events/hold_index.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 
 namespace pglock {
@@ -20,12 +21,17 @@ template <typename F>
 bool ForEachHoldRow(const PollData& data, F&& f) {
   std::unordered_map<int, double> backend_start;
   for (const Session& s : data.sessions) backend_start[s.pid] = s.backend_start;
+  // A session's locks come in runs: its backend_start is looked up once per run.
+  std::optional<int> pid;
+  double start = 0;
   for (const AdvisoryLock& l : data.locks) {
     if (!l.granted) continue;
-    const auto it = backend_start.find(l.pid);
-    if (!f(l.key, Hold{{l.pid, it == backend_start.end() ? 0 : it->second}, l.exclusive})) {
-      return false;
+    if (pid != l.pid) {
+      const auto it = backend_start.find(l.pid);
+      start = it == backend_start.end() ? 0 : it->second;
+      pid = l.pid;
     }
+    if (!f(l.key, Hold{{l.pid, start}, l.exclusive})) return false;
   }
   return true;
 }

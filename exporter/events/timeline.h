@@ -179,6 +179,13 @@ class Timeline {
   void ObserveLocks(const PollData& data, const LockNames* names) REQUIRES(mu_);
   // Whether `data` has the very granted locks (key and pid, in order) of the poll before.
   bool SameLocksAsLastPoll(const PollData& data) const REQUIRES(mu_);
+  // An open interval's last poll and end, held-lock intervals counting the polls that saw the
+  // locks of the poll before (locks_seen_, locks_end_).
+  static bool IsHeldLock(const OpenKey& key);
+  uint64_t SeenAt(const OpenKey& key, const Open& o) const REQUIRES(mu_);
+  // Marks `o` seen by this poll, counting it in seen_now_ the first time.
+  void MarkSeen(const OpenKey& key, Open* o) REQUIRES(mu_);
+  double EndOf(const OpenKey& key, const Open& o) const REQUIRES(mu_);
   void ObserveWaits(const PollData& data, const TargetView& view) REQUIRES(mu_);
   void ObserveLeases(const PollData& data, const TargetView& view) REQUIRES(mu_);
   // A lease row still naming its holder past its expiry: an interval from the expiry on, and a
@@ -202,6 +209,13 @@ class Timeline {
   // interval: a poll that sees the same extends their intervals without a lookup per lock.
   std::vector<std::pair<AdvisoryKey, int>> last_locks_ GUARDED_BY(mu_);
   uint64_t last_locks_untracked_ GUARDED_BY(mu_) = 0;
+  // The latest poll that saw the very locks of the poll before, and its now(): it saw every
+  // held-lock interval open at the time, which is recorded here once instead of in each.
+  uint64_t locks_seen_ GUARDED_BY(mu_) = 0;
+  double locks_end_ GUARDED_BY(mu_) = 0;
+  size_t open_held_locks_ GUARDED_BY(mu_) = 0;  // of open_
+  // Open intervals seen by the current poll: when all are, CloseUnseen() visits none.
+  size_t seen_now_ GUARDED_BY(mu_) = 0;
   // Lease tables whose last read failed: since when (the poll of the first failed read).
   std::map<std::string, double> unread_since_ GUARDED_BY(mu_);
   uint64_t dropped_markers_ GUARDED_BY(mu_) = 0;

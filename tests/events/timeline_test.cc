@@ -48,6 +48,19 @@ PollData Poll(double now, std::vector<AdvisoryLock> locks, std::vector<Session> 
   return d;
 }
 
+// A view in which pid 8 has waited 1 s for `lock`, held by pid 7.
+TargetView AWaitOn(const std::string& lock) {
+  WaitEdge e;
+  e.datname = "app";
+  e.lock = lock;
+  e.waiter.pid = 8;
+  e.blocker.pid = 7;
+  e.seconds = 1;
+  TargetView view;
+  view.waits = {e};
+  return view;
+}
+
 const TimelineRowWindow* FindRow(const TimelineWindow& w, TimelineRowKind kind,
                                  const std::string& name) {
   for (const TimelineRowWindow& r : w.rows) {
@@ -263,15 +276,7 @@ TEST(Timeline, HoldersPastTheOpenBoundAreCountedNotFollowed) {
   for (uint32_t k = 0; k < kOpenIntervals + 1000; ++k) locks.push_back(Granted(k, 7));
   t.Observe(Poll(kT0, locks, {}), TargetView{}, nullptr);
   // A leak of 6,000 held locks leaves kOpenReserved intervals for the waits of that incident.
-  TargetView view;
-  WaitEdge e;
-  e.datname = "app";
-  e.lock = "0";
-  e.waiter.pid = 8;
-  e.blocker.pid = 7;
-  e.seconds = 1;
-  view.waits = {e};
-  t.Observe(Poll(kT0 + 1, locks, {}), view, nullptr);
+  t.Observe(Poll(kT0 + 1, locks, {}), AWaitOn("0"), nullptr);
   EXPECT_EQ(t.intervals(), kOpenIntervals - kOpenReserved + 1);
   // The latest poll's, not a sum over polls.
   EXPECT_EQ(t.Query(60).untracked, 1000u + kOpenReserved);
@@ -287,14 +292,7 @@ TEST(Timeline, TheSameLocksPollAfterPollGiveWhatALookupALockGives) {
   Timeline t;
   std::vector<AdvisoryLock> locks;
   for (uint32_t k = 0; k < kOpenIntervals - kOpenReserved; ++k) locks.push_back(Granted(k, 7));
-  TargetView waiting;
-  WaitEdge e;
-  e.datname = "app";
-  e.lock = "a lock of its own";
-  e.waiter.pid = 8;
-  e.blocker.pid = 7;
-  e.seconds = 1;
-  waiting.waits = {e};
+  const TargetView waiting = AWaitOn("a lock of its own");
   t.Observe(Poll(kT0, {}, {}), waiting, nullptr);  // the wait takes an open slot first
   t.Observe(Poll(kT0 + 1, locks, {}), waiting, nullptr);
   EXPECT_EQ(t.Query(60).untracked, 1u) << "the last holder found no room";
@@ -324,7 +322,24 @@ TEST(Timeline, TheSameLocksPollAfterPollGiveWhatALookupALockGives) {
   EXPECT_DOUBLE_EQ(gone->holds[0].end, kT0 + 3);
   const TimelineRowWindow* kept = FindRow(after, TimelineRowKind::kLock, "1");
   ASSERT_NE(kept, nullptr);
-  EXPECT_DOUBLE_EQ(kept->holds[0].end, kT0 + 5);
+  EXPECT_DOUBLE_EQ(kept->holds[0].end, kT0 + 5) << "poll 5 saw the locks of poll 4";
+
+  locks.erase(locks.begin());  // key 1 let go right after a poll that changed nothing
+  t.Observe(Poll(kT0 + 6, locks, {}), TargetView{}, nullptr);
+  const TimelineRowWindow* closed = FindRow(t.Query(60), TimelineRowKind::kLock, "1");
+  ASSERT_NE(closed, nullptr);
+  ASSERT_EQ(closed->holds.size(), 1u);
+  EXPECT_FALSE(closed->holds[0].open);
+  EXPECT_DOUBLE_EQ(closed->holds[0].end, kT0 + 5) << "closed where the last poll that saw it was";
+
+  // A wait that ends at a poll that saw the same locks again is closed by it.
+  t.Observe(Poll(kT0 + 7, locks, {}), AWaitOn("the last wait"), nullptr);
+  t.Observe(Poll(kT0 + 8, locks, {}), TargetView{}, nullptr);
+  const TimelineRowWindow* wait = FindRow(t.Query(60), TimelineRowKind::kLock, "the last wait");
+  ASSERT_NE(wait, nullptr);
+  ASSERT_EQ(wait->waits.size(), 1u);
+  EXPECT_FALSE(wait->waits[0].open);
+  EXPECT_DOUBLE_EQ(wait->waits[0].end, kT0 + 7);
 }
 
 // A thousand keys changing holder every poll for an hour of 1 s polls, each change a hand-over
