@@ -34,15 +34,21 @@
 namespace pglock {
 
 // What decides a collector's statements for one poll.
+// The settings as last read on a connection, with its session's pg_conf_load_time() then.
+struct SettingsRead {
+  std::vector<ServerSetting> settings;
+  int64_t loaded_us = 0;
+};
+
 struct PollPlan {
   int server_version_num = 0;
   bool inventory = true;    // read every advisory lock (else only waiters': the tiered poll)
   bool query_text = false;  // web.show_query_text: read the sessions' query texts
   // The target has a row_lock table: the inventory also reads the granted transactionid locks.
   bool row_locks = false;
-  // The last good poll on this connection, null on a new one: a statement that reads only what
-  // changed since (the settings) takes the rest from it.
-  std::shared_ptr<const PollData> previous;
+  // The settings of the last good poll on this connection, null on a new one: the settings
+  // statement reads them again only after a reload, and the poll takes them from here otherwise.
+  const SettingsRead* settings_read = nullptr;
 };
 
 // Per-target state a collector keeps between polls (e.g. a pooler's admin connections). Owned

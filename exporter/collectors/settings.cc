@@ -1,6 +1,5 @@
 #include "exporter/collectors/settings.h"
 
-#include <charconv>
 #include <string>
 
 #include "exporter/pg/columns.h"
@@ -22,15 +21,9 @@ std::vector<PreparedStatement> SettingsCollector::Prepared(int) const {
 }
 
 void SettingsCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
-  // The conf load time of the settings last read, exactly: to_chars gives the shortest text that
-  // reads back as the same double, and float8 input reads it so.
-  std::string read_at = "NULL";
-  if (plan.previous != nullptr) {
-    char buf[64];
-    const auto res = std::to_chars(buf, buf + sizeof buf, plan.previous->settings_conf_load_time);
-    read_at.assign(buf, res.ptr);
-  }
-  batch->AddExecute(name(), name(), StatementBatch::Phase::kBeforeTimeouts, read_at);
+  const std::string loaded_us =
+      plan.settings_read != nullptr ? std::to_string(plan.settings_read->loaded_us) : "NULL";
+  batch->AddExecute(name(), name(), StatementBatch::Phase::kBeforeTimeouts, loaded_us);
 }
 
 Status SettingsCollector::Parse(const PollPlan& plan, const BatchResults& results,
@@ -39,16 +32,16 @@ Status SettingsCollector::Parse(const PollPlan& plan, const BatchResults& result
   if (r == nullptr) return Status::UnexpectedShape("settings: no result");
   Columns c(*r, "settings");
   const int setting_name = c["name"], setting = c["setting"], unit = c["unit"],
-            source = c["source"], conf_load_time = c["conf_load_time"];
+            source = c["source"], loaded_us = c["conf_loaded_us"];
   if (Status s = c.status(); !s.ok()) return s;
-  if (r->Rows() == 0 && plan.previous != nullptr) {  // no reload since the last read
-    data->settings = plan.previous->settings;
-    data->settings_conf_load_time = plan.previous->settings_conf_load_time;
+  if (r->Rows() == 0 && plan.settings_read != nullptr) {  // no reload since the last read
+    data->settings = plan.settings_read->settings;
+    data->settings_loaded_us = plan.settings_read->loaded_us;
     return Status::Ok();
   }
   data->settings.clear();
   for (int i = 0; i < r->Rows(); ++i) {
-    data->settings_conf_load_time = r->Double(i, conf_load_time).value_or(0);
+    data->settings_loaded_us = r->Int(i, loaded_us).value_or(0);
     ServerSetting s;
     s.name = r->String(i, setting_name);
     const auto seconds =

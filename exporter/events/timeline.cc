@@ -109,7 +109,9 @@ uint64_t Timeline::SeenAt(const OpenKey& key, const Open& o) const {
 }
 
 double Timeline::EndOf(const OpenKey& key, const Open& o) const {
-  return IsHeldLock(key) ? std::max(o.interval.end, locks_end_) : o.interval.end;
+  // Only an interval open at that poll was extended by it (whatever the server's clock did).
+  const bool extended = IsHeldLock(key) && o.opened <= locks_seen_;
+  return extended ? std::max(o.interval.end, locks_end_) : o.interval.end;
 }
 
 void Timeline::MarkSeen(const OpenKey& key, Open* o) {
@@ -138,6 +140,7 @@ TimelineInterval* Timeline::See(OpenKey key, double now) {
   o.interval.start = now;
   o.interval.end = now;
   o.seen = poll_;
+  o.opened = poll_;
   ++seen_now_;
   return &o.interval;
 }

@@ -17,7 +17,8 @@
 // Memory is bounded by counts: at most kOpenIntervals open intervals (holders past that, at one
 // poll, are not drawn; the latest poll's are counted), kClosedIntervals closed ones and
 // kMarkersPerKind markers of each event kind, each text at most kTimelineTextBytes. What is
-// dropped is counted and shown.
+// dropped is counted and shown. Besides, the latest poll's granted locks as (key, pid), 20 bytes
+// a lock, to tell a poll that saw the same ones (its capacity follows the load down).
 //
 // Times are the database server's clock (PollData::now, Event::time). A failed poll leaves the
 // open intervals as they were; the next good poll extends those it still sees across the gap.
@@ -165,7 +166,8 @@ class Timeline {
   };
   struct Open {
     TimelineInterval interval;
-    uint64_t seen = 0;  // the poll that last saw it
+    uint64_t seen = 0;    // the poll that last saw it
+    uint64_t opened = 0;  // the poll that opened it
   };
 
   // REQUIRES: mu_ held.

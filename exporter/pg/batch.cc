@@ -41,7 +41,8 @@ const PgResult* BatchResults::Find(std::string_view name) const {
 Status PrepareStatements(PgConnection& conn, const std::vector<PreparedStatement>& statements,
                          SteadyClock::time_point deadline) {
   if (statements.empty()) return Status::Ok();
-  std::string sql;
+  // A session-mode pooler without a reset query can hand back a server session that has them.
+  std::string sql = "DEALLOCATE ALL;\n";
   for (const PreparedStatement& p : statements) sql += "PREPARE " + p.name + " AS " + p.sql + ";\n";
   std::vector<PgResult> ignored;
   return conn.Exec(sql, {}, deadline, &ignored).WithContext("preparing statements");

@@ -37,7 +37,8 @@ struct QueryTimeouts {
 // set up, then EXECUTE name inside each poll's batch (still one round trip). A plain statement of a
 // batch is parsed and planned at every poll, which costs more than running a gated statement whose
 // gate stays shut. For statements whose text is fixed while a connection lives (template values
-// that depend on the server version only) and that take no parameters.
+// that depend on the server version only); a parameter ($1) takes the value the EXECUTE passes
+// (AddExecute's args).
 struct PreparedStatement {
   std::string name;  // an SQL identifier, unique per connection
   std::string sql;   // exactly one statement

@@ -223,7 +223,7 @@ Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
   if (conn_ && !conn_->Broken())
     return names_stale_ ? ResolveNames(*conn_, deadline) : Status::Ok();
   conn_.reset();
-  previous_poll_.reset();  // a new session reads everything again
+  settings_read_.reset();  // a new session reads the settings again
   std::unique_ptr<PgConnection> conn;
   if (Status s = OpenSession(target_.dsn, "", deadline, &abort_, &conn); !s.ok()) return s;
   std::vector<PreparedStatement> prepared;
@@ -255,7 +255,7 @@ Status Poller::Collect(SteadyClock::time_point deadline, PollData* data,
   plan.server_version_num = conn_->ServerVersionNum();
   plan.inventory = inventory_.Due(SteadyClock::now());
   plan.query_text = poll_.query_text;
-  plan.previous = previous_poll_;
+  plan.settings_read = settings_read_ ? &*settings_read_ : nullptr;
   for (const LeaseTableConfig& t : target_.leases) plan.row_locks = plan.row_locks || t.row_lock;
   const QueryTimeouts timeouts = QueryTimeouts::ForPoll(poll_.timeout);
   StatementBatch batch;
@@ -408,7 +408,8 @@ bool Poller::PollOnce() {
   timeline_->Observe(*data, *view, &names_);
 
   std::string server_version = data->server_version;
-  previous_poll_ = std::move(data);
+  settings_read_ = SettingsRead{data->settings, data->settings_loaded_us};
+  data.reset();
   PublishSuccess(std::move(snap), std::move(view), std::move(role), std::move(server_version),
                  std::move(statuses));
   // What the poll allocated is free again now, the previous snapshot's share included. Blocks of

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -148,8 +149,9 @@ class Poller {
   // The shared lock table of the last good poll and when it was published: what a poll failing
   // with the table full keeps exporting (TargetSnapshot::lock_table), its age grown.
   std::shared_ptr<const LockTableView> last_lock_table_;
-  // The last good poll on the current connection (PollPlan::previous); null after a reconnect.
-  std::shared_ptr<const PollData> previous_poll_;
+  // The settings of the last good poll on the current connection (PollPlan::settings_read);
+  // none after a reconnect.
+  std::optional<SettingsRead> settings_read_;
   SteadyClock::time_point last_lock_table_at_{};
   int consecutive_failures_ = 0;
   bool ever_polled_ = false;

@@ -230,9 +230,9 @@ struct PollData {
   std::vector<TransactionLock> xact_locks;
   bool xact_locks_read = false;
   std::vector<ServerSetting> settings;
-  // pg_conf_load_time() of this session when `settings` were read (epoch seconds): they change
-  // only with it, so a poll reads them again only when it moved (queries/settings.sql).
-  double settings_conf_load_time = 0;
+  // pg_conf_load_time() of this session when `settings` were read (epoch microseconds): they
+  // change only with it, so a poll reads them again only when it moved (queries/settings.sql).
+  int64_t settings_loaded_us = 0;
   std::vector<SettingOverride> overrides;
   std::optional<std::vector<DatabaseStats>> database_stats;  // 14+
   // 14 only: when the stats collector wrote database_stats (epoch seconds), possibly before now.

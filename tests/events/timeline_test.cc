@@ -342,6 +342,26 @@ TEST(Timeline, TheSameLocksPollAfterPollGiveWhatALookupALockGives) {
   EXPECT_DOUBLE_EQ(wait->waits[0].end, kT0 + 7);
 }
 
+// The polls that saw the same locks extend the intervals open then, and no other: not one opened
+// after them at a time before theirs (the server's clock stepped back, a failover to a server
+// whose clock is behind).
+TEST(Timeline, APollThatSawTheSameLocksExtendsOnlyTheIntervalsOpenThen) {
+  Timeline t;
+  t.Observe(Poll(kT0 + 10, {Granted(1, 7)}, {}), TargetView{}, nullptr);
+  t.Observe(Poll(kT0 + 30, {Granted(1, 7)}, {}), TargetView{}, nullptr);  // the same locks
+  t.Observe(Poll(kT0 + 20, {Granted(1, 7), Granted(2, 7)}, {}), TargetView{}, nullptr);
+  const TimelineWindow w = t.Query(3600);
+  const TimelineRowWindow* old = FindRow(w, TimelineRowKind::kLock, "1");
+  ASSERT_NE(old, nullptr);
+  ASSERT_EQ(old->holds.size(), 1u);
+  EXPECT_DOUBLE_EQ(old->holds[0].end, kT0 + 30);
+  const TimelineRowWindow* late = FindRow(w, TimelineRowKind::kLock, "2");
+  ASSERT_NE(late, nullptr);
+  ASSERT_EQ(late->holds.size(), 1u);
+  EXPECT_DOUBLE_EQ(late->holds[0].start, kT0 + 20);
+  EXPECT_DOUBLE_EQ(late->holds[0].end, kT0 + 20) << "not stretched to the earlier poll's now()";
+}
+
 // A thousand keys changing holder every poll for an hour of 1 s polls, each change a hand-over
 // event: the history stays within its counts, the oldest dropped first, and its bytes are stated.
 TEST(Timeline, AThousandKeysChangingHolderEveryPollForAnHourStayWithinTheBound) {

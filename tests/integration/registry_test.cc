@@ -266,9 +266,12 @@ TEST_F(CollectorsTest, TieredPlanReadsNoLocksWhenNobodyWaits) {
 // before: otherwise the statement returns no row and the poll carries them over; a reload that
 // changes one is read at the next poll the session has taken it in.
 TEST_F(CollectorsTest, SettingsAreReadAgainOnlyAfterAReload) {
-  const auto poll = [&](std::shared_ptr<const PollData> previous, int* rows) {
+  // One poll given the settings of the one before (none: a new connection).
+  const auto poll = [&](const std::shared_ptr<const PollData>& previous, int* rows) {
     PollPlan plan = Plan(*conn_, false);
-    plan.previous = std::move(previous);
+    std::optional<SettingsRead> read;
+    if (previous) read = SettingsRead{previous->settings, previous->settings_loaded_us};
+    plan.settings_read = read ? &*read : nullptr;
     StatementBatch batch;
     for (const Collector* c : Collectors()) c->Plan(plan, &batch);
     BatchResults results;
@@ -288,11 +291,11 @@ TEST_F(CollectorsTest, SettingsAreReadAgainOnlyAfterAReload) {
   int rows = 0;
   const auto first = poll(nullptr, &rows);
   EXPECT_GE(rows, 6);
-  EXPECT_GT(first->settings_conf_load_time, 0);
+  EXPECT_GT(first->settings_loaded_us, 0);
   const auto second = poll(first, &rows);
   EXPECT_EQ(rows, 0) << "read again with no reload";
   EXPECT_EQ(Fingerprint(*second, {}), Fingerprint(*first, {})) << "carried over";
-  EXPECT_EQ(second->settings_conf_load_time, first->settings_conf_load_time);
+  EXPECT_EQ(second->settings_loaded_us, first->settings_loaded_us);
   EXPECT_EQ(lock_timeout(*second), 0);
 
   Pg().Exec("ALTER SYSTEM SET lock_timeout = '7s'");
@@ -307,7 +310,7 @@ TEST_F(CollectorsTest, SettingsAreReadAgainOnlyAfterAReload) {
   Pg().Exec("SELECT pg_reload_conf()");
   EXPECT_EQ(lock_timeout(*latest), 7);
   EXPECT_GT(rows, 0);
-  EXPECT_GT(latest->settings_conf_load_time, first->settings_conf_load_time);
+  EXPECT_GT(latest->settings_loaded_us, first->settings_loaded_us);
 }
 
 TEST_F(CollectorsTest, ParsersReadColumnsByName) {
