@@ -326,7 +326,8 @@ TEST(Timeline, TheSameLocksPollAfterPollGiveWhatALookupALockGives) {
 
   locks.erase(locks.begin());  // key 1 let go right after a poll that changed nothing
   t.Observe(Poll(kT0 + 6, locks, {}), TargetView{}, nullptr);
-  const TimelineRowWindow* closed = FindRow(t.Query(60), TimelineRowKind::kLock, "1");
+  const TimelineWindow at6 = t.Query(60);  // kept: the rows point into it
+  const TimelineRowWindow* closed = FindRow(at6, TimelineRowKind::kLock, "1");
   ASSERT_NE(closed, nullptr);
   ASSERT_EQ(closed->holds.size(), 1u);
   EXPECT_FALSE(closed->holds[0].open);
@@ -335,7 +336,8 @@ TEST(Timeline, TheSameLocksPollAfterPollGiveWhatALookupALockGives) {
   // A wait that ends at a poll that saw the same locks again is closed by it.
   t.Observe(Poll(kT0 + 7, locks, {}), AWaitOn("the last wait"), nullptr);
   t.Observe(Poll(kT0 + 8, locks, {}), TargetView{}, nullptr);
-  const TimelineRowWindow* wait = FindRow(t.Query(60), TimelineRowKind::kLock, "the last wait");
+  const TimelineWindow at8 = t.Query(60);
+  const TimelineRowWindow* wait = FindRow(at8, TimelineRowKind::kLock, "the last wait");
   ASSERT_NE(wait, nullptr);
   ASSERT_EQ(wait->waits.size(), 1u);
   EXPECT_FALSE(wait->waits[0].open);
