@@ -48,6 +48,13 @@ PollData Poll(double now, std::vector<AdvisoryLock> locks, std::vector<Session> 
   return d;
 }
 
+// `intervals` (a row's holds or waits) is one closed interval that ended at `end`.
+void ExpectOneClosedAt(const std::vector<TimelineInterval>& intervals, double end) {
+  ASSERT_EQ(intervals.size(), 1u);
+  EXPECT_FALSE(intervals[0].open);
+  EXPECT_DOUBLE_EQ(intervals[0].end, end);
+}
+
 // A view in which pid 8 has waited 1 s for `lock`, held by pid 7.
 TargetView AWaitOn(const std::string& lock) {
   WaitEdge e;
@@ -317,9 +324,7 @@ TEST(Timeline, TheSameLocksPollAfterPollGiveWhatALookupALockGives) {
   const TimelineWindow after = t.Query(60);
   const TimelineRowWindow* gone = FindRow(after, TimelineRowKind::kLock, "0");
   ASSERT_NE(gone, nullptr);
-  ASSERT_EQ(gone->holds.size(), 1u);
-  EXPECT_FALSE(gone->holds[0].open);
-  EXPECT_DOUBLE_EQ(gone->holds[0].end, kT0 + 3);
+  ExpectOneClosedAt(gone->holds, kT0 + 3);
   const TimelineRowWindow* kept = FindRow(after, TimelineRowKind::kLock, "1");
   ASSERT_NE(kept, nullptr);
   EXPECT_DOUBLE_EQ(kept->holds[0].end, kT0 + 5) << "poll 5 saw the locks of poll 4";
@@ -329,9 +334,10 @@ TEST(Timeline, TheSameLocksPollAfterPollGiveWhatALookupALockGives) {
   const TimelineWindow at6 = t.Query(60);  // kept: the rows point into it
   const TimelineRowWindow* closed = FindRow(at6, TimelineRowKind::kLock, "1");
   ASSERT_NE(closed, nullptr);
-  ASSERT_EQ(closed->holds.size(), 1u);
-  EXPECT_FALSE(closed->holds[0].open);
-  EXPECT_DOUBLE_EQ(closed->holds[0].end, kT0 + 5) << "closed where the last poll that saw it was";
+  {
+    SCOPED_TRACE("closed where the last poll that saw it was");
+    ExpectOneClosedAt(closed->holds, kT0 + 5);
+  }
 
   // A wait that ends at a poll that saw the same locks again is closed by it.
   t.Observe(Poll(kT0 + 7, locks, {}), AWaitOn("the last wait"), nullptr);
@@ -339,9 +345,7 @@ TEST(Timeline, TheSameLocksPollAfterPollGiveWhatALookupALockGives) {
   const TimelineWindow at8 = t.Query(60);
   const TimelineRowWindow* wait = FindRow(at8, TimelineRowKind::kLock, "the last wait");
   ASSERT_NE(wait, nullptr);
-  ASSERT_EQ(wait->waits.size(), 1u);
-  EXPECT_FALSE(wait->waits[0].open);
-  EXPECT_DOUBLE_EQ(wait->waits[0].end, kT0 + 7);
+  ExpectOneClosedAt(wait->waits, kT0 + 7);
 }
 
 // The polls that saw the same locks extend the intervals open then, and no other: not one opened
