@@ -35,8 +35,10 @@
 --   locktag:  names the object: equal for requests on one object, so a blocker queued for the
 --             same object can be told from one that holds it.
 -- Grouped here: the rows that agree on the first seven columns come back as one, `entries`
--- counts them and `keys` lists their advisory keys, each (classid << 32) | objid, in the order
--- pg_locks gave them. The granted advisory locks of one session (up to 100k) so come back as one
+-- counts them and `keys` lists their keys, each (classid << 32) | objid, in the order pg_locks
+-- gave them. `keys` is read on the rows of advisory locks only (locktype NULL or 'advisory'): it is
+-- filtered on objid, which object locks have too, because a NULL test per row costs less than a
+-- second text comparison per row (2% of the poll's backend CPU at 15k locks, docs/performance.md). The granted advisory locks of one session (up to 100k) so come back as one
 -- row per database, share mode and key form: the server sends, and libpq stores, one value a lock
 -- instead of 13 columns, which was most of both sides' cost of a poll (docs/performance.md). A
 -- pending request is a row of its own: a process waits for one lock at a time, and the columns
@@ -70,7 +72,7 @@ SELECT l.pid,
                      l.transactionid, l.classid, l.objid, l.objsubid))
          FILTER (WHERE NOT l.granted) AS locktag,
        count(*) AS entries,
-       array_agg((l.classid::int8 << 32) | l.objid::int8) FILTER (WHERE l.locktype = 'advisory')
+       array_agg((l.classid::int8 << 32) | l.objid::int8) FILTER (WHERE l.objid IS NOT NULL)
          AS keys
 FROM pg_locks l
 WHERE NOT l.fastpath

@@ -275,6 +275,20 @@ struct LockColumns {
   int locktype, mode, relation, transactionid, locktag;  // pending requests only
 };
 
+// What a row of the pg_locks statement is. locktype is NULL on the granted rows read for
+// themselves: advisory ones, and transactionid ones (with their xid, read for the row-lock
+// tables). Other granted rows are only counted. `keys` is read on advisory rows only: an object
+// lock's row has keys too (queries/advisory_locks.sql).
+enum class RowKind { kCounted, kTransaction, kAdvisory, kRequest };
+
+RowKind KindOf(const PgResult& r, int i, const LockColumns& c) {
+  if (r.IsNull(i, c.locktype)) {
+    return r.IsNull(i, c.transactionid) ? RowKind::kAdvisory : RowKind::kTransaction;
+  }
+  if (r.Bool(i, c.granted)) return RowKind::kCounted;
+  return r.Text(i, c.locktype) == "advisory" ? RowKind::kAdvisory : RowKind::kRequest;
+}
+
 // The pending request of another lock type than advisory, for the lock-wait metrics.
 LockWaitRow ParseRequest(const PgResult& r, int i, const LockColumns& c) {
   LockWaitRow w;
@@ -374,25 +388,27 @@ Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& r
   if (Status s = c.status(); !s.ok()) return s;
   size_t advisory = 0;
   for (int i = 0; i < r->Rows(); ++i) {
-    if (!r->IsNull(i, k.keys)) advisory += static_cast<size_t>(r->Int(i, k.entries).value_or(0));
+    if (KindOf(*r, i, k) == RowKind::kAdvisory) {
+      advisory += static_cast<size_t>(r->Int(i, k.entries).value_or(0));
+    }
   }
   data->locks.reserve(advisory);
   for (int i = 0; i < r->Rows(); ++i) {
-    // locktype is NULL on the granted rows read for themselves: advisory ones, and transactionid
-    // ones (with their xid, read for the row-lock tables). Other granted rows are only counted.
-    const bool no_locktype = r->IsNull(i, k.locktype);
-    if (!no_locktype && r->Bool(i, k.granted)) {
-      data->counted_locks.push_back({static_cast<int>(r->Int(i, k.pid).value_or(0)),
-                                     r->String(i, k.locktype), r->Int(i, k.entries).value_or(1)});
-      continue;
-    }
-    if (no_locktype && !r->IsNull(i, k.transactionid)) {
-      data->xact_locks.push_back({static_cast<int>(r->Int(i, k.pid).value_or(0)),
-                                  static_cast<uint32_t>(r->Int(i, k.transactionid).value_or(0))});
-    } else if (no_locktype || r->Text(i, k.locktype) == "advisory") {
-      if (Status s = ParseAdvisory(*r, i, k, &data->locks); !s.ok()) return s;
-    } else {
-      data->lock_waits.push_back(ParseRequest(*r, i, k));
+    switch (KindOf(*r, i, k)) {
+      case RowKind::kCounted:
+        data->counted_locks.push_back({static_cast<int>(r->Int(i, k.pid).value_or(0)),
+                                       r->String(i, k.locktype), r->Int(i, k.entries).value_or(1)});
+        break;
+      case RowKind::kTransaction:
+        data->xact_locks.push_back({static_cast<int>(r->Int(i, k.pid).value_or(0)),
+                                    static_cast<uint32_t>(r->Int(i, k.transactionid).value_or(0))});
+        break;
+      case RowKind::kAdvisory:
+        if (Status s = ParseAdvisory(*r, i, k, &data->locks); !s.ok()) return s;
+        break;
+      case RowKind::kRequest:
+        data->lock_waits.push_back(ParseRequest(*r, i, k));
+        break;
     }
   }
   return MarkHeldOutsideTransactions(results.Find(kIdleAfterStatement), data);

@@ -290,6 +290,42 @@ TEST(LockWaits, AdvisoryWaitsAreCountedUnderTheirLockType) {
   ASSERT_TRUE(WaitFor(10, [&] { return waiter.SendDone(); }));
 }
 
+// Object locks (a function being dropped) carry classid, objid and objsubid like advisory locks,
+// and the pg_locks statement lists the keys of their rows too (queries/advisory_locks.sql): they
+// must stay an object lock held and one waited for, never advisory locks.
+TEST(LockWaits, ObjectLocksAreNeverTakenForAdvisoryLocks) {
+  Pg().Exec(
+      "CREATE OR REPLACE FUNCTION lock_waits_object_f() RETURNS int LANGUAGE sql AS 'SELECT 1'");
+  TestSession holder(Pg().Dsn()), waiter(Pg().Dsn());
+  holder.Query("SELECT pg_advisory_lock(8181)");
+  holder.Query("BEGIN");
+  holder.Query("DROP FUNCTION lock_waits_object_f()");
+  waiter.Send("DROP FUNCTION lock_waits_object_f()");
+  WaitUntilWaiting(waiter, "object");
+  ASSERT_EQ(Pg().Scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'object' AND granted AND "
+                        "pid = " +
+                        Pid(holder)),
+            "1");
+  Poller poller(Target(), TestPoll({.timeout_ms = 5000}));
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(
+      Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "object"}}), 1);
+  EXPECT_FALSE(
+      Value(samples, "pglock_lock_waiters", {{"datname", "postgres"}, {"locktype", "advisory"}}));
+  EXPECT_EQ(Value(samples, "pglock_advisory_locks_held", {{"datname", "postgres"}}), 1);
+  EXPECT_EQ(Value(samples, "pglock_session_lock_table_entries",
+                  {{"pid", Pid(holder)}, {"locktype", "object"}}),
+            1);
+  EXPECT_EQ(Value(samples, "pglock_session_lock_table_entries",
+                  {{"pid", Pid(holder)}, {"locktype", "advisory"}}),
+            1);
+  EXPECT_EQ(EdgeOf(samples, waiter).at("blocker_pid"), Pid(holder));
+  holder.Query("ROLLBACK");
+  ASSERT_TRUE(WaitFor(10, [&] { return waiter.SendDone(); }));
+  holder.Query("SELECT pg_advisory_unlock_all()");
+  Pg().Exec("DROP FUNCTION IF EXISTS lock_waits_object_f()");
+}
+
 // A deadlock the server has not broken yet (deadlock_timeout 60s in both sessions): a cycle of
 // two row-lock waits. The poll must end promptly, show both waits, and name no root: in a cycle
 // nobody waits for nothing. The chain depth stops where the cycle closes.
