@@ -18,7 +18,7 @@
 # latest.tsv). Everything it starts is stopped and its temporary directory removed on exit.
 #
 # Environment:
-#   BENCH_QUICK=1            smoke run: small scale points, short durations (about 3 minutes)
+#   BENCH_QUICK=1            smoke run: small scale points, short durations (about 9 minutes)
 #   PGLOCK_EXPORTER_BINARY   exporter to measure (default: build it Release into <repo>/build-bench)
 #   BENCH_OUT                output file (default: tests/bench/results/latest.md)
 #   BENCH_KEEP=1             keep the temporary directory (logs, configs) on exit
@@ -46,7 +46,7 @@ if [[ ${BENCH_QUICK:-0} == 1 ]]; then
   points=(q300:300:5 q3k:3000:5 q15k:15000:5 q15k-40w:15000:40 q15k-0w:15000:0)
   work_point=q3k
   iit=10 idle=40 leases=100
-  polls=6 cpu_window=6 floor_n=8 query_n=5 pge_n=4
+  polls=6 cpu_window=15 floor_n=8 query_n=5 pge_n=12
   pgb_secs=5 rounds=1 wrk_secs=3 toggle_secs=24 toggle_win=4
 else
   quick=0
