@@ -36,11 +36,13 @@
 --             same object can be told from one that holds it.
 -- Grouped here: the rows that agree on the first seven columns come back as one, `entries`
 -- counts them and `keys` lists their keys, each (classid << 32) | objid, in the order pg_locks
--- gave them. `keys` is read on the rows of advisory locks only (locktype NULL or 'advisory'): it is
--- filtered on objid, which object locks have too, because a NULL test per row costs less than a
--- second text comparison per row (2% of the poll's backend CPU at 15k locks, docs/performance.md). The granted advisory locks of one session (up to 100k) so come back as one
--- row per database, share mode and key form: the server sends, and libpq stores, one value a lock
--- instead of 13 columns, which was most of both sides' cost of a poll (docs/performance.md). A
+-- gave them. The granted advisory locks of one session (up to 100k) so come back as one row per
+-- database, share mode and key form: the server sends, and libpq stores, one value a lock
+-- instead of 13 columns, which was most of both sides' cost of a poll (docs/performance.md).
+-- `keys` is read on the rows of advisory locks only (locktype NULL or 'advisory'). It is filtered
+-- on objid, a NULL test per row, rather than on a second text comparison per row (2% of the
+-- poll's backend CPU at 15k locks): rows of other lock types with an objid (object, spectoken,
+-- applytransaction) carry keys that nobody reads, and those types are rare outside DDL. A
 -- pending request is a row of its own: a process waits for one lock at a time, and the columns
 -- that only a pending request has are taken from its one row (min() over one value).
 -- The grouping must be done by hashing: sorted, it costs more than sending every row. xid, the

@@ -306,6 +306,11 @@ TEST(LockWaits, ObjectLocksAreNeverTakenForAdvisoryLocks) {
                         "pid = " +
                         Pid(holder)),
             "1");
+  // The sessions of the tests before have ended, their locks with them (a backend ends after its
+  // client has gone): the holder's is the only advisory lock left.
+  ASSERT_TRUE(WaitFor(10, [] {
+    return Pg().Scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == "1";
+  }));
   Poller poller(Target(), TestPoll({.timeout_ms = 5000}));
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(
