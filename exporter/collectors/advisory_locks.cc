@@ -277,8 +277,9 @@ struct LockColumns {
 
 // What a row of the pg_locks statement is. locktype is NULL on the granted rows read for
 // themselves: advisory ones, and transactionid ones (with their xid, read for the row-lock
-// tables). Other granted rows are only counted. `keys` is read on advisory rows only: an object
-// lock's row has keys too (queries/advisory_locks.sql).
+// tables). Other granted rows are only counted. `keys` is read on advisory rows only: the rows of
+// other lock types with an objid (object, spectoken, ...) have keys too
+// (queries/advisory_locks.sql).
 enum class RowKind { kCounted, kTransaction, kAdvisory, kRequest };
 
 RowKind KindOf(const PgResult& r, int i, const LockColumns& c) {
