@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -51,6 +52,24 @@ std::string Quote(const std::string& s) {
     }
   }
   return out + "'";
+}
+
+// pg_ctl detaches the server: a test binary killed before its destructors run (a ctest timeout,
+// a closed pipe, SIGKILL) would leave its server running and its directory behind, for the rest
+// of the run. So every directory gets a watchdog, a shell detached as well (its own session; it
+// outlives this process): it waits, a second at a time, for this process or the directory to
+// go. The directory first: the destructor did its work, the watchdog exits. This process first:
+// the watchdog stops the server (immediate) and removes the directory (kept with
+// PGLOCK_KEEP_TEST_PG, as the destructor keeps it).
+void StartWatchdog(const std::string& dir, const std::string& stop_command) {
+  std::string script = "while kill -0 " + std::to_string(getpid()) + " 2>/dev/null && [ -d " +
+                       Quote(dir) + " ]; do sleep 1; done; [ -d " + Quote(dir) + " ] || exit 0; " +
+                       stop_command;
+  if (std::getenv("PGLOCK_KEEP_TEST_PG") == nullptr) script += "; rm -rf -- " + Quote(dir);
+  const std::string launch = "setsid sh -c " + Quote(script) + " </dev/null >/dev/null 2>&1 &";
+  if (std::system(launch.c_str()) != 0) {
+    std::fprintf(stderr, "test_postgres: no watchdog for %s\n", dir.c_str());
+  }
 }
 
 }  // namespace
@@ -118,6 +137,8 @@ bool TestPostgres::MakeDir(TestPostgres* pg, std::string* error) {
     *error = "cannot chown the data directory to postgres";
     return false;
   }
+  StartWatchdog(pg->dir_, pg->Command(pg->bindir_ + "/pg_ctl -D " + Quote(pg->dir_ + "/data") +
+                                      " -m immediate -w -t 60 stop >/dev/null 2>&1"));
   return true;
 }
 
@@ -160,10 +181,12 @@ TestPostgres::~TestPostgres() {
   }
 }
 
+std::string TestPostgres::Command(const std::string& command) const {
+  return as_postgres_user_ ? "runuser -u postgres -- sh -c " + Quote(command) : command;
+}
+
 bool TestPostgres::Run(const std::string& command) const {
-  const std::string full =
-      as_postgres_user_ ? "runuser -u postgres -- sh -c " + Quote(command) : command;
-  return std::system(full.c_str()) == 0;
+  return std::system(Command(command).c_str()) == 0;
 }
 
 bool TestPostgres::StartServer() {

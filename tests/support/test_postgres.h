@@ -1,6 +1,8 @@
 // A throwaway PostgreSQL server for integration tests: initdb in a temporary directory, a free
 // port on 127.0.0.1, started and stopped with pg_ctl (as the `postgres` user when the tests run
-// as root, since PostgreSQL refuses to run as root). Not thread-safe; one per test binary.
+// as root, since PostgreSQL refuses to run as root), stopped and removed by the destructor or, if
+// the test binary is killed first, by a watchdog (test_postgres.cc). Not thread-safe; one per
+// test binary.
 #pragma once
 
 #include <libpq-fe.h>
@@ -53,6 +55,8 @@ class TestPostgres {
   TestPostgres() = default;
   // Makes pg->dir_, a temporary directory owned by the server's user; false and *error on failure.
   static bool MakeDir(TestPostgres* pg, std::string* error);
+  // `command` as the server's user (runuser when the tests run as root), for sh -c.
+  std::string Command(const std::string& command) const;
   bool Run(const std::string& command) const;
 
   std::string dir_;
