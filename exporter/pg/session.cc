@@ -1,5 +1,7 @@
 #include "exporter/pg/session.h"
 
+#include <spdlog/spdlog.h>
+
 #include <utility>
 #include <vector>
 
@@ -19,6 +21,14 @@ Status OpenSession(const std::string& dsn, const std::string& dbname,
   if (Status s = PgConnection::Connect(dsn, overrides, deadline, &conn, abort); !s.ok()) return s;
   std::vector<PgResult> ignored;
   if (Status s = conn->Exec(queries::kSessionSetup, {}, deadline, &ignored); !s.ok()) return s;
+  // Best effort: a backend that refuses it costs its polls a little CPU, nothing else.
+  if (Status s = conn->Exec(queries::kBackendMemory, {}, deadline, &ignored); !s.ok()) {
+    if (s.kind() != Status::Kind::kStatementFailed) return s;
+    spdlog::info(
+        "session setup: the server refused the allocation that keeps a poll's memory in its "
+        "backend (queries/backend_memory.sql), polls go on without it: {}",
+        s.message());
+  }
   *out = std::move(conn);
   return Status::Ok();
 }

@@ -1,6 +1,7 @@
 // The exporter's own database session, opened the same way wherever one is needed: a target's
 // connection, and the connection of lease tables in another database of the target's server.
-// application_name = 'pglock_exporter', read-only (queries/session_setup.sql), the connect bounded
+// application_name = 'pglock_exporter', read-only (queries/session_setup.sql), its backend made to
+// keep a poll's memory for the next (queries/backend_memory.sql, best effort), the connect bounded
 // by the poll's deadline; each statement batch adds the poll's statement and lock timeouts
 // (batch.h). The session never leaves a transaction open. Thread-compatible.
 #pragma once

@@ -9,6 +9,7 @@
 #include "exporter/metrics/labels.h"
 #include "exporter/poll/poller.h"
 #include "exporter/util/utf8.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/test_poll.h"
@@ -16,6 +17,7 @@
 namespace pglock {
 namespace {
 
+using testing::LogCapture;
 using testing::Pg;
 using testing::Sample;
 using testing::Select;
@@ -251,6 +253,23 @@ TEST(Hardening, TheServersIdleSessionTimeoutIsReportedThoughTheExportersSessionT
   EXPECT_EQ(Value(samples, "pglock_setting_seconds",
                   {{"name", "idle_session_timeout"}, {"source", "session start"}}),
             420);
+}
+
+// The allocation that keeps a poll's memory in the backend (queries/backend_memory.sql) is best
+// effort: a server that refuses it (here: no right to call repeat()) is polled, and it is logged.
+TEST(Hardening, ABackendThatRefusesTheMemoryAllocationIsPolledAllTheSame) {
+  Pg().Exec("DROP ROLE IF EXISTS frugal_monitor");
+  Pg().Exec("CREATE ROLE frugal_monitor LOGIN IN ROLE pg_monitor");
+  Pg().Exec("REVOKE EXECUTE ON FUNCTION repeat(text, integer) FROM PUBLIC");
+  LogCapture log;
+  Poller poller(TargetConfig{"frugal", Pg().Dsn("postgres", "frugal_monitor"), {}, {}, {}},
+                TestPoll());
+  const auto samples = PollAndCheck(poller);
+  Pg().Exec("GRANT EXECUTE ON FUNCTION repeat(text, integer) TO PUBLIC");
+  Pg().Exec("DROP ROLE frugal_monitor");
+  EXPECT_EQ(Value(samples, "pglock_up"), 1);
+  EXPECT_EQ(log.Count("refused the allocation that keeps a poll's memory"), 1) << log.Text();
+  EXPECT_EQ(log.Count("permission denied for function repeat"), 1) << log.Text();
 }
 
 TEST(Hardening, WrongColumnTypeIsALeaseErrorAndASlowServerIsBoundedByTheDeadline) {

@@ -318,21 +318,39 @@ TEST_F(CollectorsTest, SettingsAreReadAgainOnlyAfterAReload) {
 }
 
 // Minor page faults of the backend process of `conn` so far (/proc/<pid>/stat, field 10; the
-// server runs on this machine).
+// server runs on this machine), or -1 after a failed expectation.
 long MinorFaultsOfBackend(PgConnection& conn) {
   std::optional<PgResult> r;
-  EXPECT_TRUE(conn.ExecOne("SELECT pg_backend_pid()", {}, kDeadline(), &r).ok());
+  const Status s = conn.ExecOne("SELECT pg_backend_pid()", {}, kDeadline(), &r);
+  if (!s.ok() || !r) {
+    ADD_FAILURE() << s.message();
+    return -1;
+  }
   std::ifstream in("/proc/" + r->String(0, 0) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::istringstream fields(stat.substr(stat.rfind(')') + 1));  // the name may hold spaces
   std::string field;
   for (int i = 3; i <= 10; ++i) fields >> field;  // fields 3 (state) .. 10 (minflt)
+  if (!fields || field.empty()) {
+    ADD_FAILURE() << "no page fault count in /proc/" << r->String(0, 0) << "/stat: " << stat;
+    return -1;
+  }
   return std::stol(field);
 }
 
-// The exporter's session keeps the memory of one poll for the next (queries/session_setup.sql):
+// Whether the kernel backs all anonymous memory with huge pages where it can: the faults of a
+// poll's regrown heap are then far fewer, and the count of the plain backend below proves nothing.
+bool HugePagesAlways() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(in, modes);
+  return modes.find("[always]") != std::string::npos;
+}
+
+// The exporter's session keeps the memory of one poll for the next (queries/backend_memory.sql):
 // at 15k held locks a backend without it gives the read of pg_locks' memory back to the kernel
-// after every poll and faults it in again at the next (about 500 faults); the exporter's, none.
+// after every poll and faults it in again at the next (460-513 faults a poll on PostgreSQL 12 to
+// 18, a count that follows the size of each major's lock status data); the exporter's, 5-8.
 TEST_F(CollectorsTest, TheExportersBackendFaultsInNoMemoryPollAfterPoll) {
   holder_->Query("SELECT count(pg_advisory_lock(k)) FROM generate_series(1, 15000) k");
   std::unique_ptr<PgConnection> exporters;
@@ -350,8 +368,8 @@ TEST_F(CollectorsTest, TheExportersBackendFaultsInNoMemoryPollAfterPoll) {
     for (int i = 0; i < 2 + kPolls; ++i) {
       if (i == 2) before = MinorFaultsOfBackend(conn);
       PollData data;
-      const Status s = RunAndParse(conn, plan, batch, &data);
-      EXPECT_TRUE(s.ok()) << s.message();
+      const Status polled = RunAndParse(conn, plan, batch, &data);
+      EXPECT_TRUE(polled.ok()) << polled.message();
       EXPECT_GE(data.locks.size(), 15000u);
     }
     return (MinorFaultsOfBackend(conn) - before) / kPolls;
@@ -360,8 +378,10 @@ TEST_F(CollectorsTest, TheExportersBackendFaultsInNoMemoryPollAfterPoll) {
   const long exporter = faults_a_poll(*exporters);
   RecordProperty("faults_a_poll_without_setup", std::to_string(plain));
   RecordProperty("faults_a_poll_exporter", std::to_string(exporter));
-  EXPECT_GT(plain, 200) << "a backend no longer gives a poll's memory back: the setup's "
-                           "allocation has nothing left to save";
+  if (!HugePagesAlways()) {
+    EXPECT_GT(plain, 200) << "a backend no longer gives a poll's memory back: the setup's "
+                             "allocation has nothing left to save";
+  }
   EXPECT_LT(exporter, 20) << "without the setup: " << plain << " faults a poll";
 }
 

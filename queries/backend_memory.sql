@@ -1,0 +1,17 @@
+-- Once per connection, after the setup, on its own and best effort (exporter/pg/session.cc): the
+-- backend keeps the memory of one poll for the next. Each poll's read of pg_locks needs memory in
+-- proportion to the locks held (pg_locks materialised, then grouped), freed when the statement
+-- ends. glibc's malloc gives free memory at the top of its heap back to the kernel once more than
+-- its trim threshold is free there, and that threshold starts low: 128 KiB, then twice its mmap
+-- threshold, which follows the largest mmapped block freed so far (of at most 32 MiB on 64-bit).
+-- A new backend so gives a poll's memory back after each poll and faults it in again at the next:
+-- at 15k held locks about 500 page faults (2 MB) a poll, 0.5 to 0.8 ms of its CPU
+-- (docs/performance.md). Freeing one 8 MiB block once raises the mmap threshold to about 8 MiB
+-- and the trim threshold to about 16 MiB (mallopt(3), dynamic thresholds): the backend then keeps
+-- what its polls use, up to that much, and faults nearly none of it in again. The block is built
+-- by copying 8 KiB 1024 times (a few ms; one byte 8 Mi times takes 25 ms). The planner folds the
+-- constant expression and copies its value, so two such blocks exist for a moment. Without effect
+-- where the thresholds are fixed (MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_ and the like in
+-- the server's environment) or the allocator is not glibc's; refused (a role's very short
+-- statement_timeout, no memory to spare), it costs the polls that CPU and nothing else.
+SELECT octet_length(repeat(repeat('x', 8192), 1024))
