@@ -317,22 +317,27 @@ TEST_F(CollectorsTest, SettingsAreReadAgainOnlyAfterAReload) {
   EXPECT_GT(latest->settings_loaded_us, first->settings_loaded_us);
 }
 
-// Minor page faults of the backend process of `conn` so far (/proc/<pid>/stat, field 10; the
-// server runs on this machine), or -1 after a failed expectation.
-long MinorFaultsOfBackend(PgConnection& conn) {
+// The pid of the backend of `conn`, or -1 after a failed expectation.
+int BackendPid(PgConnection& conn) {
   std::optional<PgResult> r;
   const Status s = conn.ExecOne("SELECT pg_backend_pid()", {}, kDeadline(), &r);
   if (!s.ok() || !r) {
     ADD_FAILURE() << s.message();
     return -1;
   }
-  std::ifstream in("/proc/" + r->String(0, 0) + "/stat");
+  return std::stoi(r->String(0, 0));
+}
+
+// Minor page faults of process `pid` so far (/proc/<pid>/stat, field 10; the server runs on this
+// machine), or -1 after a failed expectation.
+long MinorFaults(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::istringstream fields(stat.substr(stat.rfind(')') + 1));  // the name may hold spaces
   std::string field;
   for (int i = 3; i <= 10; ++i) fields >> field;  // fields 3 (state) .. 10 (minflt)
   if (!fields || field.empty()) {
-    ADD_FAILURE() << "no page fault count in /proc/" << r->String(0, 0) << "/stat: " << stat;
+    ADD_FAILURE() << "no page fault count in /proc/" << pid << "/stat: " << stat;
     return -1;
   }
   return std::stol(field);
@@ -363,16 +368,17 @@ TEST_F(CollectorsTest, TheExportersBackendFaultsInNoMemoryPollAfterPoll) {
     const PollPlan plan = Plan(conn, true);
     StatementBatch batch;
     for (const Collector* c : Collectors()) c->Plan(plan, &batch);
+    const int pid = BackendPid(conn);
     constexpr int kPolls = 5;
     long before = 0;
     for (int i = 0; i < 2 + kPolls; ++i) {
-      if (i == 2) before = MinorFaultsOfBackend(conn);
+      if (i == 2) before = MinorFaults(pid);
       PollData data;
       const Status polled = RunAndParse(conn, plan, batch, &data);
       EXPECT_TRUE(polled.ok()) << polled.message();
       EXPECT_GE(data.locks.size(), 15000u);
     }
-    return (MinorFaultsOfBackend(conn) - before) / kPolls;
+    return (MinorFaults(pid) - before) / kPolls;
   };
   const long plain = faults_a_poll(*conn_);  // the same statements, without the session's setup
   const long exporter = faults_a_poll(*exporters);
