@@ -9,7 +9,7 @@
 #                                   manual pages and translations are left out, the licenses
 #                                   (/usr/share/doc/*/copyright) kept. Downloaded packages are kept
 #                                   in $PGLOCK_CONTAINER_CACHE (default
-#                                   /var/cache/pglock_exporter-container) for the next build.
+#                                   /var/cache/pglock_exporter/container) for the next build.
 #   rootfs_finish DIR               removes apt's and dpkg's leftovers and writes ld.so.cache.
 #   image_commit DIR ARCHIVE NAME BUILDAH_CONFIG_ARG...
 #                                   makes an image of one layer, DIR as it is (owners and modes
@@ -29,7 +29,7 @@ rootfs_apt_sources() {
 rootfs_extract() {
   local dir=$1
   shift
-  local cache=${PGLOCK_CONTAINER_CACHE:-/var/cache/pglock_exporter-container}/debs
+  local cache=${PGLOCK_CONTAINER_CACHE:-/var/cache/pglock_exporter/container}/debs
   local sources
   mapfile -t sources < <(rootfs_apt_sources)
   ((${#sources[@]})) || { echo "rootfs: no apt sources on this machine" >&2; return 1; }
