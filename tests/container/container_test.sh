@@ -83,6 +83,10 @@ grep -q '^CapEff:[[:space:]]*0*$' "/proc/$pid/status" || fail "the exporter has 
   fail "the root filesystem is writable"
 note "running as uid $ruid, no capabilities, read-only root; pglock_up 1"
 
+# What the resources in packaging/kubernetes rest on, at this small load (docs/kubernetes.md).
+read -r _ _ _ _ _ _ _ _ _ _ _ utime stime _ < <(cut -d')' -f2- "/proc/$pid/stat")
+note "resident $(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status") kB (peak $(awk '/^VmHWM/ { print $2 }' \
+  "/proc/$pid/status") kB), CPU $(((utime + stime) * 1000 / $(getconf CLK_TCK))) ms since start"
 promtool check metrics <"$work/metrics" || fail "promtool check metrics"
 note "promtool check metrics: ok ($(grep -vc '^#' "$work/metrics") samples)"
 code=$(curl -s -o "$work/locks.html" -w '%{http_code}' "$url/locks")
