@@ -10,7 +10,6 @@
 # $PGLOCK_IMAGE_DIR, default BUILD_DIR/container, unless an archive newer than the binary is there)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-root=$(pwd)
 build_dir=$(cd "${1:-build}" && pwd)
 uid=65532
 
@@ -90,7 +89,7 @@ note "resident $(awk '/^VmRSS/ { print $2 }' "/proc/$pid/status") kB (peak $(awk
 promtool check metrics <"$work/metrics" || fail "promtool check metrics"
 note "promtool check metrics: ok ($(grep -vc '^#' "$work/metrics") samples)"
 code=$(curl -s -o "$work/locks.html" -w '%{http_code}' "$url/locks")
-[[ $code == 200 ]] && grep -qi '<html' "$work/locks.html" || fail "/locks answered $code"
+if [[ $code != 200 ]] || ! grep -qi '<html' "$work/locks.html"; then fail "/locks answered $code"; fi
 note "/locks: 200"
 podman logs exporter >"$work/exporter.log" 2>&1
 ! grep -q "$password" "$work/metrics" "$work/locks.html" "$work/exporter.log" ||

@@ -50,7 +50,8 @@ for dir in packaging/kubernetes/base packaging/kubernetes/overlays/*/; do
   for f in dashboards/*.json; do
     grep -q "^  ${f##*/}: |" "$work/$name.yaml" || fail "$dir: no ConfigMap holds $f"
   done
-  [[ $(grep -c '^    grafana_dashboard: "1"$' "$work/$name.yaml") == "$(ls dashboards/*.json | wc -l)" ]] ||
+  dashboards=(dashboards/*.json)
+  [[ $(grep -c '^    grafana_dashboard: "1"$' "$work/$name.yaml") == "${#dashboards[@]}" ]] ||
     fail "$dir: not every dashboard ConfigMap is labelled grafana_dashboard: \"1\""
 done
 # The groups are equal in every render (checked above): the rules' own tests, run once on them.
