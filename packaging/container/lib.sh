@@ -10,6 +10,11 @@
 #                                   (/usr/share/doc/*/copyright) kept. Downloaded packages are kept
 #                                   in $PGLOCK_CONTAINER_CACHE (default
 #                                   /var/cache/pglock_exporter/container) for the next build.
+#   rootfs_installed DIR PACKAGE... copies the files of PACKAGE..., installed on this machine, and
+#                                   of the installed packages that ship the libraries their
+#                                   programs load (ldd), into DIR (merged /usr); no download. For
+#                                   test images of packages the test machine has anyway; the
+#                                   caller runs a program of DIR in a chroot to prove it complete.
 #   rootfs_finish DIR               removes apt's and dpkg's leftovers and writes ld.so.cache.
 #   image_commit DIR ARCHIVE NAME BUILDAH_CONFIG_ARG...
 #                                   makes an image of one layer, DIR as it is (owners and modes
@@ -42,6 +47,36 @@ rootfs_extract() {
     --setup-hook="mkdir -p \"\$1/var/cache/apt/archives\" && cp '$cache'/*.deb \"\$1/var/cache/apt/archives/\" 2>/dev/null || true" \
     --extract-hook="cp -n \"\$1\"/var/cache/apt/archives/*.deb '$cache'/ 2>/dev/null || true" \
     bookworm "$dir" "${sources[@]}"
+}
+
+rootfs_installed() {
+  local dir=$1
+  shift
+  local d pkg
+  for d in bin sbin lib lib64; do
+    mkdir -p "$dir/usr/$d"
+    ln -s "usr/$d" "$dir/$d"
+  done
+  mkdir -p "$dir/etc" "$dir/var" "$dir/tmp"
+  chmod 1777 "$dir/tmp"
+  local -A pkgs=()
+  for pkg in "$@"; do pkgs[$pkg]=1; done
+  # The libraries the packages' programs and modules load (ldd of their executables and shared
+  # objects), and the packages that ship them, in one look-up: on a merged /usr a library found
+  # in /lib may be listed under /usr/lib, and the other way round, so both are asked.
+  local libs
+  mapfile -t libs < <(dpkg-query -L "$@" | grep -E '/s?bin/[^/]+$|\.so(\.[0-9.]+)?$' |
+    xargs -r -d '\n' ldd 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && NF > 1 { print $1 }' |
+    sed -E 's|^/usr/lib/|/lib/|' | sort -u)
+  while read -r pkg; do pkgs[$pkg]=1; done < <(
+    dpkg-query -S "${libs[@]}" "${libs[@]/#\/lib\//\/usr\/lib\/}" 2>/dev/null | sed 's/:.*//' | tr ',' '\n' |
+      sed 's/^ *//' | sort -u)
+  # Every file and link of those packages but documentation, in one tar stream.
+  dpkg-query -L "${!pkgs[@]}" | sort -u |
+    grep -v -E '^/usr/share/(man|locale|info|lintian)/|^/usr/share/doc/.*/[^c][^/]*$' |
+    while read -r f; do if [[ -L $f || (-e $f && ! -d $f) ]]; then printf '%s\n' "${f#/}"; fi; done >"$dir.files"
+  tar -C / --no-recursion -cf - -T "$dir.files" | tar -C "$dir" -xf -
+  rm -f "$dir.files"
 }
 
 rootfs_finish() {
