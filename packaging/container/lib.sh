@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # A root filesystem made of Debian 12 packages, for the images of packaging/container/build.sh and
-# tests/container/postgres_image.sh: no base image is pulled, the packages come from this
-# machine's own apt sources. Sourced; needs root (mmdebstrap --mode=root) and mmdebstrap.
+# tests/container/postgres_image.sh: no base image is pulled; the packages come from this
+# machine's own apt sources, or as it has them installed. Sourced; needs root, mmdebstrap and
+# buildah.
 #
 #   rootfs_extract DIR PACKAGE...   unpacks PACKAGE... and their hard dependencies into DIR with
 #                                   mmdebstrap's extract variant: files only, no maintainer script
