@@ -7,6 +7,7 @@
 # report the loss with evidence "log" (the server's own word, read from the shared volume) and
 # the takeover. Every runbook link of the PrometheusRule must answer on the played exporter, and
 # with the server stopped the probes' endpoints must stay 200 while pglock_up turns 0.
+# What podman 4.3 runs differently from Kubernetes is adapted by tests/container/podman_compat.py.
 # podman kube play --down and the storage's removal end it, pass or fail.
 # Usage: tests/container/kube_play_test.sh [BUILD_DIR]   (images as in container_test.sh)
 set -euo pipefail
