@@ -13,7 +13,10 @@ runtime_pkgs=(postgresql-15 postgresql-client-15 prometheus prometheus-alertmana
 extra_pkgs=()
 case $purpose in
   build) runtime_pkgs=() ;;
-  test) extra_pkgs=(chromium) ;;  # tests/e2e/locks_page.sh: /locks in a real browser
+  # chromium: tests/e2e/locks_page.sh, /locks in a real browser; podman and the rest: the image
+  # (packaging/container/build.sh) and tests/container/, which also need kubectl (with
+  # kustomize), a package of the machine image that Debian does not have.
+  test) extra_pkgs=(chromium podman buildah runc catatonit mmdebstrap uidmap) ;;
   demo) ;;
   bench) extra_pkgs=(wrk prometheus-postgres-exporter time) ;;
   *) echo "usage: $0 [build|test|demo|bench]" >&2; exit 2 ;;

@@ -3,7 +3,8 @@
 # unit tests, integration tests against real PostgreSQL servers started in temporary directories
 # (Debian's 15, then 14, 16, 17, 18, 12 and 13: tests/matrix/run.sh), the end-to-end tests of the
 # binary, the alert rule tests (promtool), the dashboard checks, the metric name check (code vs
-# alerts, dashboards and README) and the Debian package test.
+# alerts, dashboards and README), the Debian package test, and the container image and the
+# Kubernetes manifests under podman.
 # Two builds of one code base: a release build (g++) that every test and the package use, and one
 # clang build with AddressSanitizer and UndefinedBehaviorSanitizer that runs the unit and
 # integration tests again and serves the fuzz targets. The clang build compiles at the lowest CPU
@@ -87,6 +88,15 @@ done
 
 step "package: cpack -G DEB, dpkg -i, the installed exporter, dpkg --purge"
 tests/package/package_test.sh build
+
+step "Kubernetes manifests: kubectl kustomize, schemas, promtool (tests/container/manifests_test.sh)"
+tests/container/manifests_test.sh
+# The images are built once (packaging/container/build.sh, into build/container) by the first test
+# that needs them; the next reuses them.
+step "container: the image under podman (tests/container/container_test.sh)"
+tests/container/container_test.sh build
+step "container: the sidecar overlay under podman kube play (tests/container/kube_play_test.sh)"
+tests/container/kube_play_test.sh build
 
 if ((quick == 0)); then
   step "sanitizer and fuzz build: waiting for it"
