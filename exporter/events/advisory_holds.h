@@ -114,6 +114,8 @@ struct HoldEvidence {
   // The log is readable and may still show the session's end (not read through since the hold
   // started to wait for it, and for less than kMaxLogWaitSeconds).
   bool log_awaited = false;
+  // The log shows its disconnection line and no cause: session_end, if any, is the counters'.
+  bool no_cause = false;
 };
 
 struct HoldTransition {
@@ -142,6 +144,11 @@ struct WaitingHold {
   EndEvidence counters_evidence = EndEvidence::kCounters;
   uint64_t log_reads_at_wait = 0;
   double log_wait_since = 0;
+  // Its database's share of the interval its session ended in (null: no log, or not gone yet),
+  // and the abandoned ends a later read of the counters gave it (Settle): JudgeNoCauseEnd's input
+  // when the log shows no cause.
+  std::shared_ptr<const AbandonedShare> share;
+  int64_t late_abandoned = 0;
 };
 
 struct LostKey {
@@ -215,8 +222,13 @@ class AdvisoryHolds {
   // The kAwaitingLog holds whose session's end the log shows now, or whose wait is over, end.
   void JudgeAwaitingLog(double now, const LockNames* names, Counters* counters,
                         std::vector<Event>* events);
-  // The log's word on `session`, as the evidence of a judgement; false when it has none.
+  // The log's final word on `session` (a cause it wrote), as the evidence of a judgement; false
+  // when it has none. A disconnection line with no cause is not final: e->no_cause.
   bool AskLog(const SessionId& session, HoldEvidence* e) const;
+  // How a hold whose log shows no cause ended (REQUIRES: d in kAwaitingLog, log_ set): a clean
+  // close at once when no abandoned end was counted; else, once the log was read through twice
+  // since the wait started (or kMaxLogWaitSeconds passed), JudgeNoCauseEnd. nullopt: wait.
+  std::optional<HoldTransition> NoCauseVerdict(const WaitingHold& d, double now) const;
   // Takes out of *late, the ends counted since the poll that judged the `settling` holds, those
   // that belong to other sessions: one end for each kBackendEnding session, and a fatal end for
   // each session that ends as a timeout would by the reservation horizon (when the second read

@@ -167,6 +167,10 @@ class FakeLog : public SessionEndLog {
   }
   bool readable() const override { return true; }
   uint64_t reads_through() const override { return 0; }
+  std::vector<LoggedSessionEnd> EndsLoggedBetween(const std::string&, double,
+                                                  double) const override {
+    return {};
+  }
   std::map<SessionId, HoldEnd> ends;
 };
 
