@@ -4,13 +4,18 @@
 // apart. Each holder is a psql process of its own, killed with SIGKILL or closed cleanly (its input
 // closed: it sends Terminate). Two pollers watch in lockstep, one reading the log and one without
 // it. The holders use a database of their own, so that the test's other sessions (each a clean
-// close of `postgres`) share no interval's ends with them.
+// close of `postgres`) share no interval's ends with them. The same with the real lock libraries
+// from npm (advisory-lock 2.0.0, node-pg-migrate 9.0.0: scripts/lib/lock_libraries.sh installs
+// them into a cache), each holder a node process (tests/integration/npm/holder.js) killed with
+// SIGKILL, ended with process.exit() without unlocking, or unlocking and closing cleanly.
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cctype>
 #include <cstdio>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "exporter/poll/poller.h"
 #include "tests/support/client_process.h"
@@ -68,6 +73,60 @@ class PsqlHolder {
 
  private:
   ClientProcess psql_;
+  int pid_ = 0;
+};
+
+// The node_modules of the lock libraries, installed by scripts/lib/lock_libraries.sh ("" when it
+// failed: its error is on stderr).
+std::string LockLibrariesPath() {
+  static const std::string path = [] {
+    FILE* p = popen(PGLOCK_SOURCE_DIR "/scripts/lib/lock_libraries.sh", "r");
+    if (p == nullptr) return std::string();
+    char line[4096] = {};
+    const bool read = std::fgets(line, sizeof line, p) != nullptr;
+    const int status = pclose(p);
+    std::string out = read && status == 0 ? line : "";
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  }();
+  return path;
+}
+
+// A node process holding an advisory lock in kDb with `library`, idle outside a transaction.
+class LibraryHolder {
+ public:
+  LibraryHolder(const std::string& library, const std::string& app)
+      : node_({"node", PGLOCK_SOURCE_DIR "/tests/integration/npm/holder.js", library,
+               "postgresql://postgres@127.0.0.1:" + std::to_string(Pg().port()) + "/" + kDb +
+                   "?application_name=" + app},
+              {"NODE_PATH=" + LockLibrariesPath()}) {
+    WaitFor(20, [&] {
+      const std::string out = node_.Output();
+      const size_t at = out.find("held ");
+      if (at == std::string::npos || out.find('\n', at) == std::string::npos) return false;
+      key_ = out.substr(at + 5, out.find('\n', at) - at - 5);
+      return true;
+    });
+    const std::string pid = Pg().Scalar(
+        "SELECT a.pid FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid WHERE "
+        "l.locktype = 'advisory' AND l.granted AND a.application_name = '" +
+        app + "'");
+    if (!key_.empty() && !pid.empty()) pid_ = std::stoi(pid);
+  }
+  int pid() const { return pid_; }
+  // The key as pg_advisory_lock takes it.
+  const std::string& key() const { return key_; }
+  testing::ClientProcess& process() { return node_; }
+  bool WaitGone() const {
+    return WaitFor(10, [&] {
+      return Pg().Scalar("SELECT count(*) FROM pg_stat_activity WHERE pid = " +
+                         std::to_string(pid_)) == "0";
+    });
+  }
+
+ private:
+  testing::ClientProcess node_;
+  std::string key_;
   int pid_ = 0;
 };
 
@@ -207,6 +266,71 @@ TEST_F(VanishedClients, OneKilledAndOneClosedInOneIntervalAreUndetermined) {
     ExpectEnd(log, EventKind::kLockLost, EventCause::kUndetermined, EndEvidence::kLogAndCounters);
   }
 }
+
+// How a test ends a library's holder.
+enum class HolderEnd { kSigkill, kProcessExit, kUnlock };
+
+const char* HolderEndName(HolderEnd end) {
+  switch (end) {
+    case HolderEnd::kSigkill:
+      return "SIGKILL";
+    case HolderEnd::kProcessExit:
+      return "process.exit()";
+    case HolderEnd::kUnlock:
+      return "unlock and close";
+  }
+  return "";
+}
+
+class LockLibraries : public VanishedClients,
+                      public ::testing::WithParamInterface<std::tuple<const char*, HolderEnd>> {};
+
+TEST_P(LockLibraries, AHolderEndedWhileIdle) {
+  const auto [library, how] = GetParam();
+  ASSERT_FALSE(LockLibrariesPath().empty()) << "scripts/lib/lock_libraries.sh failed";
+  LibraryHolder holder(library, std::string("npm-") + library);
+  ASSERT_NE(holder.pid(), 0) << holder.process().Output();
+  PollBoth();
+  if (how == HolderEnd::kSigkill) {
+    holder.process().Kill(SIGKILL);
+  } else {
+    holder.process().Write(how == HolderEnd::kProcessExit ? "exit\n" : "finish\n");
+    ASSERT_EQ(holder.process().Wait(10), 0) << holder.process().Output();
+  }
+  ASSERT_TRUE(holder.WaitGone());
+  TestSession next(Pg().Dsn(kDb) + " application_name=npm-next");
+  next.Query("SELECT pg_advisory_lock(" + holder.key() + ")");
+  ASSERT_TRUE(PollUntilJudged({holder.pid()}));
+  const Ended log = EndedOf(*with_log_, holder.pid());
+  const Ended counters = EndedOf(*counters_only_, holder.pid());
+  std::printf("%s, %s while idle: %s; %s\n", library, HolderEndName(how),
+              Describe("with the log", log).c_str(), Describe("counters alone", counters).c_str());
+  const bool lost = how != HolderEnd::kUnlock;
+  ExpectEnd(log, lost ? EventKind::kLockLost : EventKind::kLockReleased,
+            lost ? EventCause::kConnectionLost : EventCause::kSessionClosed,
+            EndEvidence::kLogAndCounters);
+  ExpectEnd(counters, lost ? EventKind::kLockLost : EventKind::kLockReleased,
+            lost ? EventCause::kConnectionLost : EventCause::kSessionClosed,
+            EndEvidence::kCounters);
+  for (const Ended* e : {&log, &counters}) {
+    ASSERT_NE(e->next_holder, nullptr);
+    EXPECT_EQ(e->next_holder->kind, lost ? EventKind::kLockTakeover : EventKind::kLockHandover);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RealLibraries, LockLibraries,
+                         ::testing::Combine(::testing::Values("advisory-lock", "node-pg-migrate"),
+                                            ::testing::Values(HolderEnd::kSigkill,
+                                                              HolderEnd::kProcessExit,
+                                                              HolderEnd::kUnlock)),
+                         [](const auto& info) {
+                           std::string name = std::string(std::get<0>(info.param)) + "_" +
+                                              HolderEndName(std::get<1>(info.param));
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace pglock
