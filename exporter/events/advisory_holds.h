@@ -22,11 +22,17 @@
 //             --none counted, or no second read -------------------------------> kEnded
 //                                                                        (session_closed)
 //   With the server's log read (SessionEndLog), its word comes first and ends the hold at once,
-//   from any state: a session whose end the log shows (its FATAL line, or its disconnection line
-//   and no FATAL) takes that cause, evidence "log". A hold that would end on the counters' word
-//   while the log is readable but has not shown its session's end waits for it instead:
+//   from any state: a session whose FATAL (or lost-connection) line the log shows takes that
+//   cause, evidence "log". A hold that would end on the counters' word while the log is readable
+//   but has not shown its session's end waits for it instead, and so does one whose log shows
+//   only its disconnection line (no cause: a clean close or a vanished client):
 //     any state --ends on the counters' word, log readable--> kAwaitingLog
-//   kAwaitingLog --the log shows the end------------------------------------> kEnded (log's cause)
+//   kAwaitingLog --the log shows a cause------------------------------------> kEnded (log's cause)
+//                --the log shows no cause, nothing abandoned in its database
+//                  over its interval---------------------> kEnded (session_closed, log+counters)
+//                --the log shows no cause, abandoned ends counted, read through
+//                  twice since or kMaxLogWaitSeconds passed--> kEnded (JudgeNoCauseEnd:
+//                                 connection_lost or undetermined, log+counters)
 //                --read through again since, or kMaxLogWaitSeconds passed---> kEnded (the counters'
 //                                                                             cause, kept)
 //   kEnded, exclusive, another session holds the key: released -> hand-over; lost -> takeover
@@ -60,7 +66,10 @@
 //   - the log's word: the backend writes its FATAL line (with its SQLSTATE) before it releases
 //     its locks, and its disconnection line after; both carry its session id (backend start and
 //     pid). Nothing but the end of that very session writes them: no race with other sessions of
-//     its database, no inference. A clean close is a loss only if the log shows a FATAL for it.
+//     its database, no inference. The disconnection line alone proves no clean close: a client
+//     gone outside a transaction has its EOF logged at DEBUG1 only. It is a loss when its
+//     database's abandoned ends over the interval are as many as its no-cause ends (one: its
+//     own), undetermined when fewer, a release when none (session_ends.h, JudgeNoCauseEnd).
 //   - kAwaitingLog: waiting adds nothing but time; it ends on the log's word or, failing it, on
 //     the cause the counters gave when it started to wait (evidence "counters").
 //   - kSettling: a backend counts its end, then leaves pg_stat_activity; a poll reads the counters

@@ -267,6 +267,30 @@ bool TakeLoggedEnd(HoldEnd end, SessionEndDeltas* deltas) {
   return true;
 }
 
+namespace {
+
+// The log's word on a gone session: a cause takes its counted end (one counted while it was
+// listed, `listed`, first), so that the counters explain the other sessions only. No cause (its
+// disconnection line alone): a clean close or a vanished client; a holder takes an abandoned end
+// for now, and JudgeNoCauseEnd decides against its database's share.
+void TakeLogsWord(HoldEnd logged, const SessionId& sid, bool holder, bool ending, bool deltas_known,
+                  SessionEndDeltas* listed, SessionEndDeltas* deltas, EndJudgement* out) {
+  if (logged == HoldEnd::kCleanClose) {
+    if (!holder) return;
+    out->causes[sid] =
+        ClaimAbandoned(ending && listed->abandoned > 0 ? listed : deltas, deltas_known);
+    out->no_cause.insert(sid);
+    return;
+  }
+  if (!ending || !TakeLoggedEnd(logged, listed)) TakeLoggedEnd(logged, deltas);
+  if (holder) {
+    out->causes[sid] = logged;
+    out->logged.insert(sid);
+  }
+}
+
+}  // namespace
+
 EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingSessions& waiting,
                        const std::map<uint32_t, SessionEndDeltas>& settled, Sightings* sightings,
                        const SessionEndLog* log) {
@@ -290,33 +314,10 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingS
     SessionSighting& seen = entry->second;
     const std::optional<HoldEnd> timeout = TimeoutMatch(seen, cur.now, prev);
     const bool holder = parties.holders.count(sid) != 0;
-    const std::optional<HoldEnd> logged = log ? log->EndOf(sid) : std::nullopt;
-    if (logged == HoldEnd::kCleanClose) {
-      // No cause in the log: a clean close or a vanished client. A holder takes an abandoned end
-      // for now; JudgeNoCauseEnd decides against the database's share.
+    if (const std::optional<HoldEnd> logged = log ? log->EndOf(sid) : std::nullopt) {
       seen.awaiting_end.reset();
-      if (holder) {
-        SessionEndDeltas& own =
-            waiting.ending.count(sid) != 0 && counted_while_listed[seen.datid].abandoned > 0
-                ? counted_while_listed[seen.datid]
-                : deltas[seen.datid];
-        out.causes[sid] = ClaimAbandoned(&own, deltas_known);
-        out.no_cause.insert(sid);
-      }
-      continue;
-    }
-    if (logged) {
-      // The log's word; its counted end (one counted while it was listed first) is no longer
-      // there to explain anyone else's.
-      if (waiting.ending.count(sid) == 0 ||
-          !TakeLoggedEnd(*logged, &counted_while_listed[seen.datid])) {
-        TakeLoggedEnd(*logged, &deltas[seen.datid]);
-      }
-      seen.awaiting_end.reset();
-      if (holder) {
-        out.causes[sid] = *logged;
-        out.logged.insert(sid);
-      }
+      TakeLogsWord(*logged, sid, holder, waiting.ending.count(sid) != 0, deltas_known,
+                   &counted_while_listed[seen.datid], &deltas[seen.datid], &out);
       continue;
     }
     if (waiting.ending.count(sid) != 0) {
