@@ -15,7 +15,7 @@ versions=${PGLOCK_PG_VERSIONS:-14 16 17 18 12 13}
 # fidelity_test (75 s of real-time job patterns) runs on 15 only, in the main ctest pass: times six
 # it would cost more CI time than every other matrix test together. standby_test runs on 15 only:
 # the npm packages ship initdb, pg_ctl and postgres, not pg_basebackup.
-tests='^integration\.(lock_health_test|events_test|hardening_test|app_keys_test|lock_table_test|registry_test|server_log_test|logged_locks_test|timeline_test)$'
+tests='^integration\.(lock_health_test|events_test|hardening_test|app_keys_test|lock_table_test|registry_test|server_log_test|logged_locks_test|timeline_test|vanished_clients_test)$'
 failed=()
 for major in $versions; do
   start=$(date +%s)
