@@ -41,6 +41,12 @@ bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_
 
 using LostKeys = std::map<AdvisoryKey, LostKey>;
 
+// The share of `datid` in the interval `ended` judged (null: none, the log is not read).
+std::shared_ptr<const AbandonedShare> ShareOf(const EndJudgement& ended, uint32_t datid) {
+  const auto it = ended.shares.find(datid);
+  return it == ended.shares.end() ? nullptr : it->second;
+}
+
 // True when `session`, whose lock held at the previous inventory is gone now, is still listed and
 // ran no statement in between (same state, same state_change): nothing the client sent released
 // the lock, so the backend is ending (it releases its locks before it counts its end and leaves
@@ -374,8 +380,13 @@ void AdvisoryHolds::JudgeWaitingHolds(const JudgedInterval& in, const EndJudgeme
       e.session_end = it == ended.causes.end() ? HoldEnd::kCleanClose : it->second;
       e.evidence = ended.logged.count(d.session) != 0 ? EndEvidence::kLog : ended.unlogged_evidence;
       e.log_awaited = e.evidence != EndEvidence::kLog && log_ != nullptr && log_->readable();
-    } else {
-      AskLog(d.session, &e);  // still listed: the log may show that it is ending
+      d.share = ShareOf(ended, d.key.datid);
+    } else if (!AskLog(d.session, &e) && e.no_cause && d.state == HoldState::kBackendEnding &&
+               in.cur.now - d.held_at < kMaxLogWaitSeconds) {
+      // Still listed though its disconnection line is read (the poll's snapshot came first): it
+      // is gone by the next judgement, which shares out its database's abandoned ends.
+      waiting_.push_back(std::move(d));
+      continue;
     }
     // The key's next holder: who had it when the hold started to wait, else who has it now.
     if (!in.restarted) in.NoteTaker(&d);
@@ -430,6 +441,7 @@ void AdvisoryHolds::JudgeHeldHold(const JudgedInterval& in, const EndJudgement& 
     return;
   }
   WaitingHold d = in.Waiting(key, h, t.to);
+  if (ended.causes.count(h.session) != 0) d.share = ShareOf(ended, key.datid);
   in.NoteTaker(&d);
   if (h.exclusive) waiting_keys->insert(key);
   if (t.to == HoldState::kAwaitingLog) {
@@ -462,7 +474,8 @@ void AdvisoryHolds::CountEnded(const JudgedInterval& in, const AdvisoryKey& key,
   } else {
     counters->losses[{db, lock, HoldEndLabel(end)}] += 1;
     e.kind = EventKind::kLockLost;
-    if (h.exclusive) lost_keys_[key] = {h.session.first, h.session.second, in.prev.now, e.previous};
+    if (h.exclusive && MakesTakeover(end))
+      lost_keys_[key] = {h.session.first, h.session.second, in.prev.now, e.previous};
   }
   if (events != nullptr) events->push_back(std::move(e));
 }
@@ -490,11 +503,12 @@ void AdvisoryHolds::CountEndedAfterWait(const WaitingHold& d, const HoldTransiti
   }
   if (!d.exclusive) return;
   if (!next) {
-    if (lost) lost_keys_[d.key] = {d.session.first, d.session.second, d.held_at, d.holder};
+    if (MakesTakeover(end))
+      lost_keys_[d.key] = {d.session.first, d.session.second, d.held_at, d.holder};
     return;
   }
   e.current = *next;
-  CountNextHolder(lost, std::move(e), lock, counters, events);
+  CountNextHolder(MakesTakeover(end), std::move(e), lock, counters, events);
 }
 
 }  // namespace pglock

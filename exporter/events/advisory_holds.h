@@ -22,11 +22,17 @@
 //             --none counted, or no second read -------------------------------> kEnded
 //                                                                        (session_closed)
 //   With the server's log read (SessionEndLog), its word comes first and ends the hold at once,
-//   from any state: a session whose end the log shows (its FATAL line, or its disconnection line
-//   and no FATAL) takes that cause, evidence "log". A hold that would end on the counters' word
-//   while the log is readable but has not shown its session's end waits for it instead:
+//   from any state: a session whose FATAL (or lost-connection) line the log shows takes that
+//   cause, evidence "log". A hold that would end on the counters' word while the log is readable
+//   but has not shown its session's end waits for it instead, and so does one whose log shows
+//   only its disconnection line (no cause: a clean close or a vanished client):
 //     any state --ends on the counters' word, log readable--> kAwaitingLog
-//   kAwaitingLog --the log shows the end------------------------------------> kEnded (log's cause)
+//   kAwaitingLog --the log shows a cause------------------------------------> kEnded (log's cause)
+//                --the log shows no cause, nothing abandoned in its database
+//                  over its interval---------------------> kEnded (session_closed, log+counters)
+//                --the log shows no cause, abandoned ends counted, read through
+//                  twice since or kMaxLogWaitSeconds passed--> kEnded (JudgeNoCauseEnd:
+//                                 connection_lost or undetermined, log+counters)
 //                --read through again since, or kMaxLogWaitSeconds passed---> kEnded (the counters'
 //                                                                             cause, kept)
 //   kEnded, exclusive, another session holds the key: released -> hand-over; lost -> takeover
@@ -60,7 +66,10 @@
 //   - the log's word: the backend writes its FATAL line (with its SQLSTATE) before it releases
 //     its locks, and its disconnection line after; both carry its session id (backend start and
 //     pid). Nothing but the end of that very session writes them: no race with other sessions of
-//     its database, no inference. A clean close is a loss only if the log shows a FATAL for it.
+//     its database, no inference. The disconnection line alone proves no clean close: a client
+//     gone outside a transaction has its EOF logged at DEBUG1 only. It is a loss when its
+//     database's abandoned ends over the interval are as many as its no-cause ends (one: its
+//     own), undetermined when fewer, a release when none (session_ends.h, JudgeNoCauseEnd).
 //   - kAwaitingLog: waiting adds nothing but time; it ends on the log's word or, failing it, on
 //     the cause the counters gave when it started to wait (evidence "counters").
 //   - kSettling: a backend counts its end, then leaves pg_stat_activity; a poll reads the counters
@@ -114,6 +123,8 @@ struct HoldEvidence {
   // The log is readable and may still show the session's end (not read through since the hold
   // started to wait for it, and for less than kMaxLogWaitSeconds).
   bool log_awaited = false;
+  // The log shows its disconnection line and no cause: session_end, if any, is the counters'.
+  bool no_cause = false;
 };
 
 struct HoldTransition {
@@ -142,6 +153,11 @@ struct WaitingHold {
   EndEvidence counters_evidence = EndEvidence::kCounters;
   uint64_t log_reads_at_wait = 0;
   double log_wait_since = 0;
+  // Its database's share of the interval its session ended in (null: no log, or not gone yet),
+  // and the abandoned ends a later read of the counters gave it (Settle): JudgeNoCauseEnd's input
+  // when the log shows no cause.
+  std::shared_ptr<const AbandonedShare> share;
+  int64_t late_abandoned = 0;
 };
 
 struct LostKey {
@@ -215,8 +231,13 @@ class AdvisoryHolds {
   // The kAwaitingLog holds whose session's end the log shows now, or whose wait is over, end.
   void JudgeAwaitingLog(double now, const LockNames* names, Counters* counters,
                         std::vector<Event>* events);
-  // The log's word on `session`, as the evidence of a judgement; false when it has none.
+  // The log's final word on `session` (a cause it wrote), as the evidence of a judgement; false
+  // when it has none. A disconnection line with no cause is not final: e->no_cause.
   bool AskLog(const SessionId& session, HoldEvidence* e) const;
+  // How a hold whose log shows no cause ended (REQUIRES: d in kAwaitingLog, log_ set): a clean
+  // close at once when no abandoned end was counted; else, once the log was read through twice
+  // since the wait started (or kMaxLogWaitSeconds passed), JudgeNoCauseEnd. nullopt: wait.
+  std::optional<HoldTransition> NoCauseVerdict(const WaitingHold& d, double now) const;
   // Takes out of *late, the ends counted since the poll that judged the `settling` holds, those
   // that belong to other sessions: one end for each kBackendEnding session, and a fatal end for
   // each session that ends as a timeout would by the reservation horizon (when the second read

@@ -76,9 +76,33 @@ bool AdvisoryHolds::AskLog(const SessionId& session, HoldEvidence* e) const {
   if (log_ == nullptr) return false;
   const std::optional<HoldEnd> end = log_->EndOf(session);
   if (!end) return false;
+  if (*end == HoldEnd::kCleanClose) {
+    e->no_cause = true;
+    return false;
+  }
   e->session_end = end;
   e->evidence = EndEvidence::kLog;
   return true;
+}
+
+std::optional<HoldTransition> AdvisoryHolds::NoCauseVerdict(const WaitingHold& d,
+                                                            double now) const {
+  const auto ended = [](HoldEnd end, EndEvidence evidence) {
+    return HoldTransition{HoldState::kEnded, end, evidence};
+  };
+  // Not gone in a judged interval (its line read while it was still listed): the counters' word.
+  if (d.share == nullptr) return ended(d.counters_end, d.counters_evidence);
+  AbandonedShare share = *d.share;
+  share.abandoned += d.late_abandoned;
+  // Before 14 the log's line alone: no count to ask.
+  if (!share.counted) return ended(HoldEnd::kCleanClose, EndEvidence::kLog);
+  if (share.abandoned <= 0) return ended(HoldEnd::kCleanClose, EndEvidence::kLogAndCounters);
+  // The other ends of the interval, those of sessions no poll saw included, must be read first.
+  const bool read_past = log_->reads_through() >= d.log_reads_at_wait + 2;
+  if (log_->readable() && !read_past && now - d.log_wait_since < kMaxLogWaitSeconds) {
+    return std::nullopt;
+  }
+  return ended(JudgeNoCauseEnd(share, *log_), EndEvidence::kLogAndCounters);
 }
 
 void AdvisoryHolds::EndOrAwaitLog(WaitingHold d, const HoldTransition& t, double now,
@@ -93,6 +117,14 @@ void AdvisoryHolds::EndOrAwaitLog(WaitingHold d, const HoldTransition& t, double
   d.counters_evidence = t.evidence;
   d.log_reads_at_wait = log_->reads_through();
   d.log_wait_since = now;
+  HoldEvidence e;
+  if (!AskLog(d.session, &e) && e.no_cause) {
+    // No abandoned end to share: decided at once.
+    if (const std::optional<HoldTransition> v = NoCauseVerdict(d, now)) {
+      CountEndedAfterWait(d, *v, now, names, counters, events);
+      return;
+    }
+  }
   waiting_.push_back(std::move(d));
 }
 
@@ -109,7 +141,16 @@ void AdvisoryHolds::JudgeAwaitingLog(double now, const LockNames* names, Counter
       continue;
     }
     HoldEvidence e;
-    if (!AskLog(d.session, &e)) {
+    if (!AskLog(d.session, &e) && e.no_cause) {
+      const std::optional<HoldTransition> v = NoCauseVerdict(d, now);
+      if (v) {
+        CountEndedAfterWait(d, *v, now, names, counters, events);
+      } else {
+        rest.push_back(std::move(d));
+      }
+      continue;
+    }
+    if (e.evidence != EndEvidence::kLog) {
       e.session_end = d.counters_end;
       e.evidence = d.counters_evidence;
       // Read through twice since: once may have been under way when the wait started.
@@ -176,7 +217,8 @@ void AdvisoryHolds::Settle(const std::optional<std::vector<DatabaseStats>>& late
     if (AskLog(d.session, &e)) {
       TakeLoggedEnd(*e.session_end, &left);
     } else {
-      e.session_end = ClaimEnd(&left);
+      // No cause in the log: only an abandoned end can be its own.
+      e.session_end = e.no_cause ? ClaimAbandoned(&left) : ClaimEnd(&left);
       e.evidence = EndEvidence::kCounters;
       e.log_awaited = log_ != nullptr && log_->readable();
     }
@@ -186,6 +228,7 @@ void AdvisoryHolds::Settle(const std::optional<std::vector<DatabaseStats>>& late
     claimed.abandoned += before.abandoned - left.abandoned;
   }
   for (WaitingHold& d : holds) {
+    if (causes[d.session].session_end == HoldEnd::kConnectionLost) d.late_abandoned = 1;
     const HoldTransition t = NextHoldState(HoldState::kSettling, causes[d.session]);
     EndOrAwaitLog(std::move(d), t, settle_.now, names, counters, events);
   }

@@ -155,8 +155,24 @@ std::optional<EpisodeEnd> BlockingEpisodeTracker::RootEnded(const PollData& data
     delta->second.sessions_killed = d.killed;
     delta->second.sessions_abandoned = d.abandoned;
   };
+  if (log_ != nullptr && !e->share) {
+    AbandonedShare share;
+    share.datid = last.datid;
+    share.datname = last.datname;
+    share.from = e->last_seen_at;
+    share.counted = data.database_stats.has_value();
+    share.abandoned = d.abandoned;
+    share.gone = {{last.pid, last.backend_start}};
+    e->share = std::move(share);
+  }
   // The server's log first: the root's own end, with its SQLSTATE.
-  if (const auto logged = log_ ? log_->EndOf({last.pid, last.backend_start}) : std::nullopt) {
+  const auto logged = log_ ? log_->EndOf({last.pid, last.backend_start}) : std::nullopt;
+  if (logged == HoldEnd::kCleanClose) {
+    std::optional<EpisodeEnd> end = NoCauseRootEnded(data, e, &d);
+    keep_rest();
+    return end;
+  }
+  if (logged) {
     TakeLoggedEnd(*logged, &d);
     keep_rest();
     return EpisodeEnd{EpisodeOutcome::kRootEnded, CauseOf(*logged), EndEvidence::kLog};
@@ -184,6 +200,23 @@ std::optional<EpisodeEnd> BlockingEpisodeTracker::RootEnded(const PollData& data
       return std::nullopt;
     }
   }
+  return EpisodeEnd{EpisodeOutcome::kRootEnded, CauseOf(end), evidence};
+}
+
+std::optional<EpisodeEnd> BlockingEpisodeTracker::NoCauseRootEnded(const PollData& data, Episode* e,
+                                                                   SessionEndDeltas* d) {
+  AbandonedShare& share = *e->share;
+  share.to = data.now;
+  // A poll on, so that a count that came after the first poll's read, and the lines of the
+  // interval's other ends, are in.
+  if (e->state == EpisodeState::kBlocking) {
+    e->state = EpisodeState::kEnding;
+    return std::nullopt;
+  }
+  share.abandoned += d->abandoned;
+  const HoldEnd end = JudgeNoCauseEnd(share, *log_);
+  if (end == HoldEnd::kConnectionLost) ClaimAbandoned(d);
+  const EndEvidence evidence = share.counted ? EndEvidence::kLogAndCounters : EndEvidence::kLog;
   return EpisodeEnd{EpisodeOutcome::kRootEnded, CauseOf(end), evidence};
 }
 

@@ -14,6 +14,9 @@
 //                                                                    (root_ended, end cause)
 //   blocking --root gone, the server's log shows its end------------------> ended (root_ended,
 //                                                                  the log's cause, evidence log)
+//   blocking --root gone, the log shows no cause (a disconnection line)---> ending
+//   ending --next poll: the abandoned ends of its database in both polls shared out
+//            (JudgeNoCauseEnd)----------------> ended (root_ended, that cause, log+counters)
 //   blocking --root gone, no end counted in pg_stat_database yet, or the log readable but
 //              silent on it (the counters' cause kept)--------------------> ending
 //   ending --next poll: the log shows its end---------------------------> ended (the log's cause)
@@ -41,6 +44,7 @@
 #include <vector>
 
 #include "exporter/events/event_log.h"
+#include "exporter/events/session_ends.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/session_end.h"
 #include "exporter/snapshot/snapshot.h"
@@ -76,6 +80,9 @@ struct Episode {
   std::optional<double> party_since;  // background processes and prepared transactions
   // kEnding: the counters' word on the root's end when it went there (nullopt: none yet).
   std::optional<HoldEnd> counters_end;
+  // With the log read, from the poll that first saw the root gone: its database's share of the
+  // abandoned ends, for a root whose log shows no cause (JudgeNoCauseEnd).
+  std::optional<AbandonedShare> share;
 };
 
 // How an episode ended: its outcome, the root's end cause ("" unless root_ended) and what
@@ -117,6 +124,8 @@ class BlockingEpisodeTracker {
   std::optional<EpisodeEnd> Outcome(const PollData& data, Episode* e);
   // The same for a client root whose session is gone.
   std::optional<EpisodeEnd> RootEnded(const PollData& data, Episode* e);
+  // The same for a root whose log shows no cause; `d` the ends of its database this poll left.
+  std::optional<EpisodeEnd> NoCauseRootEnded(const PollData& data, Episode* e, SessionEndDeltas* d);
   void End(const PollData& data, const Episode& e, const EpisodeEnd& end, Counters* counters,
            std::vector<Event>* events) const;
   void CountDeadlocks(const PollData& data, Counters* counters);

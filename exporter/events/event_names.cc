@@ -23,7 +23,7 @@ constexpr std::array<EventKindInfo, 14> kKinds = {{
     {EventKind::kLockTimeout, "lock_timeout", true, false},
 }};
 
-constexpr std::array<EventCause, 12> kCauses = {EventCause::kUnlocked,
+constexpr std::array<EventCause, 13> kCauses = {EventCause::kUnlocked,
                                                 EventCause::kSessionClosed,
                                                 EventCause::kIdleInTransactionTimeout,
                                                 EventCause::kIdleSessionTimeout,
@@ -32,6 +32,7 @@ constexpr std::array<EventCause, 12> kCauses = {EventCause::kUnlocked,
                                                 EventCause::kConnectionLost,
                                                 EventCause::kServerRestart,
                                                 EventCause::kUnknown,
+                                                EventCause::kUndetermined,
                                                 EventCause::kLockTimeout,
                                                 EventCause::kNowaitFailed,
                                                 EventCause::kLockNotAvailable};
@@ -83,6 +84,8 @@ const char* EventCauseName(EventCause cause) {
       return HoldEndLabel(HoldEnd::kServerRestart);
     case EventCause::kUnknown:
       return HoldEndLabel(HoldEnd::kUnknown);
+    case EventCause::kUndetermined:
+      return HoldEndLabel(HoldEnd::kUndetermined);
     case EventCause::kLockTimeout:
       return "lock_timeout";
     case EventCause::kNowaitFailed:
@@ -134,6 +137,8 @@ EventCause CauseOf(HoldEnd end) {
       return EventCause::kServerRestart;
     case HoldEnd::kUnknown:
       return EventCause::kUnknown;
+    case HoldEnd::kUndetermined:
+      return EventCause::kUndetermined;
   }
   return EventCause::kUnknown;
 }

@@ -41,6 +41,7 @@ enum class EventCause : uint8_t {
   kConnectionLost,
   kServerRestart,
   kUnknown,
+  kUndetermined,      // no cause in the log, and the abandoned count cannot say whose
   kLockTimeout,       // lock_timeout (55P03)
   kNowaitFailed,      // a NOWAIT that found the lock taken
   kLockNotAvailable,  // 55P03 in a language the exporter does not read

@@ -1,6 +1,7 @@
 #include "exporter/events/session_ends.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -153,7 +154,80 @@ Gone GoneInClaimOrder(const EndParties& parties, Sightings* sightings) {
   return gone;
 }
 
+// Per database with a session gone in the interval, what JudgeNoCauseEnd needs: the abandoned
+// ends counted in it (less those settled before; plus those counted while an ending session was
+// still listed, kept for it) and every session a poll saw go.
+std::map<uint32_t, std::shared_ptr<const AbandonedShare>> SharesOf(
+    const PollData& prev, const PollData& cur, const Gone& gone, bool deltas_known,
+    const std::map<uint32_t, SessionEndDeltas>& deltas,
+    const std::map<uint32_t, SessionEndDeltas>& counted_while_listed) {
+  std::map<uint32_t, AbandonedShare> shares;
+  const PollIndex cur_index(cur), prev_index(prev);
+  for (const auto* entry : gone) {
+    const uint32_t datid = entry->second.datid;
+    auto [it, added] = shares.try_emplace(datid);
+    AbandonedShare& share = it->second;
+    share.gone.push_back(entry->first);
+    if (!added) continue;
+    share.datid = datid;
+    share.datname = cur_index.Datname(datid);
+    if (share.datname.empty()) share.datname = prev_index.Datname(datid);
+    share.from = prev.now;
+    share.to = cur.now;
+    share.counted = deltas_known;
+    if (const auto d = deltas.find(datid); d != deltas.end()) share.abandoned = d->second.abandoned;
+    if (const auto k = counted_while_listed.find(datid); k != counted_while_listed.end()) {
+      share.abandoned += k->second.abandoned;
+    }
+  }
+  std::map<uint32_t, std::shared_ptr<const AbandonedShare>> out;
+  for (auto& [datid, share] : shares) {
+    out[datid] = std::make_shared<const AbandonedShare>(std::move(share));
+  }
+  return out;
+}
+
+// The log's session key: pid and backend start in whole seconds.
+std::pair<int, int64_t> LogKey(const SessionId& s) {
+  return {s.first, static_cast<int64_t>(std::floor(s.second))};
+}
+
 }  // namespace
+
+HoldEnd ClaimAbandoned(SessionEndDeltas* deltas, bool deltas_known) {
+  if (!deltas_known || deltas->abandoned <= 0) return HoldEnd::kCleanClose;
+  --deltas->abandoned;
+  return HoldEnd::kConnectionLost;
+}
+
+HoldEnd DecideNoCauseEnd(int64_t abandoned, int64_t lost_logged, int64_t no_cause) {
+  const int64_t left = abandoned - lost_logged;
+  if (left <= 0) return HoldEnd::kCleanClose;
+  if (left == no_cause) return HoldEnd::kConnectionLost;
+  return HoldEnd::kUndetermined;
+}
+
+HoldEnd JudgeNoCauseEnd(const AbandonedShare& share, const SessionEndLog& log) {
+  if (!share.counted || share.abandoned <= 0) return HoldEnd::kCleanClose;
+  // Each session once: those a poll saw by what the log shows of them now (nothing yet counts as
+  // no cause: it may be the vanished one), then those only the log shows.
+  std::map<std::pair<int, int64_t>, std::optional<HoldEnd>> ended;
+  for (const SessionId& s : share.gone) ended[LogKey(s)] = log.EndOf(s);
+  for (const LoggedSessionEnd& e :
+       log.EndsLoggedBetween(share.datname, share.from - kLogTimeResolutionSeconds,
+                             share.to + kNoCauseLogSlackSeconds)) {
+    ended[LogKey(e.session)] = e.end;
+  }
+  int64_t lost_logged = 0, no_cause = 0;
+  for (const auto& [key, end] : ended) {
+    if (!end || *end == HoldEnd::kCleanClose) {
+      ++no_cause;
+    } else if (*end == HoldEnd::kConnectionLost) {
+      ++lost_logged;
+    }
+  }
+  return DecideNoCauseEnd(share.abandoned, lost_logged, no_cause);
+}
 
 std::map<uint32_t, SessionEndDeltas> EndDeltasBetween(const std::vector<DatabaseStats>& before,
                                                       const std::vector<DatabaseStats>& after) {
@@ -185,12 +259,37 @@ bool TakeLoggedEnd(HoldEnd end, SessionEndDeltas* deltas) {
     case HoldEnd::kStillConnected:
     case HoldEnd::kCleanClose:
     case HoldEnd::kServerRestart:
+    case HoldEnd::kUndetermined:  // never the log's word
       return false;
   }
   if (*kind <= 0) return false;
   --*kind;
   return true;
 }
+
+namespace {
+
+// The log's word on a gone session: a cause takes its counted end (one counted while it was
+// listed, `listed`, first), so that the counters explain the other sessions only. No cause (its
+// disconnection line alone): a clean close or a vanished client; a holder takes an abandoned end
+// for now, and JudgeNoCauseEnd decides against its database's share.
+void TakeLogsWord(HoldEnd logged, const SessionId& sid, bool holder, bool ending, bool deltas_known,
+                  SessionEndDeltas* listed, SessionEndDeltas* deltas, EndJudgement* out) {
+  if (logged == HoldEnd::kCleanClose) {
+    if (!holder) return;
+    out->causes[sid] =
+        ClaimAbandoned(ending && listed->abandoned > 0 ? listed : deltas, deltas_known);
+    out->no_cause.insert(sid);
+    return;
+  }
+  if (!ending || !TakeLoggedEnd(logged, listed)) TakeLoggedEnd(logged, deltas);
+  if (holder) {
+    out->causes[sid] = logged;
+    out->logged.insert(sid);
+  }
+}
+
+}  // namespace
 
 EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingSessions& waiting,
                        const std::map<uint32_t, SessionEndDeltas>& settled, Sightings* sightings,
@@ -200,29 +299,25 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingS
   const bool deltas_known = cur.database_stats.has_value() && prev.database_stats.has_value();
   out.unlogged_evidence = deltas_known ? EndEvidence::kCounters : EndEvidence::kTiming;
   std::map<uint32_t, SessionEndDeltas> deltas = EndDeltasSince(prev, cur, settled);
+  const Gone gone = GoneInClaimOrder(parties, sightings);
+  if (log != nullptr) {
+    out.shares = SharesOf(prev, cur, gone, deltas_known, deltas, waiting.counted_while_listed);
+  }
   // Those whose idle time matches a timeout claim the 'fatal' deltas first, lock holders or not: a
   // server that reaps idle sessions counts a fatal end for each, and those must not be pinned on
   // a holder that closed its session cleanly.
   std::vector<std::pair<SessionId, uint32_t>> undecided;  // holders without a timeout match
   std::vector<SessionId> candidates;  // holders that match a timeout whose count is not seen yet
   std::map<uint32_t, SessionEndDeltas> counted_while_listed = waiting.counted_while_listed;
-  for (auto* entry : GoneInClaimOrder(parties, sightings)) {
+  for (auto* entry : gone) {
     const SessionId& sid = entry->first;
     SessionSighting& seen = entry->second;
     const std::optional<HoldEnd> timeout = TimeoutMatch(seen, cur.now, prev);
     const bool holder = parties.holders.count(sid) != 0;
     if (const std::optional<HoldEnd> logged = log ? log->EndOf(sid) : std::nullopt) {
-      // The log's word; its counted end (one counted while it was listed first) is no longer
-      // there to explain anyone else's.
-      if (waiting.ending.count(sid) == 0 ||
-          !TakeLoggedEnd(*logged, &counted_while_listed[seen.datid])) {
-        TakeLoggedEnd(*logged, &deltas[seen.datid]);
-      }
       seen.awaiting_end.reset();
-      if (holder) {
-        out.causes[sid] = *logged;
-        out.logged.insert(sid);
-      }
+      TakeLogsWord(*logged, sid, holder, waiting.ending.count(sid) != 0, deltas_known,
+                   &counted_while_listed[seen.datid], &deltas[seen.datid], &out);
       continue;
     }
     if (waiting.ending.count(sid) != 0) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -77,6 +78,44 @@ std::optional<HoldEnd> TimeoutMatch(const SessionSighting& seen, double cur_poll
 std::map<uint32_t, SessionEndDeltas> EndDeltasBetween(const std::vector<DatabaseStats>& before,
                                                       const std::vector<DatabaseStats>& after);
 
+// Sessions whose log shows no cause (a disconnection line, no FATAL, no "unexpected EOF") ended
+// cleanly or vanished: the log cannot tell them apart, the abandoned count of their database can,
+// when it is 0 or when it accounts for every such end of the interval. What that needs, for one
+// database and one interval (two polls' now()):
+struct AbandonedShare {
+  uint32_t datid = 0;
+  std::string datname;
+  double from = 0;
+  double to = 0;
+  bool counted = false;         // the server has sessions_abandoned (14+)
+  int64_t abandoned = 0;        // counted in the interval, less the ends settled before it
+  std::vector<SessionId> gone;  // its sessions a poll saw and the interval ended, holders or not
+};
+
+// How far past an interval's end a session whose end it counted may have logged its disconnection
+// line: the line comes after the count in the same exit (milliseconds), while the poll's now() is
+// its transaction's start, before it reads the counters. Its start needs no such slack (an end
+// counted after the earlier poll's read was logged after its now()) but the log's millisecond.
+inline constexpr double kNoCauseLogSlackSeconds = 1.0;
+inline constexpr double kLogTimeResolutionSeconds = 0.001;
+
+// The counters' word on a session whose log shows no cause: an abandoned end of its database if
+// one is left (it takes it), else a clean close. Never killed or fatal: the log rules those out.
+HoldEnd ClaimAbandoned(SessionEndDeltas* deltas, bool deltas_known = true);
+
+// The pure decision, for one database and interval: `abandoned` ends counted; of the sessions that
+// ended in it, `lost_logged` have their lost connection in the log (08P01, 08006: they took one
+// each) and `no_cause` show no cause (their disconnection line, or nothing yet). None left:
+// kCleanClose. As many left as no-cause ends: every one vanished, kConnectionLost (exact: one
+// such end in the interval). Else the count cannot say which: kUndetermined.
+HoldEnd DecideNoCauseEnd(int64_t abandoned, int64_t lost_logged, int64_t no_cause);
+
+// How a session of `share.gone` whose log shows no cause ended: its database's sessions that
+// ended in the interval, those the log shows (a poll saw them or not) and those a poll saw go whose
+// lines are not read yet, given to DecideNoCauseEnd. Before 14 (no abandoned count): kCleanClose,
+// as every end that is neither a timeout nor a restart there.
+HoldEnd JudgeNoCauseEnd(const AbandonedShare& share, const SessionEndLog& log);
+
 // The sessions whose hold judgement waits (advisory_holds.h): those that still take part in
 // explaining the next interval's ends.
 struct WaitingSessions {
@@ -102,6 +141,11 @@ struct EndJudgement {
   std::set<SessionId> pending;
   // Per database, the ends of the interval that no session claimed.
   std::map<uint32_t, SessionEndDeltas> unclaimed;
+  // Holders gone whose log shows no cause: their cause above is the counters' (an abandoned end
+  // or none); JudgeNoCauseEnd gives the final one, against their database's share.
+  std::set<SessionId> no_cause;
+  // Per database with a session gone in the interval: what JudgeNoCauseEnd needs.
+  std::map<uint32_t, std::shared_ptr<const AbandonedShare>> shares;
 };
 
 // How each session that held a lock at `prev` (or whose hold waits: `waiting`) and is gone at

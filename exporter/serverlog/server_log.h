@@ -40,6 +40,10 @@ class ServerLog : public SessionEndLog {
   void Stop() EXCLUDES(mu_);
 
   std::optional<HoldEnd> EndOf(const SessionId& session) const override;
+  std::vector<LoggedSessionEnd> EndsLoggedBetween(const std::string& datname, double from,
+                                                  double to) const override {
+    return facts_.EndsBetween(datname, from, to);
+  }
   bool readable() const override { return up_.load(); }
   uint64_t reads_through() const override { return reads_through_.load(); }
 

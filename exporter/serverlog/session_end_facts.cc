@@ -45,14 +45,14 @@ std::optional<LoggedEnd> ClassifyEnd(const LogRecord& r) {
   if (r.session_start == 0 || !IsClientBackend(r)) return std::nullopt;
   for (const EndCode& c : kEndCodes) {
     if (r.state_code == c.sqlstate && EndsSession(c.end, c.sqlstate, r.error_severity)) {
-      return LoggedEnd{c.end, r.state_code, r.log_time};
+      return LoggedEnd{c.end, r.state_code, r.log_time, r.dbname};
     }
   }
   if (r.error_severity == "FATAL" || r.error_severity == "PANIC") {
-    return LoggedEnd{HoldEnd::kUnknown, r.state_code, r.log_time};
+    return LoggedEnd{HoldEnd::kUnknown, r.state_code, r.log_time, r.dbname};
   }
   if (r.error_severity == "LOG" && StartsWith(r.message, "disconnection: session time:")) {
-    return LoggedEnd{HoldEnd::kCleanClose, r.state_code, r.log_time};
+    return LoggedEnd{HoldEnd::kCleanClose, r.state_code, r.log_time, r.dbname};
   }
   return std::nullopt;
 }
@@ -108,6 +108,20 @@ std::optional<LoggedEnd> SessionEndFacts::Find(int pid, double backend_start) co
   const auto it = ends_.find(key);
   if (it == ends_.end()) return std::nullopt;
   return it->second;
+}
+
+std::vector<LoggedSessionEnd> SessionEndFacts::EndsBetween(const std::string& dbname, double from,
+                                                           double to) const {
+  std::vector<LoggedSessionEnd> out;
+  MutexLock lock(&mu_);
+  // order_ is by arrival, which is log order: bounded by max_sessions_ in any case.
+  for (const Key& key : order_) {
+    const auto it = ends_.find(key);
+    if (it == ends_.end() || it->second.dbname != dbname) continue;
+    if (it->second.time < from || it->second.time > to) continue;
+    out.push_back({{key.first, static_cast<double>(key.second)}, it->second.end});
+  }
+  return out;
 }
 
 bool SessionEndFacts::disconnections_logged() const {

@@ -9,9 +9,10 @@
 //   57P02 (FATAL, or WARNING before 14), 57P03 server restart
 //   any other FATAL or PANIC: unknown
 // And by English text (log_disconnections = on, lc_messages English): "disconnection: session
-// time: ..." is a clean close; the postmaster's "received fast|smart|immediate shutdown request"
-// marks a shutdown. The first end the log gives for a session stands: a FATAL line comes before
-// the same session's disconnection line.
+// time: ..." is kCleanClose, which says only that no cause was logged (a clean close, or a client
+// that vanished outside a transaction: its EOF is logged at DEBUG1); the postmaster's "received
+// fast|smart|immediate shutdown request" marks a shutdown. The first end the log gives for a
+// session stands: a FATAL line comes before the same session's disconnection line.
 //
 // ClassifyEnd is pure and thread-safe. SessionEndFacts is thread-safe (one mutex): the log thread
 // adds, the poller finds.
@@ -24,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "exporter/serverlog/log_record.h"
 #include "exporter/snapshot/session_end.h"
@@ -35,6 +37,7 @@ struct LoggedEnd {
   HoldEnd end = HoldEnd::kUnknown;
   std::string sqlstate;  // "00000" for a disconnection line
   double time = 0;       // the record's log_time
+  std::string dbname;
 };
 
 // The end `record` reports for its session, or nullopt when it reports none (or is not from a
@@ -64,6 +67,10 @@ class SessionEndFacts {
   std::optional<LoggedEnd> Find(const SessionId& session) const {
     return Find(session.first, session.second);
   }
+
+  // The ends of sessions of `dbname` logged between `from` and `to` (log time), oldest first.
+  std::vector<LoggedSessionEnd> EndsBetween(const std::string& dbname, double from, double to) const
+      EXCLUDES(mu_);
 
   // A disconnection line was seen: log_disconnections is on, so a session with no line yet has
   // not been logged as ended (rather than never will be).

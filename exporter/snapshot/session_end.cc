@@ -22,6 +22,8 @@ const char* HoldEndLabel(HoldEnd e) {
       return "server_restart";
     case HoldEnd::kUnknown:
       return "unknown";
+    case HoldEnd::kUndetermined:
+      return "undetermined";
   }
   return "unknown";
 }
@@ -38,6 +40,8 @@ const char* EndEvidenceLabel(EndEvidence e) {
       return "timing";
     case EndEvidence::kRestart:
       return "restart";
+    case EndEvidence::kLogAndCounters:
+      return "log+counters";
   }
   return "";
 }

@@ -5,7 +5,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace pglock {
 
@@ -25,6 +27,9 @@ enum class HoldEnd {
   kConnectionLost,
   kServerRestart,
   kUnknown,  // an abnormal end that matches no rule
+  // Its log shows no cause and its database's abandoned count cannot say whether it was the
+  // vanished one: some, not all, of the no-cause ends that shared the interval were abandoned.
+  kUndetermined,
 };
 inline constexpr HoldEnd kLossCauses[] = {HoldEnd::kIdleInTransactionTimeout,
                                           HoldEnd::kIdleSessionTimeout,
@@ -32,18 +37,34 @@ inline constexpr HoldEnd kLossCauses[] = {HoldEnd::kIdleInTransactionTimeout,
                                           HoldEnd::kTerminated,
                                           HoldEnd::kConnectionLost,
                                           HoldEnd::kServerRestart,
-                                          HoldEnd::kUnknown};
+                                          HoldEnd::kUnknown,
+                                          HoldEnd::kUndetermined};
 inline bool IsLoss(HoldEnd e) { return e != HoldEnd::kStillConnected && e != HoldEnd::kCleanClose; }
+// Whether the key's next holder after this end is a takeover (else a hand-over): a loss the
+// evidence pins on the session; an undetermined end may have been a clean close, and a takeover
+// pages as critical.
+inline bool MakesTakeover(HoldEnd e) { return IsLoss(e) && e != HoldEnd::kUndetermined; }
 // The label value where metrics and JSON are written: the `cause` of a loss, the `reason` of a
 // release ("unlocked", "session_closed").
 const char* HoldEndLabel(HoldEnd e);
 
-// Which evidence decided a session's end: the server's log (the backend's own FATAL line or its
-// disconnection line), the session end counters of pg_stat_database, the timing alone (a timeout
-// matched on a server without those counters), or the server's restart (its start time changed).
-enum class EndEvidence { kNone, kLog, kCounters, kTiming, kRestart };
-// "", "log", "counters", "timing", "restart".
+// Which evidence decided a session's end: the server's log (the backend's own FATAL line), the
+// session end counters of pg_stat_database, the timing alone (a timeout matched on a server
+// without those counters), the server's restart (its start time changed), or the log and the
+// counters together (its disconnection line with no cause, and its database's abandoned count).
+enum class EndEvidence { kNone, kLog, kCounters, kTiming, kRestart, kLogAndCounters };
+// Every evidence but kNone (docs and tests).
+inline constexpr EndEvidence kEndEvidences[] = {EndEvidence::kLog, EndEvidence::kCounters,
+                                                EndEvidence::kTiming, EndEvidence::kRestart,
+                                                EndEvidence::kLogAndCounters};
+// "", "log", "counters", "timing", "restart", "log+counters".
 const char* EndEvidenceLabel(EndEvidence e);
+
+// A session's end as the log shows it, for a database and a span of log time.
+struct LoggedSessionEnd {
+  SessionId session;  // backend start truncated to the second, as the log has it
+  HoldEnd end = HoldEnd::kCleanClose;
+};
 
 // What the server's log says of how sessions ended (exporter/serverlog/server_log.h reads it on a
 // thread of its own). The events ask it first, and the session end counters only when it has not
@@ -51,9 +72,15 @@ const char* EndEvidenceLabel(EndEvidence e);
 class SessionEndLog {
  public:
   virtual ~SessionEndLog() = default;
-  // How `session` ended, once the log has shown it (its FATAL line, or its disconnection line
-  // with no FATAL before it: kCleanClose).
+  // How `session` ended, once the log has shown it: the cause of its FATAL (or lost-connection)
+  // line, final; or kCleanClose for its disconnection line with no cause before it, which is NOT
+  // final: PostgreSQL logs a client's EOF outside a transaction only at DEBUG1, so a client that
+  // vanished while idle leaves the same line as a clean close (JudgeNoCauseEnd decides).
   virtual std::optional<HoldEnd> EndOf(const SessionId& session) const = 0;
+  // The ends the log showed for sessions of database `datname` logged between `from` and `to`
+  // (log time, epoch seconds), those of sessions no poll saw included.
+  virtual std::vector<LoggedSessionEnd> EndsLoggedBetween(const std::string& datname, double from,
+                                                          double to) const = 0;
   // True while the log is read without error: an end it has not shown yet is worth waiting for.
   virtual bool readable() const = 0;
   // How many reads reached the end of the log so far: a judgement that found no end for a gone

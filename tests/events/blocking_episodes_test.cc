@@ -167,6 +167,10 @@ class FakeLog : public SessionEndLog {
   }
   bool readable() const override { return true; }
   uint64_t reads_through() const override { return 0; }
+  std::vector<LoggedSessionEnd> EndsLoggedBetween(const std::string&, double,
+                                                  double) const override {
+    return {};
+  }
   std::map<SessionId, HoldEnd> ends;
 };
 
@@ -198,6 +202,40 @@ TEST_F(Episodes, RootGoneWithALogThatIsSilentWaitsAPollThenTakesTheCounters) {
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].cause, EventCause::kTerminated);
   EXPECT_EQ(events[0].evidence, EndEvidence::kCounters);
+}
+
+TEST(EpisodesNoCause, ARootWithOnlyItsDisconnectionLineIsJudgedByTheAbandonedCount) {
+  // The root's client vanished (abandoned rose) or closed (it did not): the log shows the same
+  // disconnection line for both. Holds and episodes share the decision (JudgeNoCauseEnd).
+  for (const int64_t abandoned : {0, 1}) {
+    BlockingEpisodeTracker tracker;
+    auto log = std::make_shared<FakeLog>();
+    tracker.set_log(log);
+    Counters counters;
+    const auto judge = [&](PollData d) {
+      d.database_stats->at(0).sessions_abandoned = abandoned;
+      d.sessions.clear();
+      HoldHistory history;
+      std::map<std::string, int64_t> dropped;
+      std::vector<Event> events;
+      JudgeBlocking(d, Analyze(d, AnalyzeOptions{}, &history, &dropped), &tracker, &counters,
+                    &events);
+      return events;
+    };
+    PollData first = Poll(0, 2);
+    HoldHistory history;
+    std::map<std::string, int64_t> dropped;
+    JudgeBlocking(first, Analyze(first, AnalyzeOptions{}, &history, &dropped), &tracker, &counters,
+                  nullptr);
+    log->ends[{100, kStart - 3600}] = HoldEnd::kCleanClose;
+    EXPECT_TRUE(judge(Poll(5, 0)).empty()) << "waits a poll for the interval's other lines";
+    const std::vector<Event> events = judge(Poll(10, 0));
+    ASSERT_EQ(events.size(), 1u) << abandoned;
+    EXPECT_EQ(events[0].outcome, EventOutcome::kRootEnded);
+    EXPECT_EQ(events[0].cause,
+              abandoned != 0 ? EventCause::kConnectionLost : EventCause::kSessionClosed);
+    EXPECT_EQ(events[0].evidence, EndEvidence::kLogAndCounters);
+  }
 }
 
 TEST_F(Episodes, FailedPollsInBetweenNeitherEndNorRestartTheEpisode) {

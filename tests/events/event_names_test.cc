@@ -1,6 +1,6 @@
 // The one table of event words (exporter/events/event_names.h) against docs/api.md, the schema
-// that API users read: every kind, cause and outcome the exporter writes is documented, and the
-// documented list of kinds names no kind the exporter does not write.
+// that API users read: every kind, cause, outcome and evidence the exporter writes is documented,
+// and the documented list of kinds names no kind the exporter does not write.
 #include "exporter/events/event_names.h"
 
 #include <gtest/gtest.h>
@@ -55,6 +55,11 @@ TEST(EventNames, EveryKindCauseAndOutcomeIsInTheApiSchema) {
   }
   for (const EventOutcome o : EventOutcomes()) {
     EXPECT_TRUE(HasWord(api, EventOutcomeName(o))) << EventOutcomeName(o);
+  }
+  for (const EndEvidence e : kEndEvidences) {
+    const std::string quoted = std::string("\"") + EndEvidenceLabel(e) + "\"";
+    EXPECT_NE(api.find(quoted), std::string::npos)
+        << EndEvidenceLabel(e) << " is not in docs/api.md";
   }
   for (const EventCause c : EventCauses()) {
     if (c == EventCause::kUnlocked) continue;  // an unlock makes no event

@@ -1484,8 +1484,18 @@ class FakeLog : public SessionEndLog {
   }
   bool readable() const override { return up; }
   uint64_t reads_through() const override { return reads; }
+  std::vector<LoggedSessionEnd> EndsLoggedBetween(const std::string& datname, double from,
+                                                  double to) const override {
+    std::vector<LoggedSessionEnd> out;
+    for (const auto& [time, end] : unseen) {
+      if (datname == "appdb" && time >= from && time <= to) out.push_back(end);
+    }
+    return out;
+  }
 
   std::map<SessionId, HoldEnd> ends;
+  // Ends of sessions of appdb no poll saw, by log time.
+  std::vector<std::pair<double, LoggedSessionEnd>> unseen;
   bool up = true;
   uint64_t reads = 0;
 };
@@ -1522,7 +1532,7 @@ TEST(ServerLogEvidenceTest, TheLogTellsATerminationFromACleanCloseInTheSameInter
     if (with_log) {
       const Event* released = FindEvent(e.events(), EventKind::kLockReleased, 10);
       ASSERT_NE(released, nullptr);
-      EXPECT_EQ(released->evidence, EndEvidence::kLog);
+      EXPECT_EQ(released->evidence, EndEvidence::kLogAndCounters);
     }
   }
 }
@@ -1614,6 +1624,160 @@ TEST(ServerLogEvidenceTest, TakeoverAfterALoggedLoss) {
   EXPECT_EQ(e.Lost("terminated"), 1);
   EXPECT_EQ(e.Takeovers(), 1);
   EXPECT_EQ(e.Handovers(), 0);
+}
+
+// ---- No cause in the log: a clean close or a vanished client ----------------------------------
+
+TEST(NoCauseEndTest, TheAbandonedCountDecidesWhenItCanSayWhose) {
+  // DecideNoCauseEnd(abandoned, lost_logged, no_cause)
+  EXPECT_EQ(DecideNoCauseEnd(0, 0, 1), HoldEnd::kCleanClose) << "none abandoned";
+  EXPECT_EQ(DecideNoCauseEnd(0, 0, 5), HoldEnd::kCleanClose) << "none abandoned, many ends";
+  EXPECT_EQ(DecideNoCauseEnd(1, 0, 1), HoldEnd::kConnectionLost) << "the one such end";
+  EXPECT_EQ(DecideNoCauseEnd(2, 0, 2), HoldEnd::kConnectionLost) << "every one vanished";
+  EXPECT_EQ(DecideNoCauseEnd(1, 0, 2), HoldEnd::kUndetermined) << "one of two: whose?";
+  EXPECT_EQ(DecideNoCauseEnd(1, 1, 1), HoldEnd::kCleanClose) << "the logged EOF took it";
+  EXPECT_EQ(DecideNoCauseEnd(2, 1, 1), HoldEnd::kConnectionLost);
+  EXPECT_EQ(DecideNoCauseEnd(3, 0, 2), HoldEnd::kUndetermined) << "more than it can explain";
+}
+
+// The event of `kind` for `pid` has `cause` and `evidence`.
+void ExpectEvent(const std::vector<Event>& events, EventKind kind, int pid, EventCause cause,
+                 EndEvidence evidence) {
+  const Event* e = FindEvent(events, kind, pid);
+  ASSERT_NE(e, nullptr) << EventKindName(kind) << " of pid " << pid;
+  EXPECT_EQ(e->cause, cause);
+  EXPECT_EQ(e->evidence, evidence) << EndEvidenceLabel(e->evidence);
+}
+
+// The holder of key 1 and its log: gone at the second poll, its disconnection line read, the
+// database's abandoned count `abandoned` then.
+struct NoCauseCase {
+  Events e;
+  std::shared_ptr<FakeLog> log = std::make_shared<FakeLog>();
+  Session holder = MakeSession(10, "idle", kStart - 5);
+
+  NoCauseCase() { e.set_log(log); }
+  // Reads the log through once more, and polls with the counters as they are.
+  void ReadAndPoll(double now, std::vector<Session> sessions = {},
+                   std::vector<AdvisoryLock> locks = {}, int64_t abandoned = 0) {
+    log->reads += 1;
+    e.Observe(Poll(now, std::move(sessions), std::move(locks), Stats(0, 0, abandoned)));
+  }
+};
+
+TEST(NoCauseEndTest, AHolderKilledWhileIdleIsConnectionLostAndItsKeyTakenOver) {
+  // The client process was killed: its backend read EOF outside a transaction (logged at DEBUG1
+  // only), counted one abandoned end and wrote its disconnection line.
+  NoCauseCase c;
+  c.e.Observe(Poll(kStart, {c.holder}, {Held(10, 1)}));
+  c.log->ends[IdOf(c.holder)] = HoldEnd::kCleanClose;
+  const Session next = MakeSession(11, "idle", kStart + 4);
+  c.e.Observe(Poll(kStart + 5, {next}, {Held(11, 1)}, Stats(0, 0, 1)));
+  // The other ends of the interval may not be read yet: it waits for the log.
+  EXPECT_EQ(c.e.holds().StateOf(Key(1), IdOf(c.holder)), HoldState::kAwaitingLog);
+  EXPECT_EQ(c.e.TotalLost(), 0);
+  c.ReadAndPoll(kStart + 6, {next}, {Held(11, 1)}, 1);
+  EXPECT_EQ(c.e.TotalLost(), 0) << "a read that may have started before the wait";
+  c.ReadAndPoll(kStart + 7, {next}, {Held(11, 1)}, 1);
+  EXPECT_EQ(c.e.Lost("connection_lost"), 1);
+  EXPECT_EQ(c.e.Released("session_closed"), 0);
+  EXPECT_EQ(c.e.Takeovers(), 1);
+  ExpectEvent(c.e.events(), EventKind::kLockLost, 10, EventCause::kConnectionLost,
+              EndEvidence::kLogAndCounters);
+}
+
+TEST(NoCauseEndTest, ACleanCloseWithNothingAbandonedIsReleasedAtOnce) {
+  NoCauseCase c;
+  c.e.Observe(Poll(kStart, {c.holder}, {Held(10, 1)}));
+  c.log->ends[IdOf(c.holder)] = HoldEnd::kCleanClose;
+  const Session next = MakeSession(11, "idle", kStart + 4);
+  c.e.Observe(Poll(kStart + 5, {next}, {Held(11, 1)}));
+  EXPECT_EQ(c.e.Released("session_closed"), 1);
+  EXPECT_EQ(c.e.TotalLost(), 0);
+  EXPECT_EQ(c.e.Handovers(), 1);
+  EXPECT_EQ(c.e.Takeovers(), 0);
+  ExpectEvent(c.e.events(), EventKind::kLockReleased, 10, EventCause::kSessionClosed,
+              EndEvidence::kLogAndCounters);
+}
+
+TEST(NoCauseEndTest, TwoNoCauseEndsAndOneAbandonedAreUndeterminedNeverReleased) {
+  // One holder closed cleanly, the other's client was killed, in the same interval and database:
+  // one abandoned end, two disconnection lines. Each is undetermined (a warning loss), and the
+  // keys' next holders are hand-overs: no takeover on a guess.
+  NoCauseCase c;
+  const Session other = MakeSession(12, "idle", kStart - 5);
+  c.e.Observe(Poll(kStart, {c.holder, other}, {Held(10, 1), Held(12, 2)}));
+  c.log->ends[IdOf(c.holder)] = HoldEnd::kCleanClose;
+  c.log->ends[IdOf(other)] = HoldEnd::kCleanClose;
+  const Session a = MakeSession(20, "idle", kStart + 4), b = MakeSession(21, "idle", kStart + 4);
+  const std::vector<AdvisoryLock> taken = {Held(20, 1), Held(21, 2)};
+  c.e.Observe(Poll(kStart + 5, {a, b}, taken, Stats(0, 0, 1)));
+  c.ReadAndPoll(kStart + 6, {a, b}, taken, 1);
+  c.ReadAndPoll(kStart + 7, {a, b}, taken, 1);
+  EXPECT_EQ(c.e.Lost("undetermined"), 2);
+  EXPECT_EQ(c.e.Released("session_closed"), 0);
+  EXPECT_EQ(c.e.Lost("connection_lost"), 0);
+  EXPECT_EQ(c.e.Takeovers(), 0);
+  EXPECT_EQ(c.e.Handovers(), 2);
+  ExpectEvent(c.e.events(), EventKind::kLockLost, 12, EventCause::kUndetermined,
+              EndEvidence::kLogAndCounters);
+}
+
+TEST(NoCauseEndTest, ASessionNoPollSawSharesTheCount) {
+  // A client connected and vanished between the two polls: only the log knows it. With the
+  // holder's disconnection line, two no-cause ends share one abandoned end.
+  NoCauseCase c;
+  c.e.Observe(Poll(kStart, {c.holder}, {Held(10, 1)}));
+  c.log->ends[IdOf(c.holder)] = HoldEnd::kCleanClose;
+  c.log->unseen.push_back({kStart + 3, {{77, kStart + 2}, HoldEnd::kCleanClose}});
+  c.e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 0, 1)));
+  c.ReadAndPoll(kStart + 6, {}, {}, 1);
+  c.ReadAndPoll(kStart + 7, {}, {}, 1);
+  EXPECT_EQ(c.e.Lost("undetermined"), 1);
+  EXPECT_EQ(c.e.Released("session_closed"), 0);
+}
+
+TEST(NoCauseEndTest, AnotherSessionsLoggedEofTakesTheAbandonedEnd) {
+  // The other session lost its connection inside a transaction: its "unexpected EOF" line
+  // (08006) names it; the holder's disconnection line then explains nothing abandoned.
+  for (const int64_t abandoned : {1, 2}) {
+    NoCauseCase c;
+    const Session other = MakeSession(12, "idle in transaction", kStart - 1);
+    c.e.Observe(Poll(kStart, {c.holder, other}, {Held(10, 1)}));
+    c.log->ends[IdOf(c.holder)] = HoldEnd::kCleanClose;
+    c.log->ends[IdOf(other)] = HoldEnd::kConnectionLost;
+    c.e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 0, abandoned)));
+    c.ReadAndPoll(kStart + 6, {}, {}, abandoned);
+    c.ReadAndPoll(kStart + 7, {}, {}, abandoned);
+    EXPECT_EQ(c.e.Lost("connection_lost"), abandoned - 1) << abandoned;
+    EXPECT_EQ(c.e.Released("session_closed"), 2 - abandoned) << abandoned;
+  }
+}
+
+TEST(NoCauseEndTest, ACountThatCameAfterThePollsReadSettles) {
+  // The backend counted its end after the poll read the counters and left before it read
+  // pg_stat_activity: the count shows in the read right after the poll.
+  NoCauseCase c;
+  c.e.Observe(Poll(kStart, {c.holder}, {Held(10, 1)}));
+  c.log->ends[IdOf(c.holder)] = HoldEnd::kCleanClose;
+  c.e.Observe(Poll(kStart + 5, {}, {}), Stats(0, 0, 1));
+  c.ReadAndPoll(kStart + 6, {}, {}, 1);
+  c.ReadAndPoll(kStart + 7, {}, {}, 1);
+  EXPECT_EQ(c.e.Lost("connection_lost"), 1);
+  EXPECT_EQ(c.e.Released("session_closed"), 0);
+}
+
+TEST(NoCauseEndTest, BeforeFourteenTheLineAloneIsAClose) {
+  // 12/13 count no abandoned ends: a disconnection line stays a clean close (a documented limit).
+  NoCauseCase c;
+  c.e.Observe(Poll(kStart, {c.holder}, {Held(10, 1)}, std::nullopt));
+  c.log->ends[IdOf(c.holder)] = HoldEnd::kCleanClose;
+  c.e.Observe(Poll(kStart + 5, {}, {}, std::nullopt));
+  c.log->reads += 2;
+  c.e.Observe(Poll(kStart + 6, {}, {}, std::nullopt));
+  EXPECT_EQ(c.e.Released("session_closed"), 1);
+  ExpectEvent(c.e.events(), EventKind::kLockReleased, 10, EventCause::kSessionClosed,
+              EndEvidence::kLog);
 }
 
 }  // namespace

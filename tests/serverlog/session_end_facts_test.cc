@@ -157,5 +157,24 @@ TEST(SessionEndFactsTest, ForgetsEndsOlderThanTheRetention) {
   EXPECT_EQ(facts.size(), 2u);
 }
 
+TEST(SessionEndFactsTest, EndsOfADatabaseBetweenTwoTimes) {
+  // What a no-cause end is judged against: every end of its database in the interval, those of
+  // sessions no poll saw included.
+  SessionEndFacts facts;
+  facts.Add(Disconnection(1, kStart + 1));
+  facts.Add(ClientRecord(2, kStart + 2, "LOG", "08006", "unexpected EOF"));
+  facts.Add(Disconnection(3, kStart + 5));
+  LogRecord other_db = Disconnection(4, kStart + 2);
+  other_db.dbname = "otherdb";
+  facts.Add(other_db);
+  const std::vector<LoggedSessionEnd> ends = facts.EndsBetween("appdb", kStart + 1, kStart + 2);
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_EQ(ends[0].session, SessionId(1, kStart));
+  EXPECT_EQ(ends[0].end, HoldEnd::kCleanClose);
+  EXPECT_EQ(ends[1].session, SessionId(2, kStart));
+  EXPECT_EQ(ends[1].end, HoldEnd::kConnectionLost);
+  EXPECT_TRUE(facts.EndsBetween("appdb", kStart + 6, kStart + 9).empty());
+}
+
 }  // namespace
 }  // namespace pglock
