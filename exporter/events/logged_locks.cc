@@ -1,6 +1,7 @@
 #include "exporter/events/logged_locks.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "exporter/snapshot/poll_index.h"
 
@@ -35,6 +36,15 @@ Identity WhoLogged(const PollIndex& index, const LockRecord& r) {
 Identity FirstHolder(const PollIndex& index, const std::vector<int>& holders) {
   if (holders.empty()) return Identity{};
   return IdentityOf(index.Find(holders.front()), holders.front());
+}
+
+// Two wait lines of one process are of one wait when they name the same lock and mode and the same
+// start (each line's time less the time it says was waited): a later wait on the same lock starts
+// after the first ended, at least deadlock_timeout after the first's start.
+bool SameWait(const LockRecord& a, const LockRecord& b) {
+  constexpr double kStartSlackSeconds = 0.1;  // log_time has milliseconds; two lines' rounding
+  return a.lock.text == b.lock.text && a.mode == b.mode &&
+         std::abs((a.time - a.waited_seconds) - (b.time - b.waited_seconds)) < kStartSlackSeconds;
 }
 
 Event LogEvent(EventKind kind, const LockRecord& r, const PollIndex& index) {
@@ -92,6 +102,9 @@ void LoggedLockTracker::Observe(const PollData& poll, const std::vector<LockReco
 void LoggedLockTracker::StillWaiting(const LockRecord& r, const LockNames* names,
                                      Counters* counters) {
   OpenWait& w = open_[{r.pid, r.session_start}];
+  // PostgreSQL writes "still waiting" again each time the waiting backend wakes: the same wait,
+  // counted at its first line, which keeps its holders and queue.
+  if (w.first.kind == LockRecordKind::kStillWaiting && SameWait(w.first, r)) return;
   w.first = r;
   counters->logged_lock_waits[{r.dbname, r.lock.locktype, LoggedLockCounterLabel(r.lock, names)}] +=
       1;
