@@ -60,6 +60,9 @@ Event LogEvent(EventKind kind, const LockRecord& r, const PollIndex& index) {
 }  // namespace
 
 std::string LoggedLockLabel(const LoggedLockTag& tag, const LockNames* names) {
+  // A row, page or relation lock is named by its relation, as a poll names it: so `?lock=` finds
+  // the logged wait and the waits the polls saw together.
+  if (!tag.relation_name.empty()) return tag.relation_name;
   if (tag.locktype != "advisory") return tag.text;
   const AdvisoryKey key{tag.field[0], tag.field[1], tag.field[2], static_cast<int>(tag.field[3])};
   return LockLabel(key, names);
@@ -132,7 +135,8 @@ void LoggedLockTracker::WaitEnded(const PollIndex& index, const LockRecord& r,
   e.started = r.time - r.waited_seconds;
   const std::vector<int>& holders = was_open ? wait.first.holders : r.holders;
   e.previous = FirstHolder(index, holders);
-  e.detail = std::string(r.mode) + "; holders " + Pids(holders) +
+  e.detail = std::string(r.mode) + (r.lock.relation_name.empty() ? "" : " on " + r.lock.text) +
+             "; holders " + Pids(holders) +
              (was_open && !wait.first.queue.empty() ? "; queue " + Pids(wait.first.queue) : "") +
              (wait.seen_by_poll ? "; seen by a poll" : "; between polls");
   events->push_back(std::move(e));

@@ -81,6 +81,7 @@ class LoggedLockTracker {
 };
 
 // "advisory lock [db,classid,objid,objsubid]" as the lock's configured name or key (LockLabel);
+// a relation's lock (a row, a page, the relation) as its schema.table when the poller named it;
 // any other lock as the log described it.
 std::string LoggedLockLabel(const LoggedLockTag& tag, const LockNames* names);
 // The `lock` label of pglock_logged_lock_waits_total: a configured advisory name, "unnamed" for
