@@ -138,6 +138,34 @@ Verdict AutovacuumVerdict(const RootFacts& f) {
   return v;
 }
 
+// Running a statement, or between two (a tool's client works between its statements): not stuck.
+bool MakingProgress(const RootFacts& f) {
+  if (!f.root.state_seconds.has_value()) return false;
+  if (f.root.id.state == "active") return true;
+  return (f.root.id.state == "idle" || f.root.id.state == "idle in transaction") &&
+         f.state_seconds < kWaitersAlertSeconds;
+}
+
+Verdict HolderVerdict(const RootFacts& f) {
+  Verdict v;
+  v.action = VerdictAction::kWaitForHolder;
+  v.pid = f.root.id.pid;
+  v.frees = f.blocked;
+  v.then_command = Call("pg_cancel_backend", f.duplicate_pid);
+  v.then = "to stop a duplicate instead (the run waiting longest, pid " + Pid(f.duplicate_pid) +
+           "): " + v.then_command;
+  const std::string doing =
+      f.root.id.state == "active"
+          ? "running a statement for " + Duration(f.state_seconds)
+          : "between statements (" + f.root.id.state + " for " + Duration(f.state_seconds) + ")";
+  v.cost = "nothing: pid " + Pid(v.pid) + " holds " + f.waited_app_lock + ", the lock its " +
+           Waiters(f.blocked) + " ask for, and is making progress (" + doing +
+           "). They are its duplicates, queued by design (a second deploy behind a migration): "
+           "they go on when it is done. Cancelling the holder fails its work, and the waiting run "
+           "redoes it.";
+  return v;
+}
+
 Verdict SessionVerdict(const RootFacts& f) {
   Verdict v;
   v.pid = f.root.id.pid;
@@ -193,6 +221,9 @@ Verdict DecideVerdict(const RootFacts& f) {
   if (f.root.id.pid == 0) return PreparedVerdict(f);
   if (f.pooled) return PooledVerdict(f);
   if (f.root.backend_type == "autovacuum worker") return AutovacuumVerdict(f);
+  if (f.root.backend_type == "client backend" && !f.waited_app_lock.empty() && MakingProgress(f)) {
+    return HolderVerdict(f);
+  }
   if (f.root.backend_type == "client backend" &&
       (f.root.id.state == "active" || f.root.id.state == "idle" ||
        f.root.id.state.starts_with("idle in transaction"))) {
@@ -225,6 +256,8 @@ const char* VerdictActionName(VerdictAction a) {
       return "cancel";
     case VerdictAction::kWait:
       return "wait";
+    case VerdictAction::kWaitForHolder:
+      return "wait_for_holder";
     case VerdictAction::kRollbackPrepared:
       return "rollback_prepared";
     case VerdictAction::kCancelStrongRequest:
@@ -260,6 +293,32 @@ std::optional<PooledConnection> PooledConnectionOf(int pid,
 // root.
 using HeldByPid = std::unordered_map<int, HeldLockList>;
 
+// The application lock root `pid` holds that every session waiting on it directly asks for (see
+// RootFacts::waited_app_lock): a waiter for an advisory key waits for the key the root holds; a
+// waiter for the root's transaction, while the root holds a row of a row_lock table, is taken for
+// a second taker of that row (pg_locks does not say which row it wants).
+void WaitedAppLock(int pid, const TargetView& view, RootFacts* f) {
+  std::string row;
+  for (const RowLockHolder& h : view.row_locks) {
+    if (h.holder.pid == pid) row = h.table + " " + h.lease;
+  }
+  std::string lock;
+  double longest = -1;
+  for (const LockWaitEdge& w : view.lock_waits) {
+    if (w.blocker.id.pid != pid) continue;
+    std::string wanted;
+    if (w.locktype == "advisory") wanted = "advisory lock " + w.lock;
+    if (w.locktype == "transactionid") wanted = row;
+    if (wanted.empty() || (!lock.empty() && wanted != lock)) return;
+    lock = wanted;
+    if (w.seconds > longest) {
+      longest = w.seconds;
+      f->duplicate_pid = w.waiter.id.pid;
+    }
+  }
+  f->waited_app_lock = lock;
+}
+
 RootFacts FactsOf(const BlockingRoot& r, const PollData& data, const PollIndex& index,
                   const HeldByPid& held, const TargetView& view) {
   RootFacts f;
@@ -278,6 +337,7 @@ RootFacts FactsOf(const BlockingRoot& r, const PollData& data, const PollIndex& 
   }
   if (const auto it = held.find(pid); it != held.end()) f.advisory_locks = it->second;
   f.pooled = PooledConnectionOf(pid, view.poolers);
+  WaitedAppLock(pid, view, &f);
   if (f.strong_request) {
     std::tie(f.lock_timeout, f.lock_timeout_source) = LockTimeoutOf(
         f.strong_request->datid, f.strong_request->roleid, data.settings, data.overrides);
