@@ -1,7 +1,9 @@
 #include "exporter/snapshot/verdict.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -293,21 +295,46 @@ std::optional<PooledConnection> PooledConnectionOf(int pid,
 // root.
 using HeldByPid = std::unordered_map<int, HeldLockList>;
 
-// The application lock root `pid` holds that every session waiting on it directly asks for (see
-// RootFacts::waited_app_lock): a waiter for an advisory key waits for the key the root holds; a
-// waiter for the root's transaction, while the root holds a row of a row_lock table, is taken for
-// a second taker of that row (pg_locks does not say which row it wants).
-void WaitedAppLock(int pid, const TargetView& view, RootFacts* f) {
+// Migration tools' locks, as the tools take them: a constant advisory key (node-pg-migrate's
+// 7241865325823964, Prisma Migrate's 72707369), or the row of knex's lock table, named after its
+// migrations table (knex_migrations_lock by default), inside the migration's transaction.
+constexpr int64_t kMigrationKeys[] = {7241865325823964, 72707369};
+constexpr std::string_view kMigrationLockTableSuffix = "migrations_lock";
+
+bool IsMigrationKey(const AdvisoryKey& k) {
+  const int64_t key = static_cast<int64_t>((uint64_t{k.classid} << 32) | k.objid);
+  return k.objsubid == 1 && std::find(std::begin(kMigrationKeys), std::end(kMigrationKeys), key) !=
+                                std::end(kMigrationKeys);
+}
+
+// From the poll's one pass over its advisory locks: the migration key each root holds, and the key
+// each waiting process asks for (a process waits for one lock at a time).
+struct MigrationKeys {
+  std::unordered_map<int, AdvisoryKey> held;
+  std::unordered_map<int, AdvisoryKey> wanted;
+};
+
+// The migration tool's lock root `pid` holds that every session waiting on it directly asks for
+// (RootFacts::waited_app_lock): a waiter for the migration key the root holds, or, while the root
+// holds the row of a migration lock table (a row_lock table), a waiter for its transaction, taken
+// for a second taker of that row (pg_locks does not say which row it wants).
+void WaitedMigrationLock(int pid, const TargetView& view, const MigrationKeys& keys, RootFacts* f) {
   std::string row;
   for (const RowLockHolder& h : view.row_locks) {
-    if (h.holder.pid == pid) row = h.table + " " + h.lease;
+    if (h.holder.pid == pid && h.table.ends_with(kMigrationLockTableSuffix)) {
+      row = h.table + " " + h.lease;
+    }
   }
+  const auto key = keys.held.find(pid);
   std::string lock;
   double longest = -1;
   for (const LockWaitEdge& w : view.lock_waits) {
     if (w.blocker.id.pid != pid) continue;
     std::string wanted;
-    if (w.locktype == "advisory") wanted = "advisory lock " + w.lock;
+    if (w.locktype == "advisory" && key != keys.held.end()) {
+      const auto it = keys.wanted.find(w.waiter.id.pid);
+      if (it != keys.wanted.end() && it->second == key->second) wanted = "advisory lock " + w.lock;
+    }
     if (w.locktype == "transactionid") wanted = row;
     if (wanted.empty() || (!lock.empty() && wanted != lock)) return;
     lock = wanted;
@@ -320,7 +347,7 @@ void WaitedAppLock(int pid, const TargetView& view, RootFacts* f) {
 }
 
 RootFacts FactsOf(const BlockingRoot& r, const PollData& data, const PollIndex& index,
-                  const HeldByPid& held, const TargetView& view) {
+                  const HeldByPid& held, const MigrationKeys& keys, const TargetView& view) {
   RootFacts f;
   f.root = r.root;
   f.state_seconds = r.state_seconds;
@@ -337,7 +364,7 @@ RootFacts FactsOf(const BlockingRoot& r, const PollData& data, const PollIndex& 
   }
   if (const auto it = held.find(pid); it != held.end()) f.advisory_locks = it->second;
   f.pooled = PooledConnectionOf(pid, view.poolers);
-  WaitedAppLock(pid, view, &f);
+  WaitedMigrationLock(pid, view, keys, &f);
   if (f.strong_request) {
     std::tie(f.lock_timeout, f.lock_timeout_source) = LockTimeoutOf(
         f.strong_request->datid, f.strong_request->roleid, data.settings, data.overrides);
@@ -383,12 +410,16 @@ void AttachVerdicts(const PollData& data, const PollIndex& index, const LockName
   if (view->blocking_roots.empty()) return;
   HeldByPid held;
   for (const BlockingRoot& r : view->blocking_roots) held[r.root.id.pid];
+  MigrationKeys keys;
   for (const AdvisoryLock& l : data.locks) {
+    if (!l.granted) keys.wanted[l.pid] = l.key;
     const auto it = held.find(l.pid);
-    if (it != held.end() && l.granted) it->second.Add([&] { return LockLabel(l.key, names); });
+    if (it == held.end() || !l.granted) continue;
+    it->second.Add([&] { return LockLabel(l.key, names); });
+    if (IsMigrationKey(l.key)) keys.held[l.pid] = l.key;
   }
   for (BlockingRoot& r : view->blocking_roots) {
-    r.verdict = DecideVerdict(FactsOf(r, data, index, held, *view));
+    r.verdict = DecideVerdict(FactsOf(r, data, index, held, keys, *view));
   }
 }
 

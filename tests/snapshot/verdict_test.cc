@@ -210,6 +210,19 @@ TEST(Verdict, DuplicateRunWaitingForAMigrationToolsAdvisoryKeyWaitsForTheHolder)
   EXPECT_EQ(v.then_command, "SELECT pg_cancel_backend(200)");
 }
 
+// Any other key: a job's mutex whose holder runs for minutes gets the ordinary verdict (the
+// waiter has waited past the alerts' threshold: cancel the holder).
+TEST(Verdict, AnOrdinaryAdvisoryKeysHolderGetsTheOrdinaryVerdict) {
+  const AdvisoryKey key{kDb, 0, 77, 1};
+  PollData d;
+  d.now = kNow;
+  d.server_version_num = 150000;
+  d.sessions = {Client(100, "active", 100), Waiter(200, {100}, 90)};
+  d.locks.push_back({key, 100, true, true, std::nullopt, false});
+  d.locks.push_back({key, 200, true, false, kNow - 90, false});
+  EXPECT_EQ(ViewOf(d).blocking_roots[0].verdict.action, VerdictAction::kCancel);
+}
+
 // A reader queued behind the migration's table lock is not a duplicate: the ordinary verdict.
 TEST(Verdict, MigrationBlockingAnotherKindOfWaiterGetsTheOrdinaryVerdict) {
   PollData d = KnexDeployBehindMigration("active", 100);
