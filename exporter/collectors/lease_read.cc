@@ -23,14 +23,55 @@ Status ParseWrites(const PgResult& r, LeaseTableData* out) {
 }
 
 // Runs one statement in a batch of its own; *result is null when it failed on a live connection
-// (*error says why). The Status is not ok only when the connection was lost.
+// (*error says why, and *failed is set: the server logged an ERROR). The Status is not ok only
+// when the connection was lost.
 Status RunAlone(const PollContext& ctx, const std::string& name, const std::string& sql,
-                BatchResults* results, std::string* error) {
+                BatchResults* results, std::string* error, bool* failed) {
   StatementBatch batch;
   batch.Add(name, sql);
   if (Status s = batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, results); !s.ok()) {
     *error = s.message();
+    *failed = true;
     return ctx.conn->Broken() ? s : Status::Ok();
+  }
+  return Status::Ok();
+}
+
+// Whether the table exists and the exporter's role may read it, from the catalog
+// (queries/lease_table_exists.sql): *problem when not, worded as the server's own error would be,
+// without one in its log. A table that appears later is read at the next poll.
+Status ProbeTable(const PollContext& ctx, const LeaseTableConfig& table,
+                  const std::string& relation, std::string* problem, bool* failed) {
+  const std::string rel = ctx.conn->QuoteLiteral(relation);
+  const std::string schema = table.schema.empty() ? "NULL" : ctx.conn->QuoteLiteral(table.schema);
+  if (rel.empty() || schema.empty()) {
+    *problem = table.Problem("table", "cannot quote identifiers");
+    return ctx.conn->Broken() ? Status::ConnectionLost(*problem) : Status::Ok();
+  }
+  BatchResults results;
+  std::string error;
+  const std::string sql =
+      FillTemplate(queries::kLeaseTableExists, {{"relation", rel}, {"schema", schema}});
+  if (Status s = RunAlone(ctx, "lease_table_exists", sql, &results, &error, failed); !s.ok()) {
+    return s;
+  }
+  const PgResult* r = error.empty() ? results.Find("lease_table_exists") : nullptr;
+  if (r == nullptr) {
+    *problem = table.Problem("table", error);
+    return Status::Ok();
+  }
+  Columns c(*r, "lease_table_exists");
+  const int usable = c["schema_usable"], found = c["found"], readable = c["readable"];
+  if (Status s = c.status(); !s.ok() || r->Rows() != 1) {
+    *problem = table.Problem("table", s.ok() ? "lease_table_exists: not one row" : s.message());
+  } else if (!r->Bool(0, usable)) {
+    *problem = table.Problem("table", "schema \"" + table.schema +
+                                          "\" does not exist, or the exporter's role may not "
+                                          "use it (GRANT USAGE ON SCHEMA)");
+  } else if (!r->Bool(0, found)) {
+    *problem = table.Problem("table", "relation \"" + table.table + "\" does not exist");
+  } else if (!r->Bool(0, readable)) {
+    *problem = table.Problem("table", "permission denied for table " + table.table);
   }
   return Status::Ok();
 }
@@ -40,7 +81,7 @@ Status RunAlone(const PollContext& ctx, const std::string& name, const std::stri
 Status CheckField(const PollContext& ctx, const LeaseTableConfig& table,
                   const std::string& relation, const std::string& field, const LeaseField& f,
                   const std::vector<std::string>& want, const std::string& want_text,
-                  std::string* problem) {
+                  std::string* problem, bool* failed) {
   const bool column = f.sql.empty();
   const std::string key = field == "row_lock" ? field : field + (column ? "_column" : "_sql");
   const std::string shown = "\"" + (column ? f.column : f.sql) + "\"";
@@ -61,7 +102,9 @@ Status CheckField(const PollContext& ctx, const LeaseTableConfig& table,
   }
   BatchResults results;
   std::string error;
-  if (Status s = RunAlone(ctx, "lease_table_check", sql, &results, &error); !s.ok()) return s;
+  if (Status s = RunAlone(ctx, "lease_table_check", sql, &results, &error, failed); !s.ok()) {
+    return s;
+  }
   const PgResult* r = error.empty() ? results.Find("lease_table_check") : nullptr;
   if (r == nullptr) {
     *problem = table.Problem(key, shown + ": " + error);
@@ -74,14 +117,19 @@ Status CheckField(const PollContext& ctx, const LeaseTableConfig& table,
 }
 
 // Checks that the table exists and every field has a usable type; *problem is the first problem
-// found (file:line: key: message), "" when there is none.
+// found (file:line: key: message), "" when there is none; *failed when a statement failed.
 Status CheckTable(const PollContext& ctx, const LeaseTableConfig& table,
-                  const std::string& relation, std::string* problem) {
+                  const std::string& relation, std::string* problem, bool* failed) {
+  if (Status s = ProbeTable(ctx, table, relation, problem, failed); !s.ok() || !problem->empty()) {
+    return s;
+  }
   BatchResults results;
   std::string error;
   const std::string exists =
       FillTemplate(queries::kLeaseTableCheck, {{"table", relation}, {"field", "NULL::text"}});
-  if (Status s = RunAlone(ctx, "lease_table_check", exists, &results, &error); !s.ok()) return s;
+  if (Status s = RunAlone(ctx, "lease_table_check", exists, &results, &error, failed); !s.ok()) {
+    return s;
+  }
   if (!error.empty()) {
     *problem = table.Problem("table", error);
     return Status::Ok();
@@ -108,7 +156,8 @@ Status CheckTable(const PollContext& ctx, const LeaseTableConfig& table,
   };
   for (const Check& c : checks) {
     if (!c.f.present()) continue;
-    if (Status s = CheckField(ctx, table, relation, c.field, c.f, *c.want, c.want_text, problem);
+    if (Status s =
+            CheckField(ctx, table, relation, c.field, c.f, *c.want, c.want_text, problem, failed);
         !s.ok() || !problem->empty()) {
       return s;
     }
@@ -134,7 +183,11 @@ Status BlameReadError(const PollContext& ctx, const LeaseTableConfig& table,
         FillTemplate(queries::kLeaseTableProbe, {{"expression", "(" + *sql + ")"},
                                                  {"table", relation},
                                                  {"limit", std::to_string(ctx.poll->max_leases)}});
-    if (Status s = RunAlone(ctx, "lease_table_probe", probe, &results, &failed); !s.ok()) return s;
+    bool ignored = false;  // the read itself failed already
+    if (Status s = RunAlone(ctx, "lease_table_probe", probe, &results, &failed, &ignored);
+        !s.ok()) {
+      return s;
+    }
     if (!failed.empty()) {
       *problem = table.Problem(key, "\"" + *sql + "\": " + failed);
       return Status::Ok();
@@ -217,19 +270,11 @@ Status ParseRows(const PgResult& r, LeaseTableData* out) {
   return Status::Ok();
 }
 
-}  // namespace
-
-bool IsHeld(const LeaseTableData& t, const LeaseRow& row) {
-  return !t.has_expiry || row.expires_at > t.now;
-}
-
-Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
-                 const LiveTransactions& live, TableState* st, LeaseTableData* out) {
-  out->table = table.label();
-  out->has_expiry = table.has_expiry();
-  out->has_taken_at = table.taken_at.present();
-  out->row_lock = table.row_lock;
-  out->filtered = !table.held_sql.empty() || !table.where_sql.empty() || table.row_lock;
+// Checks the table's types when this connection has not yet, then reads it; *failed when a
+// statement failed on the server.
+Status CheckAndRead(const PollContext& ctx, const LeaseTableConfig& table,
+                    const LiveTransactions& live, TableState* st, LeaseTableData* out,
+                    bool* failed) {
   const std::string relation = LeaseTableRelation(*ctx.conn, table);
   const std::string sql = LeaseTableSql(*ctx.conn, table, ctx.poll->max_leases, live.array);
   const std::string writes_sql = LeaseTableWritesSql(*ctx.conn, table);
@@ -238,7 +283,7 @@ Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
     return ctx.conn->Broken() ? Status::ConnectionLost(out->error) : Status::Ok();
   }
   if (!st->checked) {
-    if (Status s = CheckTable(ctx, table, relation, &out->error); !s.ok()) return s;
+    if (Status s = CheckTable(ctx, table, relation, &out->error, failed); !s.ok()) return s;
     if (!out->error.empty()) return Status::Ok();
     st->checked = true;
   }
@@ -249,7 +294,8 @@ Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
   BatchResults results;
   if (Status s = batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &results); !s.ok()) {
     if (ctx.conn->Broken()) return s;
-    // A table dropped or altered since its check: the next poll checks it again.
+    *failed = true;
+    // A table dropped or altered since its check: the next try checks it again.
     st->checked = false;
     return BlameReadError(ctx, table, relation, s.message(), &out->error);
   }
@@ -265,6 +311,35 @@ Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
   if (!out->has_taken_at || out->row_lock) StampFirstHeld(live, st, out);
   out->ok = true;
   return Status::Ok();
+}
+
+}  // namespace
+
+bool IsHeld(const LeaseTableData& t, const LeaseRow& row) {
+  return !t.has_expiry || row.expires_at > t.now;
+}
+
+Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
+                 const LiveTransactions& live, TableState* st, LeaseTableData* out) {
+  out->table = table.label();
+  out->has_expiry = table.has_expiry();
+  out->has_taken_at = table.taken_at.present();
+  out->row_lock = table.row_lock;
+  out->filtered = !table.held_sql.empty() || !table.where_sql.empty() || table.row_lock;
+  const auto now = StatementBackoff::Clock::now();
+  if (!st->backoff.Due(now)) {
+    out->error = st->last_error;  // still this table's error until a try says otherwise
+    return Status::Ok();
+  }
+  bool failed = false;
+  const Status s = CheckAndRead(ctx, table, live, st, out, &failed);
+  if (failed && !ctx.conn->Broken()) {
+    st->backoff.Failed(now, ctx.poll->interval);
+    st->last_error = out->error;
+  } else if (s.ok()) {
+    st->backoff.Succeeded();
+  }
+  return s;
 }
 
 Status ReadLeaseTableOnce(const PollContext& ctx, const LeaseTableConfig& table,

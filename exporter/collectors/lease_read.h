@@ -1,12 +1,14 @@
 // Reading one lease table ([[targets.leases]]) on one connection, in round trips of its own.
-// Before the table's first read on a connection, the check that it exists and that each field has
-// a usable type (queries/lease_table_check.sql, lease_table_column.sql), a problem reported with
-// the config file, line and key; then the read (the write counters and the rows in one batch); when
-// the read fails on a live connection though the types were right, the blame of the expression that
-// failed; for a row_lock table, the holder of each held row from this poll's live transaction ids;
-// for a table without taken_at, when each row was first seen held. Used by the leases collector
-// (leases.h) on every poll and by --check-targets once. A TableState belongs to the poller thread
-// of its target.
+// Before the table's first read on a connection, the check that it exists and may be read, asked
+// of the catalog (queries/lease_table_exists.sql: a table that does not exist yet costs no ERROR
+// in the server's log), and that each field has a usable type (queries/lease_table_check.sql,
+// lease_table_column.sql), a problem reported with the config file, line and key; a statement
+// that fails on the server tried again after a backoff (util/backoff.h); then the read (the write
+// counters and the rows in one batch); when the read fails on a live connection though the types
+// were right, the blame of the expression that failed; for a row_lock table, the holder of each
+// held row from this poll's live transaction ids; for a table without taken_at, when each row was
+// first seen held. Used by the leases collector (leases.h) on every poll and by --check-targets
+// once. A TableState belongs to the poller thread of its target.
 #pragma once
 
 #include <cstdint>
@@ -15,12 +17,18 @@
 #include <unordered_map>
 
 #include "exporter/collectors/collector.h"
+#include "exporter/util/backoff.h"
 
 namespace pglock {
 
 // What the collector remembers of each table between polls.
 struct TableState {
   bool checked = false;  // the types passed the check on this poller's connection
+  // A statement of this table's check or read failed on the server: the table is tried again
+  // after its backoff, and reports last_error meanwhile. A table that is missing or unreadable is
+  // told by the catalog without a failure, and is tried at every poll.
+  StatementBackoff backoff;
+  std::string last_error;
   struct Seen {
     std::string holder;
     double since = 0;
@@ -37,7 +45,8 @@ struct LiveTransactions {
 
 // Held by the table's own clock: before its expiry, or matched by held_sql (no expiry).
 bool IsHeld(const LeaseTableData& t, const LeaseRow& row);
-// Reads one table into *out; the Status is not ok only when the target's connection was lost.
+// Reads one table into *out, unless a failed statement's backoff (TableState::backoff) is running;
+// the Status is not ok only when the target's connection was lost.
 Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
                  const LiveTransactions& live, TableState* st, LeaseTableData* out);
 // Checks the table's types and reads it once, exactly as the first poll of a connection does

@@ -1,6 +1,7 @@
 #include "exporter/events/logged_locks.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "exporter/snapshot/poll_index.h"
 
@@ -37,6 +38,15 @@ Identity FirstHolder(const PollIndex& index, const std::vector<int>& holders) {
   return IdentityOf(index.Find(holders.front()), holders.front());
 }
 
+// Two wait lines of one process are of one wait when they name the same lock and mode and the same
+// start (each line's time less the time it says was waited): a later wait on the same lock starts
+// after the first ended, at least deadlock_timeout after the first's start.
+bool SameWait(const LockRecord& a, const LockRecord& b) {
+  constexpr double kStartSlackSeconds = 0.1;  // log_time has milliseconds; two lines' rounding
+  return a.lock.text == b.lock.text && a.mode == b.mode &&
+         std::abs((a.time - a.waited_seconds) - (b.time - b.waited_seconds)) < kStartSlackSeconds;
+}
+
 Event LogEvent(EventKind kind, const LockRecord& r, const PollIndex& index) {
   Event e;
   e.time = r.time;
@@ -50,6 +60,9 @@ Event LogEvent(EventKind kind, const LockRecord& r, const PollIndex& index) {
 }  // namespace
 
 std::string LoggedLockLabel(const LoggedLockTag& tag, const LockNames* names) {
+  // A row, page or relation lock is named by its relation, as a poll names it: so `?lock=` finds
+  // the logged wait and the waits the polls saw together.
+  if (!tag.relation_name.empty()) return tag.relation_name;
   if (tag.locktype != "advisory") return tag.text;
   const AdvisoryKey key{tag.field[0], tag.field[1], tag.field[2], static_cast<int>(tag.field[3])};
   return LockLabel(key, names);
@@ -92,6 +105,9 @@ void LoggedLockTracker::Observe(const PollData& poll, const std::vector<LockReco
 void LoggedLockTracker::StillWaiting(const LockRecord& r, const LockNames* names,
                                      Counters* counters) {
   OpenWait& w = open_[{r.pid, r.session_start}];
+  // PostgreSQL writes "still waiting" again each time the waiting backend wakes: the same wait,
+  // counted at its first line, which keeps its holders and queue.
+  if (w.first.kind == LockRecordKind::kStillWaiting && SameWait(w.first, r)) return;
   w.first = r;
   counters->logged_lock_waits[{r.dbname, r.lock.locktype, LoggedLockCounterLabel(r.lock, names)}] +=
       1;
@@ -119,7 +135,8 @@ void LoggedLockTracker::WaitEnded(const PollIndex& index, const LockRecord& r,
   e.started = r.time - r.waited_seconds;
   const std::vector<int>& holders = was_open ? wait.first.holders : r.holders;
   e.previous = FirstHolder(index, holders);
-  e.detail = std::string(r.mode) + "; holders " + Pids(holders) +
+  e.detail = std::string(r.mode) + (r.lock.relation_name.empty() ? "" : " on " + r.lock.text) +
+             "; holders " + Pids(holders) +
              (was_open && !wait.first.queue.empty() ? "; queue " + Pids(wait.first.queue) : "") +
              (wait.seen_by_poll ? "; seen by a poll" : "; between polls");
   events->push_back(std::move(e));

@@ -2,7 +2,9 @@
 // timeouts and failed NOWAITs, deadlocks): counted into the target's Counters and turned into
 // events, once each, however many polls a wait spans.
 //
-//   a wait's "still waiting" line --------> open (counted once: pglock_logged_lock_waits_total)
+//   a wait's "still waiting" line --------> open (counted once: pglock_logged_lock_waits_total;
+//                                                the line written again each time the waiting
+//                                                backend wakes is the same wait)
 //   open --"acquired ... after N ms"-----------> ended: a lock_wait event, N in the histogram
 //   open --the same process's 55P03 ----------> ended: a lock_timeout event (its lock, the holders
 //                                                the wait line named)
@@ -79,6 +81,7 @@ class LoggedLockTracker {
 };
 
 // "advisory lock [db,classid,objid,objsubid]" as the lock's configured name or key (LockLabel);
+// a relation's lock (a row, a page, the relation) as its schema.table when the poller named it;
 // any other lock as the log described it.
 std::string LoggedLockLabel(const LoggedLockTag& tag, const LockNames* names);
 // The `lock` label of pglock_logged_lock_waits_total: a configured advisory name, "unnamed" for

@@ -48,8 +48,9 @@ std::string WantedHtml(const WaitNode& n) {
 void VerdictHtml(const Verdict& v, std::string* o) {
   *o += "<div class=verdict><b>Do:</b> ";
   if (v.command.empty()) {
+    const bool wait = v.action == VerdictAction::kWait || v.action == VerdictAction::kWaitForHolder;
     *o += v.action == VerdictAction::kLeaveAlone ? "<b>leave it alone</b>"
-          : v.action == VerdictAction::kWait     ? "<b>wait</b>"
+          : wait                                 ? "<b>wait</b>"
                                                  : "investigate";
   } else {
     *o += "<code class=cmd>" + H(v.command) + "</code>";

@@ -224,6 +224,7 @@ Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
     return names_stale_ ? ResolveNames(*conn_, deadline) : Status::Ok();
   conn_.reset();
   settings_read_.reset();  // a new session reads the settings again
+  relation_names_.Forget();
   std::unique_ptr<PgConnection> conn;
   if (Status s = OpenSession(target_.dsn, "", deadline, &abort_, &conn); !s.ok()) return s;
   std::vector<PreparedStatement> prepared;
@@ -400,8 +401,16 @@ bool Poller::PollOnce() {
       },
       &counters_, &events);
   if (server_log_) {
-    JudgeLoggedLocks(*data, server_log_->TakeLockRecords(), &names_, poll_.top_n, poll_.query_text,
-                     &logged_locks_, &counters_, &events);
+    std::vector<LockRecord> records = server_log_->TakeLockRecords();
+    if (Status s = conn_ ? relation_names_.Name(*conn_, QueryTimeouts::ForPoll(poll_.timeout),
+                                                deadline, &records)
+                         : Status::Ok();
+        !s.ok()) {
+      // Those records keep the log's OIDs; the next poll reconnects if the connection broke.
+      spdlog::debug("target {}: naming the logged locks' relations: {}", target_.name, s.message());
+    }
+    JudgeLoggedLocks(*data, records, &names_, poll_.top_n, poll_.query_text, &logged_locks_,
+                     &counters_, &events);
   }
   RecordEvents(std::move(events));
   auto view = BuildView(*data, &statuses);

@@ -26,6 +26,7 @@
 #include "exporter/events/timeline.h"
 #include "exporter/pg/connection.h"
 #include "exporter/poll/lock_names.h"
+#include "exporter/poll/relation_names.h"
 #include "exporter/poll/server_identity.h"
 #include "exporter/serverlog/server_log.h"
 #include "exporter/snapshot/analyze.h"
@@ -143,6 +144,7 @@ class Poller {
   EventTracker events_;
   BlockingEpisodeTracker episodes_;
   LoggedLockTracker logged_locks_;
+  RelationNames relation_names_;  // of the logged lock records, on the current connection
   Counters counters_;
   double poll_errors_ = 0;
   double last_success_ = 0;

@@ -93,6 +93,9 @@ struct LoggedLockTag {
   //   applytransaction     [database, subscription, remote xid, -]
   uint32_t field[4] = {};
   std::string text;  // as logged
+  // The relation as the poll names it (schema.table), set by the poller from the catalog
+  // (poll/relation_names.h); empty until then, or when it cannot be named there.
+  std::string relation_name;
 };
 
 // A process of a deadlock's cycle.

@@ -51,9 +51,12 @@ std::unique_ptr<LogSource> MakeFileLogSource(std::string path, LogFormat format)
 
 // The files of the server's log_directory, read over a session of its own opened with `dsn`
 // (read-only, statement_timeout = `timeout`), at first use and again after a connection loss.
-// Each call is bounded by `timeout`. Needs pg_ls_logdir() (superuser or pg_monitor) and
-// pg_read_binary_file() (superuser, pg_read_server_files, or EXECUTE granted on it). `abort`, when
-// given, must outlive the source (as in OpenSession).
+// Each call is bounded by `timeout`. After a failure, calls fail with the same status without a
+// try until a backoff has passed (1 s, doubling, at most 5 min; 10 s when the session was lost),
+// so that a missing privilege does not write an ERROR line into the server's log at every read.
+// Needs pg_ls_logdir() (superuser or pg_monitor) and pg_read_binary_file() (superuser,
+// pg_read_server_files, or EXECUTE granted on it). `abort`, when given, must outlive the source (as
+// in OpenSession).
 std::unique_ptr<LogSource> MakeSqlLogSource(std::string dsn, LogFormat format,
                                             std::chrono::milliseconds timeout,
                                             const std::atomic<bool>* abort = nullptr);

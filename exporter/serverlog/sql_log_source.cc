@@ -10,9 +10,13 @@
 #include "exporter/pg/columns.h"
 #include "exporter/pg/session.h"
 #include "exporter/serverlog/log_source.h"
+#include "exporter/util/backoff.h"
 
 namespace pglock {
 namespace {
+
+// The pace the backoff of a failing statement starts from: the reader's default read_interval.
+constexpr Duration kRetryInterval = std::chrono::seconds(1);
 
 constexpr char kListSql[] =
     "SELECT name, size, extract(epoch FROM modification)::float8 AS modified "
@@ -91,10 +95,26 @@ class SqlLogSource : public LogSource {
 
  private:
   // Runs one statement on the source's session, opening it first when needed. A session that
-  // broke is dropped, to be opened again by the next call.
+  // broke is dropped, to be opened again by the next call. After a failure (a missing privilege
+  // fails at every read, and each failure is an ERROR or FATAL line in the very log this reads)
+  // the calls fail with the same status, without a try, until the backoff's delay has passed.
   Status Run(const char* sql, const std::vector<std::string>& params,
              std::optional<PgResult>* result) {
-    const SteadyClock::time_point deadline = SteadyClock::now() + timeout_;
+    const auto now = SteadyClock::now();
+    if (!backoff_.Due(now)) return last_failure_;
+    Status s = RunNow(sql, params, now + timeout_, result);
+    if (s.ok()) {
+      backoff_.Succeeded();
+    } else {
+      // A session lost or refused is tried again as soon as the poller's own (a restart).
+      backoff_.Failed(now, kRetryInterval, conn_ ? kMaxStatementBackoff : kMaxBackoff);
+      last_failure_ = s;
+    }
+    return s;
+  }
+
+  Status RunNow(const char* sql, const std::vector<std::string>& params,
+                SteadyClock::time_point deadline, std::optional<PgResult>* result) {
     if (conn_ == nullptr || conn_->Broken()) {
       conn_.reset();
       if (Status s = Connect(deadline); !s.ok()) return s;
@@ -120,6 +140,8 @@ class SqlLogSource : public LogSource {
   const std::chrono::milliseconds timeout_;
   const std::atomic<bool>* const abort_;
   std::unique_ptr<PgConnection> conn_;  // opened at first use
+  StatementBackoff backoff_;
+  Status last_failure_ = Status::Ok();
 };
 
 }  // namespace

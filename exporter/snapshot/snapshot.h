@@ -84,6 +84,7 @@ enum class VerdictAction {
   kTerminate,            // idle (in transaction): a cancel does nothing to an idle session
   kCancel,               // running a statement: cancel first, terminate if that fails
   kWait,                 // running a statement younger than its waiters' alert threshold
+  kWaitForHolder,        // holds a migration tool's lock its waiters ask for, making progress
   kRollbackPrepared,     // a prepared transaction: no session to end
   kCancelStrongRequest,  // a DDL heads the queue: cancel it, retry it with lock_timeout
   kCancelAutovacuum,     // an ordinary autovacuum worker

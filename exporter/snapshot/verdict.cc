@@ -1,7 +1,9 @@
 #include "exporter/snapshot/verdict.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -138,6 +140,34 @@ Verdict AutovacuumVerdict(const RootFacts& f) {
   return v;
 }
 
+// Running a statement, or between two (a tool's client works between its statements): not stuck.
+bool MakingProgress(const RootFacts& f) {
+  if (!f.root.state_seconds.has_value()) return false;
+  if (f.root.id.state == "active") return true;
+  return (f.root.id.state == "idle" || f.root.id.state == "idle in transaction") &&
+         f.state_seconds < kWaitersAlertSeconds;
+}
+
+Verdict HolderVerdict(const RootFacts& f) {
+  Verdict v;
+  v.action = VerdictAction::kWaitForHolder;
+  v.pid = f.root.id.pid;
+  v.frees = f.blocked;
+  v.then_command = Call("pg_cancel_backend", f.duplicate_pid);
+  v.then = "to stop a duplicate instead (the run waiting longest, pid " + Pid(f.duplicate_pid) +
+           "): " + v.then_command;
+  const std::string doing =
+      f.root.id.state == "active"
+          ? "running a statement for " + Duration(f.state_seconds)
+          : "between statements (" + f.root.id.state + " for " + Duration(f.state_seconds) + ")";
+  v.cost = "nothing: pid " + Pid(v.pid) + " holds " + f.waited_app_lock + ", the lock its " +
+           Waiters(f.blocked) + " ask for, and is making progress (" + doing +
+           "). They are its duplicates, queued by design (a second deploy behind a migration): "
+           "they go on when it is done. Cancelling the holder fails its work, and the waiting run "
+           "redoes it.";
+  return v;
+}
+
 Verdict SessionVerdict(const RootFacts& f) {
   Verdict v;
   v.pid = f.root.id.pid;
@@ -193,6 +223,9 @@ Verdict DecideVerdict(const RootFacts& f) {
   if (f.root.id.pid == 0) return PreparedVerdict(f);
   if (f.pooled) return PooledVerdict(f);
   if (f.root.backend_type == "autovacuum worker") return AutovacuumVerdict(f);
+  if (f.root.backend_type == "client backend" && !f.waited_app_lock.empty() && MakingProgress(f)) {
+    return HolderVerdict(f);
+  }
   if (f.root.backend_type == "client backend" &&
       (f.root.id.state == "active" || f.root.id.state == "idle" ||
        f.root.id.state.starts_with("idle in transaction"))) {
@@ -225,6 +258,8 @@ const char* VerdictActionName(VerdictAction a) {
       return "cancel";
     case VerdictAction::kWait:
       return "wait";
+    case VerdictAction::kWaitForHolder:
+      return "wait_for_holder";
     case VerdictAction::kRollbackPrepared:
       return "rollback_prepared";
     case VerdictAction::kCancelStrongRequest:
@@ -260,8 +295,59 @@ std::optional<PooledConnection> PooledConnectionOf(int pid,
 // root.
 using HeldByPid = std::unordered_map<int, HeldLockList>;
 
+// Migration tools' locks, as the tools take them: a constant advisory key (node-pg-migrate's
+// 7241865325823964, Prisma Migrate's 72707369), or the row of knex's lock table, named after its
+// migrations table (knex_migrations_lock by default), inside the migration's transaction.
+constexpr int64_t kMigrationKeys[] = {7241865325823964, 72707369};
+constexpr std::string_view kMigrationLockTableSuffix = "migrations_lock";
+
+bool IsMigrationKey(const AdvisoryKey& k) {
+  const int64_t key = static_cast<int64_t>((uint64_t{k.classid} << 32) | k.objid);
+  return k.objsubid == 1 && std::find(std::begin(kMigrationKeys), std::end(kMigrationKeys), key) !=
+                                std::end(kMigrationKeys);
+}
+
+// From the poll's one pass over its advisory locks: the migration key each root holds, and the key
+// each waiting process asks for (a process waits for one lock at a time).
+struct MigrationKeys {
+  std::unordered_map<int, AdvisoryKey> held;
+  std::unordered_map<int, AdvisoryKey> wanted;
+};
+
+// The migration tool's lock root `pid` holds that every session waiting on it directly asks for
+// (RootFacts::waited_app_lock): a waiter for the migration key the root holds, or, while the root
+// holds the row of a migration lock table (a row_lock table), a waiter for its transaction, taken
+// for a second taker of that row (pg_locks does not say which row it wants).
+void WaitedMigrationLock(int pid, const TargetView& view, const MigrationKeys& keys, RootFacts* f) {
+  std::string row;
+  for (const RowLockHolder& h : view.row_locks) {
+    if (h.holder.pid == pid && h.table.ends_with(kMigrationLockTableSuffix)) {
+      row = h.table + " " + h.lease;
+    }
+  }
+  const auto key = keys.held.find(pid);
+  std::string lock;
+  double longest = -1;
+  for (const LockWaitEdge& w : view.lock_waits) {
+    if (w.blocker.id.pid != pid) continue;
+    std::string wanted;
+    if (w.locktype == "advisory" && key != keys.held.end()) {
+      const auto it = keys.wanted.find(w.waiter.id.pid);
+      if (it != keys.wanted.end() && it->second == key->second) wanted = "advisory lock " + w.lock;
+    }
+    if (w.locktype == "transactionid") wanted = row;
+    if (wanted.empty() || (!lock.empty() && wanted != lock)) return;
+    lock = wanted;
+    if (w.seconds > longest) {
+      longest = w.seconds;
+      f->duplicate_pid = w.waiter.id.pid;
+    }
+  }
+  f->waited_app_lock = lock;
+}
+
 RootFacts FactsOf(const BlockingRoot& r, const PollData& data, const PollIndex& index,
-                  const HeldByPid& held, const TargetView& view) {
+                  const HeldByPid& held, const MigrationKeys& keys, const TargetView& view) {
   RootFacts f;
   f.root = r.root;
   f.state_seconds = r.state_seconds;
@@ -278,6 +364,7 @@ RootFacts FactsOf(const BlockingRoot& r, const PollData& data, const PollIndex& 
   }
   if (const auto it = held.find(pid); it != held.end()) f.advisory_locks = it->second;
   f.pooled = PooledConnectionOf(pid, view.poolers);
+  WaitedMigrationLock(pid, view, keys, &f);
   if (f.strong_request) {
     std::tie(f.lock_timeout, f.lock_timeout_source) = LockTimeoutOf(
         f.strong_request->datid, f.strong_request->roleid, data.settings, data.overrides);
@@ -323,12 +410,16 @@ void AttachVerdicts(const PollData& data, const PollIndex& index, const LockName
   if (view->blocking_roots.empty()) return;
   HeldByPid held;
   for (const BlockingRoot& r : view->blocking_roots) held[r.root.id.pid];
+  MigrationKeys keys;
   for (const AdvisoryLock& l : data.locks) {
+    if (!l.granted) keys.wanted[l.pid] = l.key;
     const auto it = held.find(l.pid);
-    if (it != held.end() && l.granted) it->second.Add([&] { return LockLabel(l.key, names); });
+    if (it == held.end() || !l.granted) continue;
+    it->second.Add([&] { return LockLabel(l.key, names); });
+    if (IsMigrationKey(l.key)) keys.held[l.pid] = l.key;
   }
   for (BlockingRoot& r : view->blocking_roots) {
-    r.verdict = DecideVerdict(FactsOf(r, data, index, held, *view));
+    r.verdict = DecideVerdict(FactsOf(r, data, index, held, keys, *view));
   }
 }
 

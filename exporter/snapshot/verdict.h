@@ -12,6 +12,12 @@
 //   a pooled server connection holding a session lock -> the pooler's RECONNECT of that pool;
 //   an autovacuum worker            -> cancel it, unless it runs "(to prevent wraparound)": then
 //                                      leave it alone (it comes back at once);
+//   holding a migration tool's lock (node-pg-migrate's or Prisma Migrate's advisory key, the row
+//       of knex's lock table read as a row_lock table) that every session waiting on it asks for,
+//       and making progress (running a statement, or its last one ended under
+//       kWaitersAlertSeconds ago) -> wait for it: the waiters are its duplicates (a second deploy
+//       behind the migration), queued by design; cancelling the migration fails it and the
+//       duplicate redoes it. To stop a duplicate, cancel it;
 //   idle, or idle in transaction    -> terminate (a cancel does nothing to an idle session); its
 //                                      transaction rolls back and its advisory locks are dropped;
 //   running a statement younger than its waiters' alert threshold (kWaitersAlertSeconds), none
@@ -49,6 +55,10 @@ struct RootFacts {
   // is, with a session lock known held on it.
   std::optional<PooledConnection> pooled;
   std::optional<StrongRequest> strong_request;
+  // The migration tool's lock the root holds that every session waiting on it directly asks for
+  // ("" when one asks for anything else), and the one of them that has waited longest.
+  std::string waited_app_lock;
+  int duplicate_pid = 0;
   int64_t blocked = 0;      // sessions blocked through the root
   double longest_wait = 0;  // the longest wait among them
   // The strong request's effective lock_timeout and where it comes from (LockTimeoutOf()).

@@ -1,4 +1,6 @@
-// The reconnect backoff of a target and of its other databases' sessions, in one place.
+// The backoffs of the exporter's retries, in one place: the reconnect of a target and of its other
+// databases' sessions (RetryDelay), and the retry of one statement that keeps failing on a live
+// connection (StatementBackoff). Pure; StatementBackoff is thread-compatible.
 #pragma once
 
 #include <algorithm>
@@ -9,15 +11,43 @@
 namespace pglock {
 
 inline constexpr Duration kMaxBackoff = std::chrono::seconds(10);
+// A statement that fails at every try writes one ERROR line into the server's log each time (a
+// table that does not exist yet, a missing privilege, a failing expression): retried at most this
+// far apart, 12 lines an hour, where a 1 s poll would write 3,600.
+inline constexpr Duration kMaxStatementBackoff = std::chrono::minutes(5);
 
 // How long to wait before the next attempt after `consecutive_failures` failed ones: one interval
-// after none or one, then 2x, 4x, ... up to max(interval, 10 s).
-inline Duration RetryDelay(int consecutive_failures, Duration interval) {
+// after none or one, then 2x, 4x, ... up to max(interval, cap).
+inline Duration RetryDelay(int consecutive_failures, Duration interval,
+                           Duration cap = kMaxBackoff) {
   if (consecutive_failures <= 1) return interval;
-  const Duration cap = std::max(interval, kMaxBackoff);
+  cap = std::max(interval, cap);
   const int shift = std::min(consecutive_failures - 1, 20);
   if (interval.count() > 0 && cap.count() / interval.count() < (int64_t{1} << shift)) return cap;
   return interval * (int64_t{1} << shift);
 }
+
+// When to run again a statement that failed on a live connection: after one interval, then 2x,
+// 4x, ... up to kMaxStatementBackoff, until it succeeds. Its caller keeps reporting the last error
+// meanwhile, so the user-visible signal stays while the server's log is spared.
+class StatementBackoff {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // True when the statement may run at `now`: it never failed, or its delay has passed.
+  bool Due(Clock::time_point now) const { return failures_ == 0 || now >= next_; }
+  // The statement failed at `now`; `interval` is the pace of its tries (the poll's interval),
+  // `cap` the longest delay (a lost connection comes back sooner than a missing privilege).
+  void Failed(Clock::time_point now, Duration interval, Duration cap = kMaxStatementBackoff) {
+    ++failures_;
+    next_ = now + RetryDelay(failures_, interval, cap);
+  }
+  void Succeeded() { failures_ = 0; }
+  int failures() const { return failures_; }
+
+ private:
+  int failures_ = 0;  // consecutive
+  Clock::time_point next_{};
+};
 
 }  // namespace pglock

@@ -95,6 +95,27 @@ TEST_F(LoggedLocks, AWaitAPollAlsoSawIsStillOneWait) {
   EXPECT_NE(events_[0].detail.find("seen by a poll"), std::string::npos) << events_[0].detail;
 }
 
+// PostgreSQL writes "still waiting" again when a waiting backend wakes (here 10 s into the wait,
+// in the same poll's records and in the next one's): one wait, one count, its first line's
+// holders; a new wait of the same session on the same lock, after the first was acquired, counts
+// again.
+TEST_F(LoggedLocks, AWaitWrittenAgainWhenItsBackendWakesIsCountedOnce) {
+  LockRecord again = Wait(LockRecordKind::kStillWaiting, 20, kNow + 10.0004, 11.0);
+  again.holders = {8};
+  Observe(Poll(kNow), {Wait(LockRecordKind::kStillWaiting, 20, kNow, 1.0), again});
+  Observe(Poll(kNow + 15), {Wait(LockRecordKind::kStillWaiting, 20, kNow + 20.001, 21.0),
+                            Wait(LockRecordKind::kAcquired, 20, kNow + 25, 26.0)});
+  EXPECT_EQ((counters_.logged_lock_waits[{"shop", "transactionid", ""}]), 1);
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0].previous.pid, 7);
+  EXPECT_EQ(events_[0].duration, 26.0);
+
+  Observe(Poll(kNow + 40), {Wait(LockRecordKind::kStillWaiting, 20, kNow + 30, 1.0),
+                            Wait(LockRecordKind::kStillWaiting, 20, kNow + 40, 11.0)});
+  EXPECT_EQ((counters_.logged_lock_waits[{"shop", "transactionid", ""}]), 2);
+  EXPECT_EQ(tracker_.open_waits(), 1u);
+}
+
 TEST_F(LoggedLocks, AnAdvisoryWaitIsCountedByTheKeysName) {
   AddBigintName(4242, "nightly-report", &names_);
   Observe(Poll(kNow), {Advisory(LockRecordKind::kStillWaiting, 20, kNow, 1.0),

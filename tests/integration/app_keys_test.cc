@@ -15,6 +15,7 @@
 #include "tests/support/log_capture.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/recipes.h"
 #include "tests/support/test_poll.h"
 
 namespace pglock {
@@ -185,23 +186,10 @@ TEST(AppKeys, FailingKeyExpressionIsReportedWithItsKey) {
 
 // --- Lock tables --------------------------------------------------------------------------------
 
-// knex's lock table with its one row, not locked, configured as the README's recipe (plus `extra`).
-// The README recipe for knex's lock table, verbatim.
-constexpr char kKnexRecipe[] = R"(
-  [[targets.leases]]
-  table = "knex_migrations_lock"
-  name_sql = "'migrations-' || index"
-  held_sql = "is_locked = 1"
-  row_lock = true
-  max_hold = "30m"
-)";
-
 // knex's lock table, with its one row free, configured by `toml`.
-TargetConfig KnexLockTable(const std::string& toml = kKnexRecipe) {
+TargetConfig KnexLockTable(const std::string& toml = testing::kKnexRecipe) {
   Pg().Exec("DROP TABLE IF EXISTS knex_migrations_lock");
-  Pg().Exec(
-      "CREATE TABLE knex_migrations_lock (index serial PRIMARY KEY, is_locked integer); "
-      "INSERT INTO knex_migrations_lock (is_locked) VALUES (0)");
+  Pg().Exec(testing::kKnexLockTableSql);
   return ParseTarget(toml);
 }
 
@@ -251,7 +239,7 @@ TEST(AppKeys, FlagOnlyLockTable) {
 // session sees until it commits (and a killed migration rolls back). Without row_lock the table
 // shows the lock free while the migration runs...
 TEST(AppKeys, FlagSetInsideTheMigrationsTransactionIsNotSeenWithoutRowLock) {
-  std::string toml = kKnexRecipe;
+  std::string toml = testing::kKnexRecipe;
   toml.erase(toml.find("  row_lock = true\n"), std::string("  row_lock = true\n").size());
   const TargetConfig t = KnexLockTable(toml);
   TestSession migrate(Pg().Dsn() + " application_name=knex-migrate");
@@ -383,7 +371,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "in bad_jobs"}));
 
 // Expressions: a wrong type and a failing one are named by their key; a table that is fixed is
-// read at the next poll.
+// read again once the backoff of its failed read has passed.
 TEST(AppKeys, FailingLeaseExpressionsAreNamedByTheirKey) {
   LogCapture log;
   Pg().Exec("DROP TABLE IF EXISTS flags");
@@ -415,8 +403,11 @@ TEST(AppKeys, FailingLeaseExpressionsAreNamedByTheirKey) {
   EXPECT_EQ(log.Count("division by zero"), 1) << log.Text();
 
   Pg().Exec("DELETE FROM flags");  // no row left to fail on
-  samples = PollAndScrape(poller);
-  EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "public.flags"}}), 1);
+  // Read again once the backoff of its failed read has passed (one poll interval).
+  EXPECT_TRUE(testing::WaitFor(3, [&] {
+    samples = PollAndScrape(poller);
+    return Value(samples, "pglock_lease_table_up", {{"table", "public.flags"}}) == 1;
+  }));
   EXPECT_EQ(Value(samples, "pglock_lease_table_up", {{"table", "flags"}}), 0);
   Pg().Exec("DROP TABLE flags");
 }

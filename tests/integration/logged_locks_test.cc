@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "exporter/http/oncall_select.h"
 #include "exporter/poll/poller.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
@@ -91,6 +92,56 @@ TEST_F(LoggedLocks, ARowLockWaitBetweenTwoPollsIsCountedWithWaiterHolderAndDurat
             1);
 }
 
+// The second waiter for a row waits for the row's tuple lock, which the log names by OID
+// ("tuple (0,1) of relation 16407 of database 5"): its logged wait is named as the poll named it
+// while it waited (schema.table), so `?lock=public.jobs` finds both.
+TEST_F(LoggedLocks, ARowWaitIsNamedByItsTableAsThePollNamesIt) {
+  auto poller = StartedPoller();
+  TestSession holder(Pg().Dsn() + " application_name=worker-a");
+  TestSession first(Pg().Dsn() + " application_name=worker-b");
+  TestSession second(Pg().Dsn() + " application_name=worker-c");
+  holder.Query("BEGIN");
+  holder.Query("UPDATE jobs SET state = 'a' WHERE id = 1");
+  first.Send("UPDATE jobs SET state = 'b' WHERE id = 1");
+  ASSERT_TRUE(WaitFor(5, [&] {
+    return Pg().Scalar("SELECT count(*) FROM pg_locks WHERE NOT granted AND pid = " +
+                       std::to_string(first.Pid())) == "1";
+  }));
+  second.Send("UPDATE jobs SET state = 'c' WHERE id = 1");
+  ASSERT_TRUE(WaitFor(5, [&] {
+    return Pg().Scalar("SELECT locktype FROM pg_locks WHERE NOT granted AND pid = " +
+                       std::to_string(second.Pid())) == "tuple";
+  }));
+  poller->PollOnceForTest();
+  std::string polled;  // what the poll names the second waiter's lock
+  for (const LockWaitEdge& w : poller->Latest()->view->lock_waits) {
+    if (w.waiter.id.pid == second.Pid()) polled = w.relation;
+  }
+  EXPECT_EQ(polled, "public.jobs");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past deadlock_timeout
+  holder.Query("COMMIT");
+  ASSERT_TRUE(WaitFor(5, [&] { return first.SendDone(); }));
+  ASSERT_TRUE(WaitFor(5, [&] { return second.SendDone(); }));
+  std::shared_ptr<const Event> logged;
+  WaitFor(15, [&] {
+    poller->PollOnceForTest();
+    for (const auto& e : *poller->Latest()->events) {
+      if (e->kind == EventKind::kLockWait && e->current.pid == second.Pid()) logged = e;
+    }
+    if (!logged) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return logged != nullptr;
+  });
+  ASSERT_NE(logged, nullptr);
+  EXPECT_EQ(logged->lock, polled);
+  EXPECT_NE(logged->detail.find("tuple (0,1) of relation "), std::string::npos) << logged->detail;
+  const std::vector<TargetPart> parts =
+      SelectTargetParts({poller->Latest()}, LocksFilter{"", "public.jobs"});
+  ASSERT_EQ(parts.size(), 1u);
+  bool found = false;
+  for (const Event* e : parts[0].events) found = found || e == logged.get();
+  EXPECT_TRUE(found) << "?lock=public.jobs does not find the logged wait";
+}
+
 TEST_F(LoggedLocks, AnAdvisoryWaitIsCountedByTheKeysName) {
   auto poller = StartedPoller();
   TestSession holder(Pg().Dsn() + " application_name=report-1");
@@ -127,7 +178,7 @@ TEST_F(LoggedLocks, ALockTimeoutIsCountedByRoleWithItsBlocker) {
   EXPECT_EQ(e->current.pid, deploy.Pid());
   EXPECT_EQ(e->current.usename, "deployer");
   EXPECT_EQ(e->previous.pid, holder.Pid());
-  EXPECT_NE(e->lock.find("relation"), std::string::npos) << e->lock;
+  EXPECT_EQ(e->lock, "public.jobs");  // as a poll names the relation, not by its OID
   const auto samples = PollAndScrape(*poller);
   EXPECT_EQ(Sum(samples, "pglock_lock_timeouts_total", {{"usename", "deployer"}}), 1);
 }

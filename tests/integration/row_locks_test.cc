@@ -19,9 +19,11 @@
 
 #include "exporter/http/oncall.h"
 #include "exporter/poll/poller.h"
+#include "exporter/snapshot/verdict.h"
 #include "tests/support/log_capture.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/recipes.h"
 #include "tests/support/test_poll.h"
 
 namespace pglock {
@@ -565,6 +567,71 @@ TEST(RowLocks, UnreadableTableAndViewAreNamedAtStart) {
   EXPECT_EQ(log.Count("permission denied"), 1) << log.Text();
   EXPECT_EQ(log.Count("config.toml:10: targets.leases.row_lock: \"t.xmax\": "), 1) << log.Text();
   Pg().Exec("DROP VIEW mutex_view; DROP OWNED BY rowlock_reader; DROP ROLE rowlock_reader");
+}
+
+// The verdict for a second deploy queued behind a migration, with each tool's own lock shape on a
+// real server: knex takes knex_migrations_lock's row inside the migration's transaction (SELECT ...
+// FOR UPDATE, then UPDATE), so the duplicate's SELECT ... FOR UPDATE waits for that transaction;
+// node-pg-migrate holds pg_advisory_lock(7241865325823964) on its session. While the migration runs
+// a statement, or has just finished one, the verdict is to wait for it: its waiter is the
+// duplicate (a migration idle past 30 s: tests/snapshot/verdict_test.cc).
+// The verdict on root `root` at a poll once `waiter` waits for a lock (kInvestigate: no such root).
+Verdict VerdictOnceWaiting(Poller& poller, int waiter, int root) {
+  EXPECT_TRUE(testing::WaitFor(5, [&] {
+    return Pg().Scalar("SELECT wait_event_type FROM pg_stat_activity WHERE pid = " +
+                       std::to_string(waiter)) == "Lock";
+  }));
+  poller.PollOnceForTest();
+  for (const BlockingRoot& r : poller.Latest()->view->blocking_roots) {
+    if (r.root.id.pid == root) return r.verdict;
+  }
+  ADD_FAILURE() << "pid " << root << " is not a root";
+  return Verdict{};
+}
+
+TEST(RowLocks, DuplicateDeployBehindAMigrationWaitsForTheMigration) {
+  Pg().Exec("DROP TABLE IF EXISTS knex_migrations_lock");
+  Pg().Exec(testing::kKnexLockTableSql);
+  Poller poller(ParseTarget(std::string(testing::kKnexRecipe) + R"(
+  [[targets.locks]]
+  name = "migrations"
+  key = 7241865325823964
+)"),
+                TestPoll());
+  TestSession migrate(Pg().Dsn() + " application_name=deploy-1");
+  TestSession duplicate(Pg().Dsn() + " application_name=deploy-2");
+  migrate.Query("BEGIN");
+  migrate.Query("SELECT * FROM knex_migrations_lock FOR UPDATE");
+  migrate.Query("UPDATE knex_migrations_lock SET is_locked = 1");
+  duplicate.Query("BEGIN");
+  duplicate.Send("SELECT * FROM knex_migrations_lock FOR UPDATE");
+  migrate.Send("SELECT pg_sleep(3)");  // a migration's statement
+  Verdict v = VerdictOnceWaiting(poller, duplicate.Pid(), migrate.Pid());
+  EXPECT_EQ(v.action, VerdictAction::kWaitForHolder) << v.cost;
+  EXPECT_EQ(v.then_command, "SELECT pg_cancel_backend(" + std::to_string(duplicate.Pid()) + ")");
+  EXPECT_NE(v.cost.find("knex_migrations_lock migrations-1"), std::string::npos) << v.cost;
+  const auto samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_session_verdict_info",
+                  {{"pid", std::to_string(migrate.Pid())}, {"action", "wait_for_holder"}}),
+            1);
+  ASSERT_TRUE(testing::WaitFor(10, [&] { return migrate.SendDone(); }));
+  migrate.Query("COMMIT");
+  ASSERT_TRUE(testing::WaitFor(5, [&] { return duplicate.SendDone(); }));
+  duplicate.Query("COMMIT");
+
+  // node-pg-migrate: the key on the session, the migrations in transactions of their own.
+  migrate.Query("SELECT pg_advisory_lock(7241865325823964)");
+  duplicate.Send("SELECT pg_advisory_lock(7241865325823964)");
+  migrate.Query("BEGIN");
+  migrate.Query("UPDATE knex_migrations_lock SET is_locked = 0");  // a migration's statement
+  v = VerdictOnceWaiting(poller, duplicate.Pid(), migrate.Pid());
+  EXPECT_EQ(v.action, VerdictAction::kWaitForHolder) << v.cost;
+  EXPECT_NE(v.cost.find("advisory lock migrations"), std::string::npos) << v.cost;
+  migrate.Query("COMMIT");
+  migrate.Query("SELECT pg_advisory_unlock(7241865325823964)");
+  ASSERT_TRUE(testing::WaitFor(5, [&] { return duplicate.SendDone(); }));
+  duplicate.Query("SELECT pg_advisory_unlock(7241865325823964)");
+  Pg().Exec("DROP TABLE knex_migrations_lock");
 }
 
 }  // namespace

@@ -143,6 +143,94 @@ TEST(Verdict, ActiveRootYoungerThanTheWaitersThresholdIsWaitedFor) {
   EXPECT_NE(verdict.cost.find("has run 15 s"), std::string::npos) << verdict.cost;
 }
 
+// A second knex deploy waits behind a healthy migration: knex takes its lock with SELECT ... FOR
+// UPDATE and UPDATE of knex_migrations_lock's row inside the migration's own transaction, so the
+// duplicate's SELECT ... FOR UPDATE waits for that transaction (a row_lock table shows the row
+// held by the migration's session). The migration is the work; the waiter is the duplicate.
+PollData KnexDeployBehindMigration(const std::string& root_state, double root_since) {
+  PollData d;
+  d.now = kNow;
+  d.server_version_num = 150000;
+  d.sessions = {Client(100, root_state, root_since), Waiter(200, {100}, 120)};
+  d.sessions[0].application_name = "deploy-1";
+  d.sessions[1].application_name = "deploy-2";
+  d.lock_waits = {
+      {200, "transactionid", "ShareLock", kDb, "", "900", "transactionid:900", kNow - 120}};
+  LeaseTableData t;
+  t.table = "knex_migrations_lock";
+  t.ok = true;
+  t.has_expiry = false;
+  t.has_taken_at = false;
+  t.row_lock = true;
+  t.now = kNow;
+  t.total = t.held = 1;
+  t.rows.push_back({"migrations-1", "deploy-1 (pid 100)", kNow - 125, 0, true, 100, 900});
+  d.leases.push_back(t);
+  return d;
+}
+
+TEST(Verdict, DuplicateDeployBehindAMigrationRunningAStatementWaitsForTheMigration) {
+  const Verdict v = ViewOf(KnexDeployBehindMigration("active", 100)).blocking_roots[0].verdict;
+  EXPECT_EQ(v.action, VerdictAction::kWaitForHolder);
+  EXPECT_EQ(std::string(VerdictActionName(v.action)), "wait_for_holder");
+  EXPECT_EQ(v.command, "");
+  EXPECT_EQ(v.then_command, "SELECT pg_cancel_backend(200)");
+  EXPECT_NE(v.cost.find("holds knex_migrations_lock migrations-1"), std::string::npos) << v.cost;
+  EXPECT_NE(v.cost.find("running a statement for 100 s"), std::string::npos) << v.cost;
+}
+
+// knex's client between two statements of the migration: a moment idle in transaction is
+// progress; a minute of it is not, and the ordinary verdict (terminate the idle root) stands.
+TEST(Verdict, MigrationBetweenStatementsIsWaitedForUntilItStallsIdle) {
+  EXPECT_EQ(
+      ViewOf(KnexDeployBehindMigration("idle in transaction", 2)).blocking_roots[0].verdict.action,
+      VerdictAction::kWaitForHolder);
+  EXPECT_EQ(
+      ViewOf(KnexDeployBehindMigration("idle in transaction", 60)).blocking_roots[0].verdict.action,
+      VerdictAction::kTerminate);
+}
+
+// node-pg-migrate holds pg_advisory_lock(7241865325823964) on its session, idle between its
+// migrations' transactions; a second run waits for the same key.
+TEST(Verdict, DuplicateRunWaitingForAMigrationToolsAdvisoryKeyWaitsForTheHolder) {
+  constexpr int64_t kKey = 7241865325823964;
+  const AdvisoryKey key{kDb, static_cast<uint32_t>(kKey >> 32),
+                        static_cast<uint32_t>(kKey & 0xffffffff), 1};
+  PollData d;
+  d.now = kNow;
+  d.server_version_num = 150000;
+  d.sessions = {Client(100, "idle", 3), Waiter(200, {100}, 150)};
+  d.locks.push_back({key, 100, true, true, std::nullopt, true});
+  d.locks.push_back({key, 200, true, false, kNow - 150, false});
+  LockNames names;
+  AddBigintName(kKey, "migrations", &names);
+  const Verdict v = ViewOf(d, &names).blocking_roots[0].verdict;
+  EXPECT_EQ(v.action, VerdictAction::kWaitForHolder);
+  EXPECT_NE(v.cost.find("holds advisory lock migrations"), std::string::npos) << v.cost;
+  EXPECT_EQ(v.then_command, "SELECT pg_cancel_backend(200)");
+}
+
+// Any other key: a job's mutex whose holder runs for minutes gets the ordinary verdict (the
+// waiter has waited past the alerts' threshold: cancel the holder).
+TEST(Verdict, AnOrdinaryAdvisoryKeysHolderGetsTheOrdinaryVerdict) {
+  const AdvisoryKey key{kDb, 0, 77, 1};
+  PollData d;
+  d.now = kNow;
+  d.server_version_num = 150000;
+  d.sessions = {Client(100, "active", 100), Waiter(200, {100}, 90)};
+  d.locks.push_back({key, 100, true, true, std::nullopt, false});
+  d.locks.push_back({key, 200, true, false, kNow - 90, false});
+  EXPECT_EQ(ViewOf(d).blocking_roots[0].verdict.action, VerdictAction::kCancel);
+}
+
+// A reader queued behind the migration's table lock is not a duplicate: the ordinary verdict.
+TEST(Verdict, MigrationBlockingAnotherKindOfWaiterGetsTheOrdinaryVerdict) {
+  PollData d = KnexDeployBehindMigration("active", 100);
+  d.sessions.push_back(Waiter(300, {100}, 40));
+  d.lock_waits.push_back(Wants(300, "AccessShareLock", 40));
+  EXPECT_EQ(ViewOf(d).blocking_roots[0].verdict.action, VerdictAction::kCancel);
+}
+
 // The same root when its state_change cannot be read: its age is unknown, not young.
 TEST(Verdict, ActiveRootOfUnknownAgeIsNotWaitedFor) {
   PollData d = DdlBehindIdleCheckout();
