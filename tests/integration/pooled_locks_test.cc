@@ -83,6 +83,7 @@ struct Tally {
   int taken_between_reads = 0;
   double inherited_max = 0;  // pglock_pooled_session_lock_inherited_total
   std::set<std::string> leaks_counted;
+  int leak_samples = 0;  // samples that counted at least one leaked (non-hot) lock
 
   void Add(const Tally& o) {
     samples += o.samples;
@@ -93,6 +94,7 @@ struct Tally {
     taken_between_reads += o.taken_between_reads;
     inherited_max = std::max(inherited_max, o.inherited_max);
     leaks_counted.insert(o.leaks_counted.begin(), o.leaks_counted.end());
+    leak_samples += o.leak_samples;
   }
 };
 
@@ -118,16 +120,19 @@ void Count(const TargetSnapshot& snap, Tally* t) {
       std::max(t->inherited_max,
                Sum(samples, "pglock_pooled_session_lock_inherited_total", {{"pooler", "pgb"}}));
   bool hot = false;
+  bool leak = false;
   for (const PoolerView& p : snap.view->poolers) {
     for (const PooledLockRow& r : p.locks) {
       if (IsHotKey(r.lock)) {
         hot = true;
       } else {
+        leak = true;
         t->leaks_counted.insert(r.lock);
       }
     }
   }
   t->hot_pooled += hot ? 1 : 0;
+  t->leak_samples += leak ? 1 : 0;
   for (const HeldLock& h : snap.view->held) {
     if (!IsHotKey(h.lock)) continue;
     if (h.scope == "session") ++t->hot_session_scope;
@@ -335,6 +340,72 @@ TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
   EXPECT_EQ(t.leaks_counted, std::set<std::string>(leaked.begin(), leaked.end()));
   ASSERT_GE(heirs_placed, 1) << "no client was ever served by a leaked connection";
   EXPECT_GE(leak_inheritances, heirs_placed.load());
+}
+
+// Until *stop: through a pool of one server connection, `begin; select pg_sleep(0.15); commit;`
+// then `pause_ms` outside any transaction: the connection is busy about 150 / (150 + pause_ms) of
+// the time (plus the round trips).
+void BusyPoolClient(const std::string& dsn, int pause_ms, const std::atomic<bool>* stop,
+                    std::atomic<int>* transactions) {
+  TestSession s(dsn);
+  while (!stop->load()) {
+    s.Query("BEGIN");
+    s.Query("SELECT pg_sleep(0.15)");
+    s.Query("COMMIT");
+    ++*transactions;
+    SleepMs(pause_ms);
+  }
+}
+
+// A leaked session lock on a pool's only server connection stays counted in every sample while
+// other clients' transactions keep that connection busy: once proven session-scoped, the lock is
+// counted whatever the connection serves at later polls. Two levels of traffic: the pool busy
+// about half and about nine tenths of the time.
+TEST(PooledLocks, ALeakStaysCountedInEverySampleWhileTrafficKeepsThePoolBusy) {
+  for (const int pause_ms : {150, 17}) {
+    testing::Pgbouncer bouncer({.pool_mode = "transaction", .default_pool_size = 1});
+    ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
+    const std::string key = std::to_string(555 + pause_ms);
+    {
+      TestSession leaker(bouncer.Dsn("postgres") + " application_name=leaker");
+      leaker.Query("SELECT pg_advisory_lock(" + key + ")");
+    }  // the client leaves; the pool's one server connection keeps the lock
+    Poller poller(Target(bouncer), TestPoll({.interval_ms = 1000, .timeout_ms = 10000}));
+    std::atomic<bool> stop = false;
+    std::atomic<int> transactions = 0;
+    std::thread client(BusyPoolClient, bouncer.Dsn("postgres") + " application_name=busy", pause_ms,
+                       &stop, &transactions);
+    poller.Start();
+    // The proof needs one poll that finds the connection idle across its read of pg_locks.
+    const bool proven = WaitFor(60, [&] {
+      const auto snap = poller.Latest();
+      if (!snap || !snap->view) return false;
+      for (const PoolerView& p : snap->view->poolers) {
+        for (const PooledLockRow& r : p.locks) {
+          if (r.lock == key) return true;
+        }
+      }
+      return false;
+    });
+    int counted = 0;
+    Tally t;
+    if (proven) {
+      t = SampleUntil(poller, Clock::now() + std::chrono::seconds(30));
+      counted = static_cast<int>(t.leaks_counted.size());
+    }
+    const int busy = transactions.load();
+    stop = true;
+    client.join();
+    poller.Stop();
+    std::cout << "pool busy with a " << pause_ms << " ms pause between 150 ms transactions ("
+              << busy << " transactions): proven " << proven << ", " << t.samples
+              << " samples, leak counted in " << t.leak_samples << "\n";
+    ASSERT_TRUE(proven) << "the leak was never proven session-scoped (pause " << pause_ms << ")";
+    EXPECT_GE(t.samples, 25);
+    EXPECT_EQ(t.leak_samples, t.samples) << "pause " << pause_ms;
+    EXPECT_EQ(counted, 1);
+    EXPECT_EQ(t.failed_polls, 0);
+  }
 }
 
 // Polls until the key is no longer held, then a little longer so the end is judged; returns the
