@@ -84,6 +84,9 @@ struct Tally {
   double inherited_max = 0;  // pglock_pooled_session_lock_inherited_total
   std::set<std::string> leaks_counted;
   int leak_samples = 0;  // samples that counted at least one leaked (non-hot) lock
+  // Samples whose poll proved a leaked lock session-scoped again (its holder idle across the
+  // read of pg_locks: scope="session"); the others counted it on the earlier proof alone.
+  int leak_reproved = 0;
 
   void Add(const Tally& o) {
     samples += o.samples;
@@ -95,6 +98,7 @@ struct Tally {
     inherited_max = std::max(inherited_max, o.inherited_max);
     leaks_counted.insert(o.leaks_counted.begin(), o.leaks_counted.end());
     leak_samples += o.leak_samples;
+    leak_reproved += o.leak_reproved;
   }
 };
 
@@ -133,11 +137,16 @@ void Count(const TargetSnapshot& snap, Tally* t) {
   }
   t->hot_pooled += hot ? 1 : 0;
   t->leak_samples += leak ? 1 : 0;
+  bool reproved = false;
   for (const HeldLock& h : snap.view->held) {
-    if (!IsHotKey(h.lock)) continue;
+    if (!IsHotKey(h.lock)) {
+      reproved = reproved || h.scope == "session";
+      continue;
+    }
     if (h.scope == "session") ++t->hot_session_scope;
     if (h.holder.state == "idle") ++t->taken_between_reads;
   }
+  t->leak_reproved += reproved ? 1 : 0;
 }
 
 // Pooled-lock inheritance events of the hot keys in the event log.
@@ -399,13 +408,74 @@ TEST(PooledLocks, ALeakStaysCountedInEverySampleWhileTrafficKeepsThePoolBusy) {
     poller.Stop();
     std::cout << "pool busy with a " << pause_ms << " ms pause between 150 ms transactions ("
               << busy << " transactions): proven " << proven << ", " << t.samples
-              << " samples, leak counted in " << t.leak_samples << "\n";
+              << " samples, leak counted in " << t.leak_samples << ", proven again in "
+              << t.leak_reproved << "\n";
     ASSERT_TRUE(proven) << "the leak was never proven session-scoped (pause " << pause_ms << ")";
     EXPECT_GE(t.samples, 25);
     EXPECT_EQ(t.leak_samples, t.samples) << "pause " << pause_ms;
     EXPECT_EQ(counted, 1);
     EXPECT_EQ(t.failed_polls, 0);
   }
+}
+
+// Until *stop: `begin; select pg_sleep(0.15); commit;` as one query string, back to back.
+void QueuedClient(const std::string& dsn, const std::atomic<bool>* stop,
+                  std::atomic<int>* transactions) {
+  TestSession s(dsn);
+  while (!stop->load()) {
+    s.Query("BEGIN; SELECT pg_sleep(0.15); COMMIT;");
+    ++*transactions;
+  }
+}
+
+// A leak proven while the pool was quiet stays counted in every sample once three clients queue
+// behind the pool's one server connection: PgBouncer hands the connection from one transaction to
+// the next, so no poll finds it idle across its read of pg_locks and none proves the lock again.
+// The count must rest on the first proof alone, as long as the same backend holds the key.
+TEST(PooledLocks, AProvenLeakStaysCountedWhileQueuedClientsNeverLeaveThePoolIdle) {
+  testing::Pgbouncer bouncer({.pool_mode = "transaction", .default_pool_size = 1});
+  ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
+  const std::string key = "777";
+  {
+    TestSession leaker(bouncer.Dsn("postgres") + " application_name=leaker");
+    leaker.Query("SELECT pg_advisory_lock(" + key + ")");
+  }  // the client leaves; the pool's one server connection keeps the lock
+  Poller poller(Target(bouncer), TestPoll({.interval_ms = 1000, .timeout_ms = 10000}));
+  poller.Start();
+  // No traffic yet: the first poll finds the connection idle and proves the lock.
+  ASSERT_TRUE(WaitFor(20, [&] {
+    const auto snap = poller.Latest();
+    if (!snap || !snap->view) return false;
+    for (const PoolerView& p : snap->view->poolers) {
+      for (const PooledLockRow& r : p.locks) {
+        if (r.lock == key) return true;
+      }
+    }
+    return false;
+  })) << "the leak was not proven on a quiet pool";
+  std::atomic<bool> stop = false;
+  std::atomic<int> transactions = 0;
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.emplace_back(QueuedClient,
+                         bouncer.Dsn("postgres") + " application_name=queued-" + std::to_string(i),
+                         &stop, &transactions);
+  }
+  ASSERT_TRUE(WaitFor(10, [&] { return transactions.load() >= 3; }));
+  const Tally t = SampleUntil(poller, Clock::now() + std::chrono::seconds(30));
+  stop = true;
+  for (auto& c : clients) c.join();
+  poller.Stop();
+  std::cout << "three clients queued behind a pool of one (" << transactions.load()
+            << " transactions): " << t.samples << " samples, leak counted in " << t.leak_samples
+            << ", proven again in " << t.leak_reproved << "\n";
+  EXPECT_GE(t.samples, 25);
+  EXPECT_EQ(t.failed_polls, 0);
+  EXPECT_EQ(t.gauge_missing, 0);
+  EXPECT_EQ(t.leak_samples, t.samples);
+  EXPECT_EQ(t.leaks_counted, std::set<std::string>{key});
+  // Else the pool was idle at the polls and the test showed nothing the proof itself does not.
+  EXPECT_LE(t.leak_reproved * 10, t.samples) << "the queued clients left the pool idle";
 }
 
 // Polls until the key is no longer held, then a little longer so the end is judged; returns the
