@@ -265,9 +265,43 @@ TEST(PooledLocks, TransactionLockTakenBetweenTheReadsIsNotASessionLock) {
   ExpectNoHotKeySessionLock(t, inherited_events);
 }
 
+// Once the exporter counts the leak of `key` on server backend `pid` (or after 30 s), a new
+// client of the pool is placed on that connection (tried at most 400 times) and holds it in a
+// transaction for 2.5 s: the client that inherits the lock.
+void PlaceHeir(const testing::Pgbouncer& bouncer, const Poller& poller, const std::string& key,
+               int pid, std::atomic<int>* placed) {
+  WaitFor(30, [&] {
+    const auto snap = poller.Latest();
+    if (!snap || !snap->view) return false;
+    for (const PoolerView& p : snap->view->poolers) {
+      for (const PooledLockRow& r : p.locks) {
+        if (r.lock == key) return true;
+      }
+    }
+    return false;
+  });
+  TestSession heir(bouncer.Dsn("postgres") + " application_name=heir-" + key);
+  for (int attempt = 0; attempt < 400; ++attempt) {
+    heir.Query("BEGIN");
+    if (heir.Query("SELECT pg_backend_pid()") == std::to_string(pid)) {
+      ++*placed;
+      SleepMs(2500);
+      heir.Query("COMMIT");
+      return;
+    }
+    heir.Query("ROLLBACK");
+    SleepMs(20);
+  }
+}
+
 // A session lock leaked through the pool is still proven, counted and inherited while hot-key
 // transaction traffic flows through the same pool. With PGLOCK_POOLED_SOAK_SECONDS the run lasts
 // that long with a new leak every two minutes; else one leak in 40 s.
+// The leaker can get the server connection a hot-key client has just released, and PgBouncer
+// gives that client back the connection released last: the leaked one. That client then keeps
+// it in a transaction at every poll, so the leak is proven only once its heir, placed after 30 s
+// without a count, commits and leaves the connection idle. Sampling goes on until every heir is
+// done and two polls more: the count that follows the heir's commit is part of the run.
 TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
   const char* soak = std::getenv("PGLOCK_POOLED_SOAK_SECONDS");
   const int seconds = soak != nullptr ? std::max(60, std::atoi(soak)) : 40;
@@ -285,6 +319,7 @@ TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
   std::vector<int> leaked_pids;
   std::vector<std::thread> heirs;
   std::atomic<int> heirs_placed = 0;
+  std::atomic<size_t> heirs_done = 0;
   auto leak = [&] {
     const std::string key = std::to_string(6000 + leaked.size());
     TestSession leaker(bouncer.Dsn("postgres") + " application_name=leaker");
@@ -294,37 +329,22 @@ TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
     leaked.push_back(key);
     // Once the exporter counts the leak, a new client is served by the leaked connection.
     heirs.emplace_back([&, key, pid] {
-      WaitFor(30, [&] {
-        const auto snap = poller.Latest();
-        if (!snap || !snap->view) return false;
-        for (const PoolerView& p : snap->view->poolers) {
-          for (const PooledLockRow& r : p.locks) {
-            if (r.lock == key) return true;
-          }
-        }
-        return false;
-      });
-      TestSession heir(bouncer.Dsn("postgres") + " application_name=heir-" + key);
-      for (int attempt = 0; attempt < 400; ++attempt) {
-        heir.Query("BEGIN");
-        if (heir.Query("SELECT pg_backend_pid()") == std::to_string(pid)) {
-          ++heirs_placed;
-          SleepMs(2500);
-          heir.Query("COMMIT");
-          return;
-        }
-        heir.Query("ROLLBACK");
-        SleepMs(20);
-      }
+      PlaceHeir(bouncer, poller, key, pid, &heirs_placed);
+      ++heirs_done;
     });
   };  // the leaker leaves; its server connection, and the lock, stay in the pool
-  const Tally t = SampleUntil(poller, start + std::chrono::seconds(seconds), [&] {
+  Tally t = SampleUntil(poller, start + std::chrono::seconds(seconds), [&] {
     const auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
     if (static_cast<int>(leaked.size()) <= elapsed.count() / leak_every &&
         elapsed.count() + 20 < seconds) {
       leak();
     }
   });
+  const auto heirs_deadline = Clock::now() + std::chrono::seconds(60);
+  while (heirs_done.load() < heirs.size() && Clock::now() < heirs_deadline) {
+    t.Add(SampleUntil(poller, Clock::now() + std::chrono::seconds(1)));
+  }
+  t.Add(SampleUntil(poller, Clock::now() + std::chrono::milliseconds(2500)));
   traffic.Stop();
   for (auto& h : heirs) h.join();
   const auto last = poller.Latest();
