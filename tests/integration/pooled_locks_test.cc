@@ -83,6 +83,10 @@ struct Tally {
   int taken_between_reads = 0;
   double inherited_max = 0;  // pglock_pooled_session_lock_inherited_total
   std::set<std::string> leaks_counted;
+  int leak_samples = 0;  // samples that counted at least one leaked (non-hot) lock
+  // Samples whose poll proved a leaked lock session-scoped again (its holder idle across the
+  // read of pg_locks: scope="session"); the others counted it on the earlier proof alone.
+  int leak_reproved = 0;
 
   void Add(const Tally& o) {
     samples += o.samples;
@@ -93,6 +97,8 @@ struct Tally {
     taken_between_reads += o.taken_between_reads;
     inherited_max = std::max(inherited_max, o.inherited_max);
     leaks_counted.insert(o.leaks_counted.begin(), o.leaks_counted.end());
+    leak_samples += o.leak_samples;
+    leak_reproved += o.leak_reproved;
   }
 };
 
@@ -118,21 +124,29 @@ void Count(const TargetSnapshot& snap, Tally* t) {
       std::max(t->inherited_max,
                Sum(samples, "pglock_pooled_session_lock_inherited_total", {{"pooler", "pgb"}}));
   bool hot = false;
+  bool leak = false;
   for (const PoolerView& p : snap.view->poolers) {
     for (const PooledLockRow& r : p.locks) {
       if (IsHotKey(r.lock)) {
         hot = true;
       } else {
+        leak = true;
         t->leaks_counted.insert(r.lock);
       }
     }
   }
   t->hot_pooled += hot ? 1 : 0;
+  t->leak_samples += leak ? 1 : 0;
+  bool reproved = false;
   for (const HeldLock& h : snap.view->held) {
-    if (!IsHotKey(h.lock)) continue;
+    if (!IsHotKey(h.lock)) {
+      reproved = reproved || h.scope == "session";
+      continue;
+    }
     if (h.scope == "session") ++t->hot_session_scope;
     if (h.holder.state == "idle") ++t->taken_between_reads;
   }
+  t->leak_reproved += reproved ? 1 : 0;
 }
 
 // Pooled-lock inheritance events of the hot keys in the event log.
@@ -251,9 +265,43 @@ TEST(PooledLocks, TransactionLockTakenBetweenTheReadsIsNotASessionLock) {
   ExpectNoHotKeySessionLock(t, inherited_events);
 }
 
+// Once the exporter counts the leak of `key` on server backend `pid` (or after 30 s), a new
+// client of the pool is placed on that connection (tried at most 400 times) and holds it in a
+// transaction for 2.5 s: the client that inherits the lock.
+void PlaceHeir(const testing::Pgbouncer& bouncer, const Poller& poller, const std::string& key,
+               int pid, std::atomic<int>* placed) {
+  WaitFor(30, [&] {
+    const auto snap = poller.Latest();
+    if (!snap || !snap->view) return false;
+    for (const PoolerView& p : snap->view->poolers) {
+      for (const PooledLockRow& r : p.locks) {
+        if (r.lock == key) return true;
+      }
+    }
+    return false;
+  });
+  TestSession heir(bouncer.Dsn("postgres") + " application_name=heir-" + key);
+  for (int attempt = 0; attempt < 400; ++attempt) {
+    heir.Query("BEGIN");
+    if (heir.Query("SELECT pg_backend_pid()") == std::to_string(pid)) {
+      ++*placed;
+      SleepMs(2500);
+      heir.Query("COMMIT");
+      return;
+    }
+    heir.Query("ROLLBACK");
+    SleepMs(20);
+  }
+}
+
 // A session lock leaked through the pool is still proven, counted and inherited while hot-key
 // transaction traffic flows through the same pool. With PGLOCK_POOLED_SOAK_SECONDS the run lasts
 // that long with a new leak every two minutes; else one leak in 40 s.
+// The leaker can get the server connection a hot-key client has just released, and PgBouncer
+// gives that client back the connection released last: the leaked one. That client then keeps
+// it in a transaction at every poll, so the leak is proven only once its heir, placed after 30 s
+// without a count, commits and leaves the connection idle. Sampling goes on until every heir is
+// done and two polls more: the count that follows the heir's commit is part of the run.
 TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
   const char* soak = std::getenv("PGLOCK_POOLED_SOAK_SECONDS");
   const int seconds = soak != nullptr ? std::max(60, std::atoi(soak)) : 40;
@@ -271,6 +319,7 @@ TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
   std::vector<int> leaked_pids;
   std::vector<std::thread> heirs;
   std::atomic<int> heirs_placed = 0;
+  std::atomic<size_t> heirs_done = 0;
   auto leak = [&] {
     const std::string key = std::to_string(6000 + leaked.size());
     TestSession leaker(bouncer.Dsn("postgres") + " application_name=leaker");
@@ -280,37 +329,22 @@ TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
     leaked.push_back(key);
     // Once the exporter counts the leak, a new client is served by the leaked connection.
     heirs.emplace_back([&, key, pid] {
-      WaitFor(30, [&] {
-        const auto snap = poller.Latest();
-        if (!snap || !snap->view) return false;
-        for (const PoolerView& p : snap->view->poolers) {
-          for (const PooledLockRow& r : p.locks) {
-            if (r.lock == key) return true;
-          }
-        }
-        return false;
-      });
-      TestSession heir(bouncer.Dsn("postgres") + " application_name=heir-" + key);
-      for (int attempt = 0; attempt < 400; ++attempt) {
-        heir.Query("BEGIN");
-        if (heir.Query("SELECT pg_backend_pid()") == std::to_string(pid)) {
-          ++heirs_placed;
-          SleepMs(2500);
-          heir.Query("COMMIT");
-          return;
-        }
-        heir.Query("ROLLBACK");
-        SleepMs(20);
-      }
+      PlaceHeir(bouncer, poller, key, pid, &heirs_placed);
+      ++heirs_done;
     });
   };  // the leaker leaves; its server connection, and the lock, stay in the pool
-  const Tally t = SampleUntil(poller, start + std::chrono::seconds(seconds), [&] {
+  Tally t = SampleUntil(poller, start + std::chrono::seconds(seconds), [&] {
     const auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
     if (static_cast<int>(leaked.size()) <= elapsed.count() / leak_every &&
         elapsed.count() + 20 < seconds) {
       leak();
     }
   });
+  const auto heirs_deadline = Clock::now() + std::chrono::seconds(60);
+  while (heirs_done.load() < heirs.size() && Clock::now() < heirs_deadline) {
+    t.Add(SampleUntil(poller, Clock::now() + std::chrono::seconds(1)));
+  }
+  t.Add(SampleUntil(poller, Clock::now() + std::chrono::milliseconds(2500)));
   traffic.Stop();
   for (auto& h : heirs) h.join();
   const auto last = poller.Latest();
@@ -335,6 +369,133 @@ TEST(PooledLocks, LeaksAmongTransactionTrafficAreTheOnlyPooledLocks) {
   EXPECT_EQ(t.leaks_counted, std::set<std::string>(leaked.begin(), leaked.end()));
   ASSERT_GE(heirs_placed, 1) << "no client was ever served by a leaked connection";
   EXPECT_GE(leak_inheritances, heirs_placed.load());
+}
+
+// Until *stop: through a pool of one server connection, `begin; select pg_sleep(0.15); commit;`
+// then `pause_ms` outside any transaction: the connection is busy about 150 / (150 + pause_ms) of
+// the time (plus the round trips).
+void BusyPoolClient(const std::string& dsn, int pause_ms, const std::atomic<bool>* stop,
+                    std::atomic<int>* transactions) {
+  TestSession s(dsn);
+  while (!stop->load()) {
+    s.Query("BEGIN");
+    s.Query("SELECT pg_sleep(0.15)");
+    s.Query("COMMIT");
+    ++*transactions;
+    SleepMs(pause_ms);
+  }
+}
+
+// A leaked session lock on a pool's only server connection stays counted in every sample while
+// other clients' transactions keep that connection busy: once proven session-scoped, the lock is
+// counted whatever the connection serves at later polls. Two levels of traffic: the pool busy
+// about half and about nine tenths of the time.
+TEST(PooledLocks, ALeakStaysCountedInEverySampleWhileTrafficKeepsThePoolBusy) {
+  for (const int pause_ms : {150, 17}) {
+    testing::Pgbouncer bouncer({.pool_mode = "transaction", .default_pool_size = 1});
+    ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
+    const std::string key = std::to_string(555 + pause_ms);
+    {
+      TestSession leaker(bouncer.Dsn("postgres") + " application_name=leaker");
+      leaker.Query("SELECT pg_advisory_lock(" + key + ")");
+    }  // the client leaves; the pool's one server connection keeps the lock
+    Poller poller(Target(bouncer), TestPoll({.interval_ms = 1000, .timeout_ms = 10000}));
+    std::atomic<bool> stop = false;
+    std::atomic<int> transactions = 0;
+    std::thread client(BusyPoolClient, bouncer.Dsn("postgres") + " application_name=busy", pause_ms,
+                       &stop, &transactions);
+    poller.Start();
+    // The proof needs one poll that finds the connection idle across its read of pg_locks.
+    const bool proven = WaitFor(60, [&] {
+      const auto snap = poller.Latest();
+      if (!snap || !snap->view) return false;
+      for (const PoolerView& p : snap->view->poolers) {
+        for (const PooledLockRow& r : p.locks) {
+          if (r.lock == key) return true;
+        }
+      }
+      return false;
+    });
+    int counted = 0;
+    Tally t;
+    if (proven) {
+      t = SampleUntil(poller, Clock::now() + std::chrono::seconds(30));
+      counted = static_cast<int>(t.leaks_counted.size());
+    }
+    const int busy = transactions.load();
+    stop = true;
+    client.join();
+    poller.Stop();
+    std::cout << "pool busy with a " << pause_ms << " ms pause between 150 ms transactions ("
+              << busy << " transactions): proven " << proven << ", " << t.samples
+              << " samples, leak counted in " << t.leak_samples << ", proven again in "
+              << t.leak_reproved << "\n";
+    ASSERT_TRUE(proven) << "the leak was never proven session-scoped (pause " << pause_ms << ")";
+    EXPECT_GE(t.samples, 25);
+    EXPECT_EQ(t.leak_samples, t.samples) << "pause " << pause_ms;
+    EXPECT_EQ(counted, 1);
+    EXPECT_EQ(t.failed_polls, 0);
+  }
+}
+
+// Until *stop: `begin; select pg_sleep(0.15); commit;` as one query string, back to back.
+void QueuedClient(const std::string& dsn, const std::atomic<bool>* stop,
+                  std::atomic<int>* transactions) {
+  TestSession s(dsn);
+  while (!stop->load()) {
+    s.Query("BEGIN; SELECT pg_sleep(0.15); COMMIT;");
+    ++*transactions;
+  }
+}
+
+// A leak proven while the pool was quiet stays counted in every sample once three clients queue
+// behind the pool's one server connection: PgBouncer hands the connection from one transaction to
+// the next, so no poll finds it idle across its read of pg_locks and none proves the lock again.
+// The count must rest on the first proof alone, as long as the same backend holds the key.
+TEST(PooledLocks, AProvenLeakStaysCountedWhileQueuedClientsNeverLeaveThePoolIdle) {
+  testing::Pgbouncer bouncer({.pool_mode = "transaction", .default_pool_size = 1});
+  ASSERT_TRUE(bouncer.started()) << "pgbouncer did not start";
+  const std::string key = "777";
+  {
+    TestSession leaker(bouncer.Dsn("postgres") + " application_name=leaker");
+    leaker.Query("SELECT pg_advisory_lock(" + key + ")");
+  }  // the client leaves; the pool's one server connection keeps the lock
+  Poller poller(Target(bouncer), TestPoll({.interval_ms = 1000, .timeout_ms = 10000}));
+  poller.Start();
+  // No traffic yet: the first poll finds the connection idle and proves the lock.
+  ASSERT_TRUE(WaitFor(20, [&] {
+    const auto snap = poller.Latest();
+    if (!snap || !snap->view) return false;
+    for (const PoolerView& p : snap->view->poolers) {
+      for (const PooledLockRow& r : p.locks) {
+        if (r.lock == key) return true;
+      }
+    }
+    return false;
+  })) << "the leak was not proven on a quiet pool";
+  std::atomic<bool> stop = false;
+  std::atomic<int> transactions = 0;
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.emplace_back(QueuedClient,
+                         bouncer.Dsn("postgres") + " application_name=queued-" + std::to_string(i),
+                         &stop, &transactions);
+  }
+  ASSERT_TRUE(WaitFor(10, [&] { return transactions.load() >= 3; }));
+  const Tally t = SampleUntil(poller, Clock::now() + std::chrono::seconds(30));
+  stop = true;
+  for (auto& c : clients) c.join();
+  poller.Stop();
+  std::cout << "three clients queued behind a pool of one (" << transactions.load()
+            << " transactions): " << t.samples << " samples, leak counted in " << t.leak_samples
+            << ", proven again in " << t.leak_reproved << "\n";
+  EXPECT_GE(t.samples, 25);
+  EXPECT_EQ(t.failed_polls, 0);
+  EXPECT_EQ(t.gauge_missing, 0);
+  EXPECT_EQ(t.leak_samples, t.samples);
+  EXPECT_EQ(t.leaks_counted, std::set<std::string>{key});
+  // Else the pool was idle at the polls and the test showed nothing the proof itself does not.
+  EXPECT_LE(t.leak_reproved * 10, t.samples) << "the queued clients left the pool idle";
 }
 
 // Polls until the key is no longer held, then a little longer so the end is judged; returns the
