@@ -61,7 +61,9 @@ step "unit and integration tests (ctest)"
 export PGLOCK_REQUIRE_PROMTOOL=1
 export PGLOCK_EXPORTER_BINARY=$root/build/pglock_exporter
 # No reruns: a test passes the first time, or it is a defect to fix.
-(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900)
+# Two per core: the integration binaries mostly wait on real time (polls, timeouts, sleeps), each
+# with its own server; the matrix runs the same way.
+(cd build && ctest --output-on-failure -j "$((2 * $(nproc)))" --timeout 900)
 
 step "integration tests on PostgreSQL $matrix_versions (tests/matrix/run.sh)"
 tests/matrix/run.sh build
