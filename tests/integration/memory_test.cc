@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/support/pg_environment.h"
+#include "tests/support/sanitizers.h"
 
 namespace pglock {
 namespace {
@@ -103,7 +104,7 @@ void Hold(TestSession* s, int first, int n) {
 }
 
 TEST(Memory, FollowsTheHeldLocksDown) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(PGLOCK_UNDER_ASAN)
   GTEST_SKIP() << "resident size under AddressSanitizer is its quarantine's";
 #endif
   char tmpl[] = "/tmp/pglock_memory_XXXXXX";

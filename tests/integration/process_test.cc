@@ -22,6 +22,7 @@
 #include "exporter/http/server.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/sanitizers.h"
 
 namespace pglock {
 namespace {
@@ -29,7 +30,7 @@ namespace {
 // How much the exporter's resident size may grow over 2,000 scrapes. Under AddressSanitizer freed
 // memory waits in its quarantine (256 MB by default) before reuse, so the resident size grows with
 // every allocation, leak or not: that build bounds it loosely and LeakSanitizer checks for leaks.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(PGLOCK_UNDER_ASAN)
 constexpr long kScrapeRssGrowthKb = 64 * 1024;
 #else
 constexpr long kScrapeRssGrowthKb = 8 * 1024;

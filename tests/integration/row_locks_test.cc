@@ -24,6 +24,7 @@
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/recipes.h"
+#include "tests/support/sanitizers.h"
 #include "tests/support/test_poll.h"
 
 namespace pglock {
@@ -440,7 +441,7 @@ TEST(RowLocks, AJobQueuesEverNewIdsKeepSeriesMemoryAndCpuFlat) {
   }
   EXPECT_LE(last.series, after_cap.series) << "series grew after the cap";
   EXPECT_LE(last.metrics_bytes, after_cap.metrics_bytes + 1024);
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(PGLOCK_UNDER_ASAN)
   // Resident size and CPU under AddressSanitizer are its quarantine's and its checks': the series
   // above are the bound this pass can judge.
   (void)median_cpu;
