@@ -265,6 +265,18 @@ TEST(PooledLocks, TransactionLockTakenBetweenTheReadsIsNotASessionLock) {
   ExpectNoHotKeySessionLock(t, inherited_events);
 }
 
+// Whether the poller's latest snapshot counts `key` as a pooled session lock.
+bool LeakCounted(const Poller& poller, const std::string& key) {
+  const auto snap = poller.Latest();
+  if (!snap || !snap->view) return false;
+  for (const PoolerView& p : snap->view->poolers) {
+    for (const PooledLockRow& r : p.locks) {
+      if (r.lock == key) return true;
+    }
+  }
+  return false;
+}
+
 // Once the exporter counts the leak of `key` on server backend `pid` (or after 30 s), a new
 // client of the pool is placed on that connection (tried at most 400 times) and holds it in a
 // transaction for 2.5 s: the client that inherits the lock. *placed counts placements;
@@ -272,16 +284,7 @@ TEST(PooledLocks, TransactionLockTakenBetweenTheReadsIsNotASessionLock) {
 // placed after 30 s without a count frees the connection for the proof, but inherits nothing).
 void PlaceHeir(const testing::Pgbouncer& bouncer, const Poller& poller, const std::string& key,
                int pid, std::atomic<int>* placed, std::atomic<int>* inheritances) {
-  const bool counted = WaitFor(30, [&] {
-    const auto snap = poller.Latest();
-    if (!snap || !snap->view) return false;
-    for (const PoolerView& p : snap->view->poolers) {
-      for (const PooledLockRow& r : p.locks) {
-        if (r.lock == key) return true;
-      }
-    }
-    return false;
-  });
+  const bool counted = WaitFor(30, [&] { return LeakCounted(poller, key); });
   TestSession heir(bouncer.Dsn("postgres") + " application_name=heir-" + key);
   for (int attempt = 0; attempt < 400; ++attempt) {
     heir.Query("BEGIN");
@@ -410,16 +413,7 @@ TEST(PooledLocks, ALeakStaysCountedInEverySampleWhileTrafficKeepsThePoolBusy) {
                        &stop, &transactions);
     poller.Start();
     // The proof needs one poll that finds the connection idle across its read of pg_locks.
-    const bool proven = WaitFor(60, [&] {
-      const auto snap = poller.Latest();
-      if (!snap || !snap->view) return false;
-      for (const PoolerView& p : snap->view->poolers) {
-        for (const PooledLockRow& r : p.locks) {
-          if (r.lock == key) return true;
-        }
-      }
-      return false;
-    });
+    const bool proven = WaitFor(60, [&] { return LeakCounted(poller, key); });
     int counted = 0;
     Tally t;
     if (proven) {
@@ -467,16 +461,8 @@ TEST(PooledLocks, AProvenLeakStaysCountedWhileQueuedClientsNeverLeaveThePoolIdle
   Poller poller(Target(bouncer), TestPoll({.interval_ms = 1000, .timeout_ms = 10000}));
   poller.Start();
   // No traffic yet: the first poll finds the connection idle and proves the lock.
-  ASSERT_TRUE(WaitFor(20, [&] {
-    const auto snap = poller.Latest();
-    if (!snap || !snap->view) return false;
-    for (const PoolerView& p : snap->view->poolers) {
-      for (const PooledLockRow& r : p.locks) {
-        if (r.lock == key) return true;
-      }
-    }
-    return false;
-  })) << "the leak was not proven on a quiet pool";
+  ASSERT_TRUE(WaitFor(20, [&] { return LeakCounted(poller, key); }))
+      << "the leak was not proven on a quiet pool";
   std::atomic<bool> stop = false;
   std::atomic<int> transactions = 0;
   std::vector<std::thread> clients;
