@@ -22,6 +22,7 @@ Pgbouncer::Pgbouncer(const PgbouncerOptions& options) {
       << "\nunix_socket_dir =\nauth_type = trust\nauth_file = " << dir_
       << "/users.txt\nadmin_users = postgres\npool_mode = " << options.pool_mode
       << "\ndefault_pool_size = " << options.default_pool_size
+      << "\nserver_round_robin = " << (options.server_round_robin ? 1 : 0)
       << "\nserver_reset_query =\nlogfile = " << dir_ << "/pgbouncer.log\npidfile = " << dir_
       << "/pgbouncer.pid\n";
   if (geteuid() == 0) std::system(("chown -R postgres " + dir_).c_str());

@@ -11,6 +11,9 @@ namespace pglock::testing {
 struct PgbouncerOptions {
   std::string pool_mode = "transaction";
   int default_pool_size = 20;  // PgBouncer's own default
+  // PgBouncer hands out the server connection released last (LIFO) unless this is set: then the
+  // one released first, so every connection of the pool takes turns.
+  bool server_round_robin = false;
 };
 
 class Pgbouncer {
