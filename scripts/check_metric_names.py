@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Checks that metric names agree between the exporter's code, alerts, dashboards and README.
+"""Checks that metric names agree between the code, alerts, dashboards and docs/metrics.md.
 
 Fails (exit 1, one line per problem naming the metric, where it is used and why) when
   (a) a pglock_* name used by an alert rule expression, a promtool test (input series and
       promql_expr_test expressions) or a dashboard query is not emitted by the code, or a pglock:*
       name used there is not recorded by any rule;
-  (b) a family emitted by the code has no row in a README.md metric table;
-  (c) a README.md metric table row names a pglock_* family the code does not emit.
+  (b) a family emitted by the code has no row in a docs/metrics.md metric table;
+  (c) a docs/metrics.md metric table row names a pglock_* family the code does not emit.
 Otherwise prints one summary line and exits 0.
 
 Emitted by the code (exporter/**/*.h, exporter/**/*.cc):
@@ -44,9 +44,11 @@ Used by alerts and dashboards:
     'single'- or "double"-quoted values and | or > block scalars. A flow-style mapping
     ({expr: ...}) holding one of the keys above is reported as a problem rather than skipped.
 
-README.md metric tables: every Markdown table whose header's first cell is "metric" (code fences
-skipped). A family is documented when it is the first cell of a row, backticks stripped. A first
-cell that is not a metric name is reported.
+docs/metrics.md is the one place where metrics are documented: every Markdown table of it whose
+header's first cell is "metric" (code fences skipped). A family is documented when it is the first
+cell of a row, backticks stripped. A first cell that is not a metric name is reported. Tables in
+README.md and the other docs pages are not read: a family that only they list fails (b), so that
+the reference has every family and no second list has to be kept in step with it.
 
 Usage: scripts/check_metric_names.py [--root DIR]   (default: the repository holding this script)
 Standard library only (Debian python3). Self-test: scripts/check_metric_names_test.py.
@@ -338,7 +340,7 @@ def dashboard_uses(root):
     return uses
 
 
-# ---- README --------------------------------------------------------------------------------------
+# ---- docs/metrics.md -----------------------------------------------------------------------------
 
 def _cells(line):
     row = line.strip()
@@ -347,11 +349,18 @@ def _cells(line):
     return [c.strip() for c in re.split(r"(?<!\\)\|", row)]
 
 
-def readme_families(root):
-    """Returns (documented, problems): documented maps a metric table row's name to its line."""
-    path = os.path.join(root, "README.md")
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().split("\n")
+METRICS_DOC = "docs/metrics.md"
+
+
+def documented_families(root):
+    """Returns (documented, problems): documented maps a row's name in a metric table of
+    docs/metrics.md to its line."""
+    path = os.path.join(root, METRICS_DOC)
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except OSError as e:
+        return {}, [f"{METRICS_DOC}: cannot be read ({e.strerror}): it documents every metric"]
     documented, problems, fence, k = {}, [], None, 0
     while k < len(lines):
         stripped = lines[k].strip()
@@ -376,7 +385,7 @@ def readme_families(root):
                 if METRIC_NAME.fullmatch(name):
                     documented.setdefault(name, k + 1)
                 else:
-                    problems.append(f"README.md:{k + 1}: first cell {name!r} of a metric table "
+                    problems.append(f"{METRICS_DOC}:{k + 1}: first cell {name!r} of a metric table "
                                     "row is not a metric name")
             k += 1
     return documented, problems
@@ -430,13 +439,13 @@ def check(root):
         problems.append(f"{name}: used, but {why}; used in:")
         problems.extend(f"    {where}" for where in dict.fromkeys(missing[name]))
 
-    documented, readme_problems = readme_families(root)
-    problems += readme_problems
+    documented, doc_problems = documented_families(root)
+    problems += doc_problems
     for name in sorted(set(families) - set(documented)):
-        problems.append(f"{name}: emitted ({families[name]}) but has no row in a README.md "
+        problems.append(f"{name}: emitted ({families[name]}) but has no row in a {METRICS_DOC} "
                         "metric table")
     for name in sorted(n for n in documented if n.startswith("pglock_") and n not in families):
-        problems.append(f"{name}: documented (README.md:{documented[name]}) but the code does "
+        problems.append(f"{name}: documented ({METRICS_DOC}:{documented[name]}) but the code does "
                         "not emit it")
     summary = (f"{len(families)} families emitted, {len(used)} referenced by alerts/dashboards, "
                "all documented")
@@ -447,7 +456,7 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=os.path.dirname(here),
-                    help="repository root holding exporter/, alerts/, dashboards/, README.md")
+                    help="repository root holding exporter/, alerts/, dashboards/, docs/metrics.md")
     args = ap.parse_args()
     problems, notes, summary = check(args.root)
     for note in notes:

@@ -2,7 +2,7 @@
 """Self-test of scripts/check_metric_names.py on small fixture trees in a temporary directory.
 
 Each test starts from a consistent tree (one C++ file, a rules file, a promtool test, a dashboard
-and a README) and changes one thing. Usage: scripts/check_metric_names_test.py [-v]
+and docs/metrics.md) and changes one thing. Usage: scripts/check_metric_names_test.py [-v]
 Standard library only.
 """
 
@@ -54,8 +54,8 @@ tests:
         values: '0x10'
 """
 
-README = """\
-# x
+METRICS_DOC = """\
+# Metrics
 
 | metric | labels | meaning |
 |---|---|---|
@@ -86,7 +86,7 @@ class CheckMetricNamesTest(unittest.TestCase):
         self.write("alerts/pglock.rules.yml", RULES)
         self.write("alerts/tests/pglock.rules.test.yml", TESTS)
         self.write("dashboards/d.json", json.dumps(dashboard('sum(pglock_up{target=~"$target"})')))
-        self.write("README.md", README)
+        self.write("docs/metrics.md", METRICS_DOC)
 
     def tearDown(self):
         self.tmp.cleanup()
@@ -143,26 +143,41 @@ class CheckMetricNamesTest(unittest.TestCase):
         self.write("dashboards/d.json", json.dumps(dashboard("pglock_exporter")))
         self.assertIn("not a metric", self.problems()[0])
 
-    def test_emitted_family_missing_from_readme_fails(self):
+    def test_emitted_family_missing_from_the_metrics_page_fails(self):
         self.append("exporter/metrics/exposition.cc", 'void G() { Gauge("pglock_new_family"); }\n')
         problems = self.problems()
         self.assertEqual(len(problems), 1)
         self.assertRegex(problems[0], r"^pglock_new_family: emitted \(exporter/metrics/"
-                                      r"exposition.cc:11\) but has no row in a README.md")
+                                      r"exposition.cc:11\) but has no row in a docs/metrics.md")
 
-    def test_readme_row_not_emitted_fails(self):
-        self.append("README.md", "\n| metric | labels |\n|---|---|\n| `pglock_gone` | target |\n")
+    def test_row_not_emitted_fails(self):
+        self.append("docs/metrics.md",
+                    "\n| metric | labels |\n|---|---|\n| `pglock_gone` | target |\n")
         self.assertEqual(self.problems(), [
-            "pglock_gone: documented (README.md:17) but the code does not emit it"])
+            "pglock_gone: documented (docs/metrics.md:17) but the code does not emit it"])
 
-    def test_readme_row_that_is_not_a_name_fails(self):
-        self.append("README.md", "\n| metric | labels |\n|---|---|\n| two words | target |\n")
+    def test_a_readme_table_does_not_document_a_family(self):
+        self.append("exporter/metrics/exposition.cc", 'void G() { Gauge("pglock_new_family"); }\n')
+        self.write("README.md",
+                   "| metric | labels |\n|---|---|\n| `pglock_new_family` | target |\n")
+        self.assertRegex(self.problems()[0], r"^pglock_new_family: emitted .* but has no row in a "
+                                             r"docs/metrics.md metric table$")
+
+    def test_missing_metrics_page_is_reported(self):
+        os.remove(os.path.join(self.root, "docs", "metrics.md"))
+        problems = self.problems()
+        self.assertIn("docs/metrics.md: cannot be read", problems[0])
+        self.assertEqual(len(problems), 4)
+        self.assertTrue(all("but has no row in a docs/metrics.md" in p for p in problems[1:]))
+
+    def test_row_that_is_not_a_name_fails(self):
+        self.append("docs/metrics.md", "\n| metric | labels |\n|---|---|\n| two words | target |\n")
         self.assertIn("first cell 'two words'", self.problems()[0])
 
     def test_histogram_series_suffixes(self):
         self.append("exporter/metrics/exposition.cc",
                     'void H() { f->Histogram("pglock_wait_seconds", "Waits.", tl, {0.1, 1}); }\n')
-        self.append("README.md", "\n| metric |\n|---|\n| `pglock_wait_seconds` |\n")
+        self.append("docs/metrics.md", "\n| metric |\n|---|\n| `pglock_wait_seconds` |\n")
         self.write("dashboards/d.json", json.dumps(dashboard(
             "rate(pglock_wait_seconds_bucket[5m]) / rate(pglock_wait_seconds_count[5m])")))
         self.assertEqual(self.problems(), [])

@@ -3,7 +3,7 @@
 # unit tests, integration tests against real PostgreSQL servers started in temporary directories
 # (Debian's 15, then 14, 16, 17, 18, 12 and 13: tests/matrix/run.sh), the end-to-end tests of the
 # binary, the alert rule tests (promtool), the dashboard checks, the metric name check (code vs
-# alerts, dashboards and README), the Debian package test, and the container image and the
+# alerts, dashboards and docs/metrics.md), the Debian package test, and the container image and the
 # Kubernetes manifests under podman.
 # Two builds of one code base: a release build (g++) that every test and the package use, and one
 # clang build with AddressSanitizer and UndefinedBehaviorSanitizer that runs the unit and
@@ -77,7 +77,7 @@ if [[ -x dashboards/check.sh ]]; then
   dashboards/check.sh >/dev/null
   echo "dashboards ok"
 fi
-step "metric names: code vs alert rules, dashboards and README"
+step "metric names: code vs alert rules, dashboards and docs/metrics.md"
 scripts/check_metric_names_test.py -q
 scripts/check_metric_names.py
 step "links between README.md and docs/"
