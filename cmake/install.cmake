@@ -5,7 +5,7 @@
 #   lib/pglock_exporter/        the TLS shims; the binary loads them from ../lib/pglock_exporter
 #                               relative to its own location (PGLOCK_SHIM_DIR_FROM_BIN)
 #   share/pglock_exporter/      alerts/ (rules, promtool tests, runbooks), dashboards/
-#   share/doc/pglock-exporter/  README.md
+#   share/doc/pglock-exporter/  README.md, and docs/: the pages and pictures the README links
 # Configuration and the systemd unit are placed at install time, from the prefix the install
 # runs with: /usr (the package, or a system install) puts them where Debian has them,
 # /etc/pglock_exporter/config.toml, /etc/default/pglock_exporter and
@@ -24,6 +24,8 @@ install(FILES ${PGLOCK_DASHBOARDS} dashboards/README.md
         DESTINATION share/pglock_exporter/dashboards)
 install(DIRECTORY dashboards/provisioning DESTINATION share/pglock_exporter/dashboards)
 install(FILES README.md DESTINATION share/doc/pglock-exporter)
+file(GLOB PGLOCK_DOCS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/docs/*.md ${CMAKE_SOURCE_DIR}/docs/*.png)
+install(FILES ${PGLOCK_DOCS} DESTINATION share/doc/pglock-exporter/docs)
 
 install(CODE "set(PGLOCK_PACKAGING_SRC \"${CMAKE_SOURCE_DIR}/packaging\")
 set(PGLOCK_PACKAGING_OUT \"${CMAKE_BINARY_DIR}/packaging\")")
