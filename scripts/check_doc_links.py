@@ -28,7 +28,7 @@ def slug(heading):
 def anchors(path):
     seen = {}
     result = set()
-    for line in strip_code(read(path)):
+    for line in strip_code(read(path), inline=False):
         m = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
         if not m:
             continue
@@ -44,8 +44,10 @@ def read(path):
         return f.read().split("\n")
 
 
-def strip_code(lines):
-    """The lines with fenced code blocks blanked and inline code removed (line numbers kept)."""
+def strip_code(lines, inline=True):
+    """The lines with fenced code blocks blanked and, when `inline`, inline code removed (line
+    numbers kept). Headings keep their inline code: GitHub slugs its text (`poll.interval` ->
+    pollinterval)."""
     out = []
     fence = False
     for line in lines:
@@ -53,7 +55,7 @@ def strip_code(lines):
             fence = not fence
             out.append("")
             continue
-        out.append("" if fence else re.sub(r"`[^`]*`", "", line))
+        out.append("" if fence else re.sub(r"`[^`]*`", "", line) if inline else line)
     return out
 
 
