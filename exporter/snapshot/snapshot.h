@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -325,6 +326,32 @@ struct Counters {
   std::map<std::string, double> series_dropped;    // metric
   std::map<std::string, double> collector_errors;  // collector
 };
+
+// Calls visit(name, map) for each labelled counter map of `c` (Counters or const Counters) and
+// visit_histogram(name, histogram) for each histogram: the one list of what Counters holds, for
+// code that handles them all alike (the state file, its change detection).
+inline constexpr std::string_view kLoggedWaitHistogram = "logged_wait_seconds:";  // + locktype
+template <typename C, typename F, typename H>
+void ForEachCounter(C& c, F&& visit, H&& visit_histogram) {
+  visit("releases", c.releases);
+  visit("losses", c.losses);
+  visit("takeovers", c.takeovers);
+  visit("handovers", c.handovers);
+  visit("pooled_inherited", c.pooled_inherited);
+  visit("sessions_ended", c.sessions_ended);
+  visit("lease_transitions", c.lease_transitions);
+  visit("blocking_episodes", c.blocking_episodes);
+  visit("deadlocks", c.deadlocks);
+  visit("logged_lock_waits", c.logged_lock_waits);
+  visit("lock_timeouts", c.lock_timeouts);
+  visit("series_dropped", c.series_dropped);
+  visit("collector_errors", c.collector_errors);
+  visit_histogram(std::string("episode_seconds"), c.episode_seconds);
+  visit_histogram(std::string("episode_peak_blocked"), c.episode_peak_blocked);
+  for (auto& [locktype, h] : c.logged_wait_seconds) {
+    visit_histogram(std::string(kLoggedWaitHistogram) + locktype, h);
+  }
+}
 
 // How one collector fared at the last poll.
 struct CollectorStatus {

@@ -17,6 +17,8 @@ class [[nodiscard]] Status {
     kUnexpectedShape,  // a result lacks a column or row the SQL promises
     kDeadline,         // the poll's deadline passed (the connection was closed)
     kAborted,          // shutting down
+    kIoFailed,         // a file could not be read or written (the state directory)
+    kInvalidData,      // bytes that do not hold what they should (a damaged state file)
   };
 
   Status() = default;  // ok
@@ -31,6 +33,8 @@ class [[nodiscard]] Status {
   static Status UnexpectedShape(std::string m) { return {Kind::kUnexpectedShape, std::move(m)}; }
   static Status Deadline(std::string m) { return {Kind::kDeadline, std::move(m)}; }
   static Status Aborted(std::string m) { return {Kind::kAborted, std::move(m)}; }
+  static Status IoFailed(std::string m) { return {Kind::kIoFailed, std::move(m)}; }
+  static Status InvalidData(std::string m) { return {Kind::kInvalidData, std::move(m)}; }
 
   bool ok() const { return kind_ == Kind::kOk; }
   Kind kind() const { return kind_; }

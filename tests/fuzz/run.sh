@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-20}
 build=${1:-build-fuzz}
-targets=(config_fuzz duration_fuzz labels_fuzz holder_fuzz keys_fuzz)
+targets=(config_fuzz duration_fuzz labels_fuzz holder_fuzz keys_fuzz state_fuzz)
 if [[ ! -f $build/CMakeCache.txt ]]; then
   CXX=clang++ BUILD_DIR=$build scripts/build.sh -DPGLOCK_FUZZ=ON -DPGLOCK_BUILD_TESTS=OFF
 elif ! grep -q '^PGLOCK_FUZZ:BOOL=ON' "$build/CMakeCache.txt"; then

@@ -1,0 +1,56 @@
+// What a target's poller keeps across a restart of the exporter ([storage] path, SPEC 9.2): the
+// last inventory's holds and sessions, when each hold was first seen, the counters, the event log
+// and where the server-log reader was; and the server it was all read from. The next start
+// judges its first poll against it as against any earlier poll (docs/restarts.md).
+// Encoding and decoding are pure; DecodeSavedTarget takes any bytes (a torn, truncated, corrupt
+// or foreign file) and answers an error, never a crash and never a partial state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "exporter/events/event_log.h"
+#include "exporter/serverlog/log_follower.h"
+#include "exporter/snapshot/analyze.h"
+#include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/snapshot.h"
+#include "exporter/util/status.h"
+
+namespace pglock {
+
+// Bumped when the layout changes: a file of another version is ignored (a fresh start).
+inline constexpr int kSavedStateVersion = 1;
+// A file larger than this is not read (at 100k held locks a state file is about 12 MB).
+inline constexpr size_t kMaxSavedStateBytes = 64u << 20;
+
+// Where the server-log reader was, and until when its lock records were judged.
+struct SavedLogPosition {
+  LogPosition at;
+  double records_taken_until = 0;  // wall clock (epoch seconds)
+};
+
+struct SavedTarget {
+  std::string target;
+  // The server's system identifier and port ("" when unknown): a file of another server is not
+  // applied. A restart of the same server (another postmaster start) is judged, not refused.
+  std::string server;
+  double saved_at = 0;  // the exporter's wall clock when written
+  // The last inventory poll (only what the judgement of holds reads: sessions, advisory locks,
+  // session end counters, timeouts, the server's start and clock).
+  std::shared_ptr<const PollData> inventory;
+  std::vector<HoldHistory::Entry> first_seen;
+  Counters counters;
+  std::vector<Event> events;
+  std::optional<SavedLogPosition> log;
+};
+
+std::string EncodeSavedTarget(const SavedTarget& state);
+// Fills *out from `bytes`; on any error *out is left empty and the status says what was wrong.
+Status DecodeSavedTarget(std::string_view bytes, SavedTarget* out);
+
+}  // namespace pglock

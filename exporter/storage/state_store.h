@@ -1,0 +1,39 @@
+// The state directory ([storage] path): one file per target, written whole and atomically
+// (a temporary file beside it, fsync, rename, fsync of the directory), read at start. Plain
+// functions over files, plus the process-wide figures /metrics shows
+// (pglock_storage_write_errors_total, pglock_storage_last_write_timestamp_seconds).
+// Thread-safe: each target writes only its own file.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "exporter/util/status.h"
+
+namespace pglock {
+
+// "<dir>/<target>.state.json", the target's name with every byte outside [A-Za-z0-9_-] as %XX.
+std::string StateFilePath(const std::string& dir, const std::string& target);
+
+// Replaces `path` with `bytes`, all or nothing: a crash leaves the old file or the new one.
+Status WriteFileAtomically(const std::string& path, std::string_view bytes);
+
+// The whole of `path` when it holds at most `max_bytes`; *missing is set (and the status is ok)
+// when there is no such file.
+Status ReadWholeFile(const std::string& path, size_t max_bytes, std::string* out, bool* missing);
+
+// Removes `path` (a target gone from the config); a missing file is fine.
+Status RemoveFile(const std::string& path);
+
+// Process-wide figures of the writes. `ok` false: one more failed write.
+void CountStateWrite(bool ok, double wall_now);
+struct StateWriteFigures {
+  bool enabled = false;  // some target keeps state (a [storage] path is set)
+  double errors = 0;
+  double last_write = 0;  // epoch seconds of the last write that succeeded; 0 none yet
+};
+StateWriteFigures StateWrites();
+void EnableStateWrites();
+
+}  // namespace pglock
