@@ -44,9 +44,11 @@ Status LogFollower::Poll(const std::function<void(const LogRecord&)>& on_record)
   std::vector<LogFileInfo> files;
   if (Status s = source_->List(&files); !s.ok()) return s;
   if (!started_) {
-    const Status s = Start(files);
-    caught_up_ = s.ok() && started_;
-    return s;
+    if (!Resume(files)) {
+      const Status s = Start(files);
+      caught_up_ = s.ok() && started_;
+      return s;
+    }
   }
   uint64_t budget = options_.poll_budget_bytes;
   bool at_end = true;
@@ -72,6 +74,50 @@ Status LogFollower::Poll(const std::function<void(const LogRecord&)>& on_record)
   ForgetUnlisted(files);
   caught_up_ = at_end;
   return Status::Ok();
+}
+
+bool LogFollower::Resume(const std::vector<LogFileInfo>& files) {
+  if (!resume_) return false;
+  const LogPosition at = std::move(*resume_);
+  resume_.reset();
+  const LogFileInfo* file = nullptr;
+  for (const LogFileInfo& f : files) {
+    if (at.identity != 0 ? f.identity == at.identity : f.name == at.file) file = &f;
+  }
+  if (file != nullptr && file->size < at.offset) {
+    resume_outcome_ = "not resumed: " + at.file + " shrank below the saved position";
+    return false;
+  }
+  uint64_t missed = file != nullptr ? file->size - at.offset : 0;
+  for (const LogFileInfo& f : files) {
+    if (&f != file && f.modified > at.modified) missed += f.size;
+  }
+  if (missed > kMaxResumeBytes) {
+    resume_outcome_ = "not resumed: " + std::to_string(missed) + " bytes written since, more than " +
+                      std::to_string(kMaxResumeBytes);
+    return false;
+  }
+  // Files last written before the saved one are done; those written after it are new.
+  for (const LogFileInfo& f : files) {
+    if (&f != file && f.modified <= at.modified) seen_[KeyOf(f)] = Seen{f.size, f.size};
+  }
+  if (file != nullptr) {
+    current_ = *file;
+    offset_ = at.offset;
+    has_current_ = true;
+  }
+  started_ = true;
+  resume_outcome_ = "resumed at " + at.file + ":" + std::to_string(at.offset) + ", " +
+                    std::to_string(missed) + " bytes written since" +
+                    (file == nullptr ? " (that file is gone: reading those written after it)" : "");
+  return true;
+}
+
+std::optional<LogPosition> LogFollower::position() const {
+  if (!started_ || !has_current_) return std::nullopt;
+  const uint64_t held = splitter_.buffered_bytes();
+  return LogPosition{current_.name, current_.identity, offset_ >= held ? offset_ - held : 0,
+                     current_.modified};
 }
 
 Status LogFollower::Start(const std::vector<LogFileInfo>& files) {

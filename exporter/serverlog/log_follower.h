@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -53,6 +54,19 @@ struct LogFollowerStats {
   uint64_t truncations = 0;
 };
 
+// Where a follower is: the record boundary it has read up to in a file (a record held back
+// unfinished is not yet read).
+struct LogPosition {
+  std::string file;
+  uint64_t identity = 0;
+  uint64_t offset = 0;
+  double modified = 0;  // the file's modification time as last listed
+};
+
+// What a follower resumed from a saved position reads at most (the rest of the saved file and
+// the files written after it); beyond that it starts at the newest file's end, as without one.
+inline constexpr uint64_t kMaxResumeBytes = 256ull << 20;
+
 class LogFollower {
  public:
   LogFollower(std::unique_ptr<LogSource> source, LogFormat format, LogFollowerOptions options = {});
@@ -62,6 +76,17 @@ class LogFollower {
   // Reads what is new and calls on_record for each record, in the log's order. The record is valid
   // only during the call.
   Status Poll(const std::function<void(const LogRecord&)>& on_record);
+
+  // Before the first Poll(): start where an earlier follower of the same log stopped (a restart
+  // of the exporter), so the records written meanwhile are read: from `at` in its file (found by
+  // identity, else by name), then the files modified after it, oldest first. When that file is
+  // gone the files modified after it are read from their start; when more than kMaxResumeBytes
+  // were written, or it shrank, the first Poll() starts at the end as without it.
+  void ResumeAt(LogPosition at) { resume_ = std::move(at); }
+  // What the first Poll() did of ResumeAt(): "" before, or without one.
+  const std::string& resume_outcome() const { return resume_outcome_; }
+  // The position to resume from later; nullopt before the first Poll() positioned it.
+  std::optional<LogPosition> position() const;
 
   LogFollowerStats stats() const;
   // The last Poll() read everything there was (its budget did not stop it, no error).
@@ -83,6 +108,8 @@ class LogFollower {
 
   // Positions in the newest file (see StartOffset), or not yet.
   Status Start(const std::vector<LogFileInfo>& files);
+  // Positions at resume_ when it can (see ResumeAt); true when it did.
+  bool Resume(const std::vector<LogFileInfo>& files);
   // Where to start in `file`: its end; while it ends inside a record being written, nowhere yet
   // (*wait) for a few Polls, then at the start of that record.
   Status StartOffset(const LogFileInfo& file, uint64_t* offset, bool* wait);
@@ -107,6 +134,8 @@ class LogFollower {
   LogRecord record_;  // reused
   std::string chunk_;
 
+  std::optional<LogPosition> resume_;
+  std::string resume_outcome_;
   bool started_ = false;
   int start_attempts_ = 0;
   bool has_current_ = false;

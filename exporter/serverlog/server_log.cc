@@ -110,6 +110,20 @@ void ServerLog::NoteLanguage(const std::string& lc_messages) {
   lc_messages_ = lc_messages;
 }
 
+void ServerLog::ResumeAt(LogPosition at, double records_taken_until) {
+  MutexLock lock(&mu_);
+  resume_ = std::move(at);
+  records_taken_until_ = records_taken_until;
+  // The gap's records are there to read: the first judgement after a restart waits for them
+  // (readable()) rather than take the counters' word before the first read.
+  up_.store(true);
+}
+
+std::optional<LogPosition> ServerLog::Position() const {
+  MutexLock lock(&mu_);
+  return position_;
+}
+
 std::vector<LockRecord> ServerLog::TakeLockRecords() {
   MutexLock lock(&mu_);
   std::vector<LockRecord> out;
@@ -145,13 +159,17 @@ void ServerLog::ReadOnce() {
     LogFollowerOptions options;
     options.max_record_bytes = static_cast<size_t>(config_.max_record_bytes);
     follower_ = std::make_unique<LogFollower>(MakeSource(), format_, options);
+    MutexLock lock(&mu_);
+    if (resume_) follower_->ResumeAt(std::move(*resume_));
+    resume_.reset();
+    taken_until_ = records_taken_until_;
   }
   std::vector<LockRecord> locks;
   bool translated = false;
   double dropped = 0;
   const pglock::Status s = follower_->Poll([&](const LogRecord& r) {
     facts_.Add(r);
-    if (std::optional<LockRecord> l = ClassifyLockRecord(r)) {
+    if (std::optional<LockRecord> l = ClassifyLockRecord(r); l && l->time > taken_until_) {
       // Bounded whatever the log does: a burst beyond what waits for the poller is counted.
       if (locks.size() < kMaxQueuedLockRecords) {
         locks.push_back(std::move(*l));
@@ -166,6 +184,10 @@ void ServerLog::ReadOnce() {
   up_.store(ok);
   // Only a read that reached the end of the log shows every end written before it started.
   if (ok && follower_->caught_up()) reads_through_.fetch_add(1);
+  if (!follower_->resume_outcome().empty() && !resume_logged_) {
+    spdlog::info("target {}: server log: {}", target_, follower_->resume_outcome());
+    resume_logged_ = true;
+  }
   const std::string error = ok ? "" : s.message();
   if (error != last_error_) {
     if (!ok) {
@@ -185,6 +207,7 @@ void ServerLog::ReadOnce() {
   status->format = config_.format;
   status->file = follower_->current_file();
   MutexLock lock(&mu_);
+  position_ = follower_->position();
   const size_t room = kMaxQueuedLockRecords - std::min(kMaxQueuedLockRecords, lock_records_.size());
   dropped_ += dropped + static_cast<double>(locks.size() - std::min(room, locks.size()));
   if (locks.size() > room) locks.resize(room);

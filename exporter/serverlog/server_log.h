@@ -59,6 +59,13 @@ class ServerLog : public SessionEndLog {
   const ServerLogConfig& config() const { return config_; }
   const std::string& dsn() const { return dsn_; }
 
+  // Before Start(): read from where an earlier reader of this log stopped (LogFollower::ResumeAt)
+  // instead of the log's end; lock records logged up to `records_taken_until` (epoch seconds)
+  // were judged before and are not queued again. readable() until the first read says otherwise.
+  void ResumeAt(LogPosition at, double records_taken_until) EXCLUDES(mu_);
+  // Where the reader is, to resume from after a restart; nullopt before its first read.
+  std::optional<LogPosition> Position() const EXCLUDES(mu_);
+
   // Reads once on the calling thread (tests; not to be mixed with Start()).
   void ReadOnceForTest() { ReadOnce(); }
 
@@ -84,11 +91,16 @@ class ServerLog : public SessionEndLog {
   std::vector<LockRecord> lock_records_ GUARDED_BY(mu_);
   double dropped_ GUARDED_BY(mu_) = 0;
   bool translated_waits_ GUARDED_BY(mu_) = false;  // a wait line in another language was seen
+  std::optional<LogPosition> resume_ GUARDED_BY(mu_);
+  double records_taken_until_ GUARDED_BY(mu_) = 0;
+  std::optional<LogPosition> position_ GUARDED_BY(mu_);
   std::thread thread_;
 
   // Owned by the reading thread.
   std::unique_ptr<LogFollower> follower_;
   std::string last_error_;  // logged once per change
+  double taken_until_ = 0;  // see ResumeAt
+  bool resume_logged_ = false;
 };
 
 // True when lc_messages makes the server write its messages in English (C, POSIX, en_*, or

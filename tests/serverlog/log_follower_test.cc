@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,64 @@ TEST(LogFollowerTest, StartsAtTheEndOfTheNewestFileAndReadsAppends) {
   EXPECT_EQ(PollMessages(follower), Messages{});
   EXPECT_EQ(follower.stats().records, 2u);
   EXPECT_EQ(follower.stats().bytes_read, 2 * JsonLine("new 1").size());
+}
+
+// A restart of the exporter: a follower resumed where an earlier one stopped reads what was
+// written meanwhile, the rest of its file and two rotations after it, and nothing from before.
+TEST(LogFollowerTest, ResumesWhereAnEarlierFollowerStoppedThroughTwoRotations) {
+  TempDir dir;
+  const std::string older = dir / "postgresql-2024-05-01_000000.json";
+  const std::string current = dir / "postgresql-2024-05-02_000000.json";
+  Append(older, JsonLine("before 1"));
+  Append(current, JsonLine("before 2"));
+  SetModified(older, 1714521600);
+  SetModified(current, 1714608000);
+  std::optional<LogPosition> at;
+  {
+    LogFollower first(MakeFileLogSource(dir.path(), LogFormat::kJsonlog), LogFormat::kJsonlog);
+    EXPECT_EQ(PollMessages(first), Messages{});
+    Append(current, JsonLine("read before the stop"));
+    SetModified(current, 1714608050);
+    EXPECT_EQ(PollMessages(first), Messages{"read before the stop"});
+    at = first.position();
+  }
+  ASSERT_TRUE(at.has_value());
+  EXPECT_EQ(at->file, "postgresql-2024-05-02_000000.json");
+  // While the exporter is down: more in the file, then two rotations.
+  Append(current, JsonLine("gap 1"));
+  SetModified(current, 1714608100);
+  Append(dir / "postgresql-2024-05-03_000000.json", JsonLine("gap 2"));
+  SetModified(dir / "postgresql-2024-05-03_000000.json", 1714694400);
+  Append(dir / "postgresql-2024-05-04_000000.json", JsonLine("gap 3"));
+  SetModified(dir / "postgresql-2024-05-04_000000.json", 1714780800);
+  EXPECT_EQ(at->modified, 1714608050);
+  LogFollower resumed(MakeFileLogSource(dir.path(), LogFormat::kJsonlog), LogFormat::kJsonlog);
+  resumed.ResumeAt(*at);
+  EXPECT_EQ(PollMessages(resumed), (Messages{"gap 1", "gap 2", "gap 3"}));
+  EXPECT_NE(resumed.resume_outcome().find("resumed at"), std::string::npos)
+      << resumed.resume_outcome();
+  EXPECT_EQ(resumed.current_file(), "postgresql-2024-05-04_000000.json");
+  Append(dir / "postgresql-2024-05-04_000000.json", JsonLine("after"));
+  EXPECT_EQ(PollMessages(resumed), Messages{"after"});
+}
+
+// The saved file is gone (rotated away and removed): the files written after it are read from
+// their start; a file that shrank below the position is not resumed (the end, as at a start).
+TEST(LogFollowerTest, ResumesFromTheFilesAfterAGoneOneAndNotIntoAShrunkFile) {
+  TempDir dir;
+  const std::string next = dir / "postgresql-2024-05-03_000000.json";
+  Append(next, JsonLine("gap 1"));
+  SetModified(next, 1714694400);
+  LogFollower gone(MakeFileLogSource(dir.path(), LogFormat::kJsonlog), LogFormat::kJsonlog);
+  gone.ResumeAt(LogPosition{"postgresql-2024-05-02_000000.json", 0, 100, 1714608000});
+  EXPECT_EQ(PollMessages(gone), Messages{"gap 1"});
+
+  LogFollower shrunk(MakeFileLogSource(dir.path(), LogFormat::kJsonlog), LogFormat::kJsonlog);
+  shrunk.ResumeAt(LogPosition{"postgresql-2024-05-03_000000.json", 0, 1 << 20, 1714694400});
+  EXPECT_EQ(PollMessages(shrunk), Messages{});
+  EXPECT_NE(shrunk.resume_outcome().find("shrank"), std::string::npos) << shrunk.resume_outcome();
+  Append(next, JsonLine("after"));
+  EXPECT_EQ(PollMessages(shrunk), Messages{"after"});
 }
 
 TEST(LogFollowerTest, HoldsBackAPartialLastRecordUntilItsNewline) {
