@@ -1,5 +1,6 @@
 #include "exporter/app.h"
 
+
 #include <spdlog/spdlog.h>
 
 #include "exporter/build_revision.h"
@@ -63,7 +64,11 @@ std::vector<std::unique_ptr<Poller>> App::ReplacePollers(const Config& config) {
   }
   for (auto& p : pollers_) {
     if (p) {
-      spdlog::info("target {}: removed", p->target().name);
+      const std::string name = p->target().name;
+      const bool gone = std::none_of(config.targets.begin(), config.targets.end(),
+                                     [&](const TargetConfig& t) { return t.name == name; });
+      if (gone) p->ForgetSavedState();  // a replaced poller's successor keeps the file
+      spdlog::info("target {}: removed", name);
       servers_->Retire(p->id());
       retired.push_back(std::move(p));
     }

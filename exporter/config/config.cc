@@ -97,6 +97,12 @@ void ParseDocument(const toml::value& doc, const std::string& file, Config* conf
     (*lines)[r.Dotted("takeover_window")] = r.LineOf("takeover_window");
     r.RejectUnknown();
   }
+  if (const toml::value* storage = root.Table("storage")) {
+    TableReader r(*storage, "storage", file, errors);
+    r.String("path", &config->poll.storage_path);
+    (*lines)[r.Dotted("path")] = r.LineOf("path");
+    r.RejectUnknown();
+  }
   if (const toml::value* log = root.Table("log")) {
     TableReader r(*log, "log", file, errors);
     r.String("level", &config->log.level);
@@ -156,6 +162,14 @@ void ValidateMerged(Config* config, bool timeout_set, const KeyLines& lines,
     err("log.level",
         "\"" + config->log.level + "\" is not one of trace, debug, info, warn, error, off");
   }
+  if (const std::string& dir = config->poll.storage_path; !dir.empty()) {
+    struct stat st {};
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      err("storage.path", "\"" + dir + "\" is not a directory (create it, writable by the exporter)");
+    } else if (access(dir.c_str(), W_OK | X_OK) != 0) {
+      err("storage.path", "\"" + dir + "\" is not writable by the exporter");
+    }
+  }
   if (config->log.format != "text" && config->log.format != "json") {
     err("log.format", "\"" + config->log.format + "\" is not text or json");
   }
@@ -208,6 +222,10 @@ void ApplyFlags(const Flags& flags, Config* config, KeyLines* lines) {
   if (flags.log_format) {
     config->log.format = *flags.log_format;
     lines->erase("log.format");
+  }
+  if (flags.storage_path) {
+    config->poll.storage_path = *flags.storage_path;
+    lines->erase("storage.path");
   }
 }
 

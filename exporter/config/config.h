@@ -179,6 +179,9 @@ struct PollConfig {
   // read at all.
   int event_log_size = 1000;
   bool query_text = false;
+  // [storage] path (--storage.path): the directory where each target's state is kept across
+  // restarts (exporter/storage/); "" keeps nothing.
+  std::string storage_path;
 
   bool operator==(const PollConfig&) const = default;
 };
@@ -209,6 +212,7 @@ struct Flags {
   std::optional<Duration> poll_interval;
   std::optional<std::string> log_level;
   std::optional<std::string> log_format;
+  std::optional<std::string> storage_path;
   bool check_config = false;
   bool check_targets = false;
   bool version = false;

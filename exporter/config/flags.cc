@@ -17,6 +17,7 @@ const std::map<std::string, FlagKind, std::less<>>& KnownFlags() {
       {"poll.interval", FlagKind::kValue},
       {"log.level", FlagKind::kValue},
       {"log.format", FlagKind::kValue},
+      {"storage.path", FlagKind::kValue},
       {"check-config", FlagKind::kSwitch},
       {"check-targets", FlagKind::kSwitch},
       {"version", FlagKind::kSwitch},
@@ -55,6 +56,8 @@ void SetValue(const std::string& name, const std::string& value, Flags* flags,
     flags->log_level = value;
   } else if (name == "log.format") {
     flags->log_format = value;
+  } else if (name == "storage.path") {
+    flags->storage_path = value;
   }
 }
 
@@ -117,6 +120,7 @@ Flags (they override the config file):
   --poll.interval=DURATION      time between polls (default 5s)
   --log.level=LEVEL             trace, debug, info, warn, error, off (default info)
   --log.format=FORMAT           text or json (default text)
+  --storage.path=DIR            keep each target's state here across restarts (default: none)
   --check-config                validate the config and exit (0 valid, 2 invalid)
   --check-targets               validate the config, then connect once to every target, pooler
                                 and lock table's database and print what the config resolves to

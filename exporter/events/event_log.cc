@@ -104,6 +104,9 @@ std::string EventJson(const Event& e) {
     o += ",\"duration_seconds\":" + Number(e.duration);
   }
   if (!e.detail.empty()) o += ",\"detail\":" + Quoted(e.detail);
+  if (e.gap_to > 0) {
+    o += ",\"exporter_gap\":{\"from\":" + Number(e.gap_from) + ",\"to\":" + Number(e.gap_to) + "}";
+  }
   return o + "}";
 }
 
@@ -143,6 +146,7 @@ std::string EventText(const Event& e) {
     o += " duration_seconds=" + Number(e.duration);
   }
   field("detail", e.detail);
+  if (e.gap_to > 0) o += " exporter_gap_from=" + Number(e.gap_from) + " exporter_gap_to=" + Number(e.gap_to);
   return o + " time=" + Number(e.time);
 }
 

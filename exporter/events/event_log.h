@@ -52,6 +52,10 @@ struct Event {
   // How many locks this event tells of: the locks of one session released, lost, handed over or
   // inherited at once are one event (CoalesceEvents), `lock` naming the first few.
   int64_t count = 1;
+  // Judged at the exporter's first poll after a restart, across the time it was down: the last
+  // poll before it stopped and the first after it started (server epoch seconds); 0 otherwise.
+  double gap_from = 0;
+  double gap_to = 0;
 };
 
 // The locks named in a coalesced event's `lock`; the rest are counted.

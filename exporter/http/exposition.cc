@@ -3,6 +3,7 @@
 #include "exporter/collectors/registry.h"
 #include "exporter/metrics/families.h"
 #include "exporter/serverlog/server_log.h"
+#include "exporter/storage/state_store.h"
 
 namespace pglock {
 namespace {
@@ -52,6 +53,17 @@ const MetricDesc kCollectorDuration{
     "pglock_poll_duration_seconds.",
     {"target", "collector"}};
 
+const MetricDesc kStorageWriteErrors{
+    "pglock_storage_write_errors_total",
+    MetricType::Counter,
+    "Writes of a target's state to the [storage] directory that failed (polling goes on).",
+    {}};
+const MetricDesc kStorageLastWrite{
+    "pglock_storage_last_write_timestamp_seconds",
+    MetricType::Gauge,
+    "Unix time of the last write of a target's state that succeeded; 0 before the first.",
+    {}};
+
 void AddHealth(const TargetSnapshot& t, Families* f) {
   f->Add(kUp, {t.target}, t.up ? 1 : 0);
   f->Add(kPollDuration, {t.target}, t.poll_duration);
@@ -76,6 +88,10 @@ std::vector<MetricFamily> BuildFamilies(
     const std::vector<std::shared_ptr<const TargetSnapshot>>& targets, const BuildInfo& build) {
   Families f;
   f.Add(kBuildInfo, {build.version, build.revision}, 1);
+  if (const StateWriteFigures w = StateWrites(); w.enabled) {
+    f.Add(kStorageWriteErrors, {}, w.errors);
+    f.Add(kStorageLastWrite, {}, w.last_write);
+  }
   for (const auto& t : targets) {
     if (t) AddHealth(*t, &f);
   }

@@ -41,6 +41,7 @@ Poller::Poller(TargetConfig target, PollConfig poll, std::shared_ptr<ServerRegis
       inventory_(poll_.inventory_interval),
       events_(std::chrono::duration<double>(poll_.takeover_window).count()) {
   BuildAnalyzeOptions();
+  LoadState();
   StartServerLog();
   for (const Collector* c : Collectors()) collector_states_.push_back(c->NewState());
   auto initial = std::make_shared<TargetSnapshot>();
@@ -76,6 +77,10 @@ void Poller::StartServerLog() {
   server_log_.reset();
   if (target_.server_log.configured()) {
     server_log_ = std::make_shared<ServerLog>(target_.name, target_.server_log, target_.dsn);
+    // After a restart, the reader first reads what the log got while the exporter was down.
+    if (saved_ && saved_->log) {
+      server_log_->ResumeAt(saved_->log->at, saved_->log->records_taken_until);
+    }
     server_log_->Start();
   }
   events_.set_log(server_log_);
@@ -148,6 +153,7 @@ void Poller::Stop() {
   abort_.store(true);
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  SaveState(/*final=*/true);
   if (server_log_) server_log_->Stop();
   conn_.reset();
   collector_states_.clear();
@@ -200,6 +206,7 @@ void Poller::RecordEvents(std::vector<Event> events) {
   CoalesceEvents(&events);        // one incident, one event (and one log line)
   for (Event& e : events) {
     e.target = target_.name;
+    StampGap(&e);
     LogStructured("event", EventText(e), "event", EventJson(e));
   }
   event_log_.Append(std::move(events));
@@ -235,14 +242,15 @@ Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
   }
   if (Status s = PrepareStatements(*conn, prepared, deadline); !s.ok()) return s;
   if (Status s = ResolveNames(*conn, deadline); !s.ok()) return s;
-  if (servers_) {
+  if (servers_ || !poll_.storage_path.empty()) {
     ServerIdentity identity;
     if (Status s =
             ReadServerIdentity(*conn, QueryTimeouts::ForPoll(poll_.timeout), deadline, &identity);
         !s.ok()) {
       return s;
     }
-    servers_->Report(id_, target_.name, identity);
+    if (servers_) servers_->Report(id_, target_.name, identity);
+    server_key_ = identity.server;
   }
   conn_ = std::move(conn);
   return Status::Ok();
@@ -373,6 +381,10 @@ bool Poller::PollOnce() {
   ApplyPendingConfig();
   const auto started = SteadyClock::now();
   const auto deadline = started + poll_.timeout;
+  // Where the log reader is before this poll reads the server: a restart resumes there, so the
+  // ends of sessions this poll sees alive are read again (lock records were taken: not again).
+  const std::optional<LogPosition> log_position =
+      server_log_ ? server_log_->Position() : std::nullopt;
   auto data = std::make_shared<PollData>();
   std::vector<CollectorStatus> statuses;
   const Status status = Collect(deadline, data.get(), &statuses);
@@ -388,6 +400,8 @@ bool Poller::PollOnce() {
     return false;
   }
   LogStateChange(true, "");
+  ApplySavedState(*data);
+  if (log_position) log_position_ = log_position;
   std::string role = NoteRole(*data);
   if (server_log_) server_log_->NoteLanguage(data->lc_messages);
   CountCollectorErrors(*data);
@@ -402,6 +416,7 @@ bool Poller::PollOnce() {
       &counters_, &events);
   if (server_log_) {
     std::vector<LockRecord> records = server_log_->TakeLockRecords();
+    records_taken_until_ = UnixNow();
     if (Status s = conn_ ? relation_names_.Name(*conn_, QueryTimeouts::ForPoll(poll_.timeout),
                                                 deadline, &records)
                          : Status::Ok();
@@ -421,6 +436,7 @@ bool Poller::PollOnce() {
   data.reset();
   PublishSuccess(std::move(snap), std::move(view), std::move(role), std::move(server_version),
                  std::move(statuses));
+  SaveState(/*final=*/false);
   // What the poll allocated is free again now, the previous snapshot's share included. Blocks of
   // 128 KiB and more were mapped apart and went back whole (main.cc); give back the free pages
   // among the small ones too. Given back only after a poll that needed less than half of the

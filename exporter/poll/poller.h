@@ -31,6 +31,7 @@
 #include "exporter/serverlog/server_log.h"
 #include "exporter/snapshot/analyze.h"
 #include "exporter/snapshot/snapshot.h"
+#include "exporter/storage/saved_state.h"
 #include "exporter/util/thread_annotations.h"
 
 namespace pglock {
@@ -58,6 +59,10 @@ class Poller {
   // its counters, pglock_up and its event state, and applies the new settings from its next
   // poll. Any thread.
   void Reconfigure(TargetConfig target, PollConfig poll) EXCLUDES(mu_);
+
+  // The target is gone from the config: Stop() removes its saved state instead of writing it.
+  // Any thread, before Stop().
+  void ForgetSavedState() { forget_state_.store(true); }
 
   // Unique for the life of the process (ServerRegistry's key); any thread.
   uint64_t id() const { return id_; }
@@ -112,6 +117,18 @@ class Poller {
   // the timeline).
   void RecordEvents(std::vector<Event> events);
 
+  // [storage] (poller_state.cc). Reads the target's state file into saved_ (constructor).
+  void LoadState();
+  // At the first good poll after a start (`first`, not judged yet): applies saved_ when it is of
+  // this server: counters, events, when holds were first seen, and its inventory as the baseline
+  // the first poll is judged against. Then saved_ is gone either way.
+  void ApplySavedState(const PollData& first);
+  // Writes the state file: at most every kStateWriteInterval after a good poll, and once more at
+  // Stop() (`final`); never before a poll applied (or refused) the saved state.
+  void SaveState(bool final);
+  // An event about a session whose holds ended while the exporter was down: says so.
+  void StampGap(Event* e);
+
   // Owned by the polling thread (also read by the constructor and Stop()).
   TargetConfig target_;
   PollConfig poll_;
@@ -163,6 +180,24 @@ class Poller {
   // Lock-name expression failures already logged (each once per poller, whatever the reconnects).
   std::set<std::string> logged_lock_problems_;
   std::map<std::string, std::string> collector_state_;  // collector -> last error ("" = ok)
+
+  // [storage]: the state read at start, until the first good poll applies or refuses it.
+  std::unique_ptr<SavedTarget> saved_;
+  std::string server_key_;  // ServerIdentity::server at the last connect
+  std::optional<LogPosition> log_position_;  // the log reader's, at the last good poll's start
+  double records_taken_until_ = 0;           // wall clock of the last TakeLockRecords
+  SteadyClock::time_point last_state_write_{};
+  uint64_t written_fingerprint_ = 0;  // of what the last write kept (poller_state.cc)
+  bool state_write_failing_ = false;
+  bool final_state_written_ = false;
+  std::atomic<bool> forget_state_{false};
+  // The exporter's gap the first poll after a start judged (server epoch seconds), and the
+  // sessions holding locks before it that the first poll no longer saw (pid, backend start):
+  // their events say they were judged across it. Cleared after kGapPolls polls.
+  double gap_from_ = 0;
+  double gap_to_ = 0;
+  std::set<int> gap_pids_;
+  int gap_polls_left_ = 0;
 };
 
 }  // namespace pglock

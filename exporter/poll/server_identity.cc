@@ -30,6 +30,7 @@ Status ReadServerIdentity(PgConnection& conn, const QueryTimeouts& timeouts,
   if (Status s = c.status(); !s.ok() || r.Rows() != 1 || r.IsNull(0, sysid)) return Status::Ok();
   // Not data_directory: its visibility depends on the role, and two targets may use two roles.
   out->key = r.String(0, sysid) + "|" + r.String(0, port) + "|" + r.String(0, started);
+  out->server = r.String(0, sysid) + "|" + r.String(0, port);
   out->description = "system_identifier " + r.String(0, sysid) + ", port " + r.String(0, port);
   if (!r.IsNull(0, datadir)) out->description += ", data directory " + r.String(0, datadir);
   return Status::Ok();

@@ -20,6 +20,8 @@ namespace pglock {
 struct ServerIdentity {
   std::string key;          // equal for two connections to the same server; "" when unknown
   std::string description;  // for the log: system_identifier, port, data directory
+  // The same server across its restarts (system identifier and port); "" when unknown.
+  std::string server;
 };
 
 // Reads the identity of the server on `conn`. The key stays empty when the role may not read it

@@ -1,0 +1,228 @@
+// The poller's side of [storage] (exporter/storage/): what it keeps across a restart and how the
+// first poll after a start picks it up (docs/restarts.md).
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <map>
+#include <tuple>
+#include <type_traits>
+
+#include "exporter/events/judge.h"
+#include "exporter/poll/poller.h"
+#include "exporter/storage/state_store.h"
+
+namespace pglock {
+namespace {
+
+// The state is written at most this often (and at Stop()); when nothing it keeps changed (the
+// holds, the counters, the events), only this often, so the log position and the sessions stay
+// recent: a steady 20k locks cost one write a minute, not twelve (docs/restarts.md).
+constexpr auto kStateWriteInterval = std::chrono::seconds(5);
+constexpr auto kUnchangedStateWriteInterval = std::chrono::seconds(60);
+// Events of sessions gone in the gap are stamped for at most this many polls after the first:
+// a hold waiting for the log's word ends within a few.
+constexpr int kGapPolls = 30;
+
+double WallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// FNV-1a over what a write keeps that changes with what happens: the holds (who holds which key
+// since when), the counters, the event log (its length and newest event), the log's file.
+class Fingerprint {
+ public:
+  void Add(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h_ = (h_ ^ p[i]) * 1099511628211ull;
+  }
+  template <typename T>
+  void Value(const T& v) {
+    if constexpr (std::is_same_v<T, std::string>) {
+      Add(v.data(), v.size());
+      Add("", 1);
+    } else {
+      static_assert(std::is_arithmetic_v<T>);
+      Add(&v, sizeof v);
+    }
+  }
+  template <typename K>
+  void Map(const std::map<K, double>& m) {
+    Value(m.size());
+    for (const auto& [k, v] : m) {
+      if constexpr (std::is_same_v<K, std::string>) {
+        Value(k);
+      } else {
+        std::apply([&](const auto&... part) { (Value(part), ...); }, k);
+      }
+      Value(v);
+    }
+  }
+  void Histogram(const CountHistogram& h) {
+    for (double c : h.counts) Value(c);
+    Value(h.count);
+    Value(h.sum);
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 14695981039346656037ull;
+};
+
+uint64_t FingerprintOf(const HoldHistory& history, const Counters& c, const EventList* events,
+                       const std::optional<LogPosition>& log) {
+  Fingerprint f;
+  // The log's file, not the offset within it: a first position, or a rotation, is a change.
+  f.Value(log ? log->file : std::string("-"));
+  for (const HoldHistory::Entry& e : history.first_seen) {
+    f.Value(e.pid);
+    f.Value(e.backend_start);
+    f.Value(e.key.datid);
+    f.Value(e.key.classid);
+    f.Value(e.key.objid);
+    f.Value(e.key.objsubid);
+  }
+  ForEachCounter(
+      c, [&](const char*, const auto& m) { f.Map(m); },
+      [&](const std::string& name, const CountHistogram& h) {
+        f.Value(name);
+        f.Histogram(h);
+      });
+  if (events != nullptr && !events->empty()) {
+    f.Value(events->size());
+    f.Value(events->back()->time);
+    f.Value(static_cast<int>(events->back()->kind));
+    f.Value(events->back()->previous.pid);
+  }
+  return f.value();
+}
+
+bool IsLockEvent(EventKind k) {
+  return k == EventKind::kLockReleased || k == EventKind::kLockLost ||
+         k == EventKind::kLockTakeover || k == EventKind::kLockHandover;
+}
+
+}  // namespace
+
+void Poller::LoadState() {
+  if (poll_.storage_path.empty()) return;
+  EnableStateWrites();
+  const std::string path = StateFilePath(poll_.storage_path, target_.name);
+  std::string bytes;
+  bool missing = false;
+  Status s = ReadWholeFile(path, kMaxSavedStateBytes, &bytes, &missing);
+  if (s.ok() && missing) {
+    spdlog::info("target {}: no saved state in {}: a fresh start", target_.name, path);
+    return;
+  }
+  auto saved = std::make_unique<SavedTarget>();
+  if (s.ok()) s = DecodeSavedTarget(bytes, saved.get());
+  if (s.ok() && saved->target != target_.name) {
+    s = Status::InvalidData("it is target \"" + saved->target + "\"'s");
+  }
+  if (!s.ok()) {
+    spdlog::warn("target {}: saved state {} ignored, a fresh start: {}", target_.name, path,
+                 s.message());
+    return;
+  }
+  saved_ = std::move(saved);  // StartServerLog(), next, resumes the log reader from it
+}
+
+void Poller::ApplySavedState(const PollData& first) {
+  if (!saved_) return;
+  const std::unique_ptr<SavedTarget> saved = std::move(saved_);
+  if (!saved->inventory) return;
+  if (server_key_.empty() || saved->server != server_key_) {
+    spdlog::warn(
+        "target {}: saved state not applied: it was read from server {}, this is {} (a fresh start)",
+        target_.name, saved->server.empty() ? "unknown" : saved->server,
+        server_key_.empty() ? "unknown (pg_control_system() not readable)" : server_key_);
+    return;
+  }
+  counters_ = saved->counters;
+  event_log_.Append(saved->events);
+  history_.first_seen = saved->first_seen;
+  // The saved inventory is the poll before this one: the first judgement spans the gap.
+  auto baseline = std::make_shared<PollData>(*saved->inventory);
+  JudgePoll(SteadyClock::time_point{}, &baseline, &inventory_, &events_, &names_, nullptr,
+            &counters_, nullptr);
+  gap_from_ = saved->inventory->now;
+  gap_to_ = first.now;
+  gap_pids_.clear();
+  std::set<std::pair<int, double>> alive;
+  for (const Session& s : first.sessions) alive.emplace(s.pid, s.backend_start);
+  std::set<int> holders;
+  for (const AdvisoryLock& l : saved->inventory->locks) {
+    if (l.granted) holders.insert(l.pid);
+  }
+  for (const Session& s : saved->inventory->sessions) {
+    if (holders.count(s.pid) != 0 && alive.count({s.pid, s.backend_start}) == 0) {
+      gap_pids_.insert(s.pid);
+    }
+  }
+  gap_polls_left_ = kGapPolls;
+  spdlog::info(
+      "target {}: saved state applied ({} locks held, {} events, saved {:.0f} s ago); judging "
+      "the {:.0f} s since its last poll, {} lock holders gone meanwhile",
+      target_.name, saved->inventory->locks.size(), saved->events.size(),
+      WallNow() - saved->saved_at, gap_to_ - gap_from_, gap_pids_.size());
+}
+
+void Poller::StampGap(Event* e) {
+  if (gap_polls_left_ <= 0 || !IsLockEvent(e->kind)) return;
+  if (gap_pids_.count(e->previous.pid) == 0) return;
+  e->gap_from = gap_from_;
+  e->gap_to = gap_to_;
+}
+
+void Poller::SaveState(bool final) {
+  if (gap_polls_left_ > 0 && !final && --gap_polls_left_ == 0) gap_pids_.clear();
+  if (poll_.storage_path.empty() || final_state_written_) return;
+  const std::string path = StateFilePath(poll_.storage_path, target_.name);
+  if (forget_state_.load()) {
+    if (!final) return;
+    final_state_written_ = true;
+    if (Status s = RemoveFile(path); !s.ok()) {
+      spdlog::warn("target {}: removed from the config: {}", target_.name, s.message());
+    } else {
+      spdlog::info("target {}: removed from the config: its saved state is removed", target_.name);
+    }
+    return;
+  }
+  // Until a poll applied or refused the saved state, the file is still the best there is.
+  if (saved_ || !inventory_.last()) return;
+  const auto now = SteadyClock::now();
+  const std::shared_ptr<const EventList> events = event_log_.Contents();
+  const uint64_t fingerprint = FingerprintOf(history_, counters_, events.get(), log_position_);
+  if (!final && last_state_write_ != SteadyClock::time_point{}) {
+    const auto since = now - last_state_write_;
+    if (since < kStateWriteInterval) return;
+    if (fingerprint == written_fingerprint_ && since < kUnchangedStateWriteInterval) return;
+  }
+  last_state_write_ = now;
+  written_fingerprint_ = fingerprint;
+  if (final) final_state_written_ = true;
+  SavedTarget s;
+  s.target = target_.name;
+  s.server = server_key_;
+  s.saved_at = WallNow();
+  s.inventory = inventory_.last();
+  s.first_seen = history_.first_seen;
+  s.counters = counters_;
+  if (events) {
+    s.events.reserve(events->size());
+    for (const auto& e : *events) s.events.push_back(*e);
+  }
+  if (log_position_) s.log = SavedLogPosition{*log_position_, records_taken_until_};
+  const Status written = WriteFileAtomically(path, EncodeSavedTarget(s));
+  CountStateWrite(written.ok(), s.saved_at);
+  if (written.ok() == !state_write_failing_) return;
+  state_write_failing_ = !written.ok();
+  if (state_write_failing_) {
+    spdlog::error("target {}: cannot save its state (polling goes on): {}", target_.name,
+                  written.message());
+  } else {
+    spdlog::info("target {}: saving its state again in {}", target_.name, path);
+  }
+}
+
+}  // namespace pglock
