@@ -165,16 +165,23 @@ for r in "${runbooks[@]}"; do
 done
 note "${#runbooks[@]} runbook links of the PrometheusRule answer 200"
 
+# The pid of the session of application APP holding nightly-report's key (4242), waiting up to
+# 10 s for it to take it; empty when it does not.
+key_holder() {
+  local pid=
+  for _ in $(seq 100); do
+    pid=$(psql_pod -c "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+      WHERE l.locktype = 'advisory' AND l.objid = 4242 AND l.granted AND a.application_name = '$1'")
+    [[ -n $pid ]] && break
+    sleep 0.1
+  done
+  echo "$pid"
+}
+
 # --- A named lock lost by termination and taken over --------------------------------------------
 start_bg holder "$work/holder.log" env PGAPPNAME=holder "$PG_BIN/psql" -X -q -At -h 127.0.0.1 \
   -p "$pg_port" -U postgres -d postgres -c 'SELECT pg_advisory_lock(4242)' -c 'SELECT pg_sleep(120)'
-holder=
-for _ in $(seq 100); do
-  holder=$(psql_pod -c "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-    WHERE l.locktype = 'advisory' AND l.objid = 4242 AND l.granted AND a.application_name = 'holder'")
-  [[ -n $holder ]] && break
-  sleep 0.1
-done
+holder=$(key_holder holder)
 [[ -n $holder ]] || fail "the holder session did not take the lock"
 # The exporter must have seen the hold before the loss: /api/v1/locks lists it.
 seen=0
@@ -186,17 +193,38 @@ done
 psql_pod -c "SELECT pg_terminate_backend($holder)" >/dev/null
 start_bg taker "$work/taker.log" env PGAPPNAME=taker "$PG_BIN/psql" -X -q -At -h 127.0.0.1 \
   -p "$pg_port" -U postgres -d postgres -c 'SELECT pg_advisory_lock(4242)' -c 'SELECT pg_sleep(120)'
-taker=
-for _ in $(seq 100); do
-  taker=$(psql_pod -c "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-    WHERE l.locktype = 'advisory' AND l.objid = 4242 AND l.granted AND a.application_name = 'taker'")
-  [[ -n $taker ]] && break
-  sleep 0.1
-done
+taker=$(key_holder taker)
 [[ -n $taker ]] || fail "the second session did not take the lock"
 note "pid $holder held nightly-report and was terminated; pid $taker took it"
 python3 tests/container/wait_events.py "$url/api/v1/events" nightly-report "$holder" "$taker" 30 |
   sed 's/^/kube play test: /' || fail "the loss and takeover (see above)"
+
+# --- A restart of the exporter without amnesia ---------------------------------------------------
+# Its state volume (the PVC) holds the taker's hold once a write after the takeover is done
+# (every 5 s); then the exporter is stopped at once, the taker terminated and a third session
+# takes the key while it is down. Started again, it judges the gap from its state and the log.
+state_dir=$(podman volume inspect pglock-exporter-state --format '{{.Mountpoint}}') ||
+  fail "no volume pglock-exporter-state for the PVC"
+state=$state_dir/main.state.json
+written=0
+for _ in $(seq 100); do
+  [[ -s $state ]] && grep -q "\[[0-9]*,[0-9]*,[0-9]*,[0-9]*,$taker,true,true," "$state" && { written=1; break; }
+  sleep 0.2
+done
+((written)) || { ls -ln "$state_dir"; podman logs "$pod-pglock-exporter" 2>&1 | tail -5; fail "no state with the taker's hold in $state within 20 s"; }
+note "state volume: $(stat -c '%s bytes, owner %u' "$state"), the taker's hold in it"
+podman stop -t 0 "$pod-pglock-exporter" >/dev/null || fail "podman stop of the exporter"
+psql_pod -c "SELECT pg_terminate_backend($taker)" >/dev/null
+start_bg third "$work/third.log" env PGAPPNAME=third "$PG_BIN/psql" -X -q -At -h 127.0.0.1 \
+  -p "$pg_port" -U postgres -d postgres -c 'SELECT pg_advisory_lock(4242)' -c 'SELECT pg_sleep(120)'
+third=$(key_holder third)
+[[ -n $third ]] || fail "the third session did not take the lock"
+podman start "$pod-pglock-exporter" >/dev/null || fail "podman start of the exporter"
+note "exporter down while pid $taker was terminated and pid $third took nightly-report; started again"
+python3 tests/container/wait_events.py "$url/api/v1/events" nightly-report "$taker" "$third" 60 across-gap |
+  sed 's/^/kube play test: after the restart: /' || fail "the loss and takeover across the restart (see above)"
+python3 tests/container/wait_events.py "$url/api/v1/events" nightly-report "$holder" "$taker" 5 >/dev/null ||
+  fail "the events from before the restart are gone from /api/v1/events"
 
 # The database down: the probes' endpoints stay 200 (the pod stays in rotation), pglock_up 0.
 podman stop -t 10 "$pod-postgres" >/dev/null

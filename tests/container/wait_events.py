@@ -2,8 +2,10 @@
 """Waits until the exporter's /api/v1/events shows that the session HOLDER lost lock LOCK with
 evidence "log" (cause "terminated") and that the session TAKER took it over; prints both events.
 Exit 0 when both are there, 1 when TIMEOUT seconds pass first (the last answer is printed).
+With `across-gap`, the loss must also say it was judged across a restart of the exporter
+(exporter_gap).
 
-Usage: wait_events.py URL LOCK HOLDER_PID TAKER_PID TIMEOUT
+Usage: wait_events.py URL LOCK HOLDER_PID TAKER_PID TIMEOUT [across-gap]
 """
 
 import json
@@ -25,8 +27,9 @@ def find(events, lock, holder, taker):
 
 
 def main():
-    if len(sys.argv) != 6:
+    if len(sys.argv) not in (6, 7) or (len(sys.argv) == 7 and sys.argv[6] != "across-gap"):
         sys.exit(__doc__.strip().splitlines()[-1])
+    across_gap = len(sys.argv) == 7
     url, lock = sys.argv[1], sys.argv[2]
     holder, taker, timeout = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
     deadline = time.monotonic() + timeout
@@ -43,6 +46,8 @@ def main():
                 problems.append(f"the loss rests on evidence {lost.get('evidence')!r}, not 'log'")
             if lost.get("cause") != "terminated":
                 problems.append(f"the loss's cause is {lost.get('cause')!r}, not 'terminated'")
+            if across_gap and "exporter_gap" not in lost:
+                problems.append("the loss does not say it was judged across the exporter's gap")
             if takeover.get("previous", {}).get("pid") != holder:
                 problems.append("the takeover does not name the lost holder as previous")
             for p in problems:

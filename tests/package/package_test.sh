@@ -168,6 +168,12 @@ curl -sf --compressed -D "$work/headers" -o "$work/metrics.gz-decoded" "http://1
   grep -q '^pglock_up' "$work/metrics.gz-decoded" || fail "no metrics through gzip"
 grep -qi '^Content-Encoding: gzip' "$work/headers" || fail "no gzip from the installed exporter"
 note "installed exporter: pglock_up 1 (plain and gzip)"
+for _ in $(seq 50); do [[ -s /var/lib/pglock_exporter/main.state.json ]] && break; sleep 0.2; done
+[[ -s /var/lib/pglock_exporter/main.state.json ]] ||
+  fail "the installed exporter kept no state in /var/lib/pglock_exporter"
+[[ $(stat -c %U /var/lib/pglock_exporter/main.state.json) == "$user" ]] ||
+  fail "the state file is not the service user's"
+note "installed exporter: its state in /var/lib/pglock_exporter/main.state.json"
 
 # TLS with the installed shims, on a system without libssl-dev's unversioned libssl.so and
 # libcrypto.so (hidden in a private mount namespace): what a server with only the package has.
@@ -212,7 +218,7 @@ for f in /usr/bin/pglock_exporter /usr/lib/pglock_exporter /etc/pglock_exporter 
   /etc/systemd/system/pglock_exporter.service \
   /etc/systemd/system/multi-user.target.wants/pglock_exporter.service /usr/share/pglock_exporter \
   /usr/share/doc/pglock-exporter /var/lib/systemd/deb-systemd-helper-enabled/pglock_exporter.service.dsh-also \
-  /var/lib/systemd/deb-systemd-helper-masked/pglock_exporter.service; do
+  /var/lib/systemd/deb-systemd-helper-masked/pglock_exporter.service /var/lib/pglock_exporter; do
   [[ ! -e $f && ! -L $f ]] || fail "$f is left after purge"
 done
 ! getent passwd "$user" >/dev/null || fail "user $user is left after purge"
