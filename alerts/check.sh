@@ -36,6 +36,7 @@ expected_alerts=(
   PglockLeaseExpiredTakeover
   PglockLeaseOverlap
   PglockLeaseHeldTooLong
+  PglockQueueJobHeldTooLong
   PglockSessionLockThroughTransactionPooler
   PglockPooledLockInherited
   PglockLockWaitLong

@@ -249,12 +249,13 @@ Status CheckLeaseTable(const PollContext& ctx, const LeaseTableConfig& t, const 
   const std::string in = t.database.empty() ? "" : " in database \"" + t.database + "\"";
   if (!info.found) {
     tc.report->Problem(
-        t.Problem("table", "lock table \"" + t.table + "\" does not exist" + in),
+        t.Problem("table", "lease table \"" + t.table + "\" does not exist" + in),
         "create it, or set table to its \"schema.table\" (and database to where it lives)");
     return Status::Ok();
   }
-  tc.report->Fact("lock table " + t.label() + ": columns " + info.columns + "; SELECT " +
-                  (info.may_select ? "granted" : "NOT granted") + " to " + tc.role);
+  tc.report->Fact("lease table " + t.label() + ": columns " + info.columns + "; SELECT " +
+                  (info.may_select ? "granted" : "NOT granted") + " to " + tc.role +
+                  (t.queue ? "; a queue (queue = true): per-table series, none per row" : ""));
   if (!info.may_select) {
     tc.report->Problem(t.Problem("table", "role " + tc.role + " may not SELECT " + t.table + in),
                        GrantFix(t, info, tc.role));

@@ -59,6 +59,21 @@ const MetricDesc kRowLockHeld{
     "last state change when it was then not running a statement (top_n by age).",
     {"target", "table", "lease", "pid", "application_name", "client_addr", "usename", "state"}};
 
+const MetricDesc kQueueRows{"pglock_queue_rows",
+                            MetricType::Gauge,
+                            "Rows of a queue table (a table of work, queue = true) by state: "
+                            "held, expired, held_past_max (held longer than its max_hold).",
+                            {"target", "table", "state"}};
+const MetricDesc kQueueOldest{"pglock_queue_oldest_held_seconds",
+                              MetricType::Gauge,
+                              "Age of the oldest held row of a queue table (0: none held).",
+                              {"target", "table"}};
+const MetricDesc kQueueTransitions{
+    "pglock_queue_transitions_total",
+    MetricType::Counter,
+    "Transitions of a queue table's rows between polls, by kind, for the table as a whole (the "
+    "kinds of pglock_lease_transitions_total).",
+    {"target", "table", "kind"}};
 const MetricDesc kMaxHold{"pglock_lease_max_hold_seconds",
                           MetricType::Gauge,
                           "The table's configured max_hold: how long a lease may be held before "
@@ -252,6 +267,7 @@ void LeasesCollector::BuildView(const PollData& data, const ViewContext& ctx,
       if (r.table == t.table) rules = &r;
     }
     if (rules != nullptr) tv.max_hold = rules->max_hold;
+    tv.queue = t.queue;
     const bool split = rules != nullptr && rules->matcher && !rules->holder_labels.empty();
     if (split) tv.holder_labels = rules->holder_labels;
     for (const LeaseRow& row : t.rows) {
@@ -261,11 +277,16 @@ void LeasesCollector::BuildView(const PollData& data, const ViewContext& ctx,
       lv.held = IsHeld(t, row);
       lv.age = t.now - row.taken_at;
       if (t.has_expiry) lv.expires_in = row.expires_at - t.now;
+      if (t.queue && lv.held) {
+        tv.oldest_held = std::max(tv.oldest_held, lv.age);
+        if (tv.max_hold > 0 && lv.age > tv.max_hold) ++tv.held_past_max;
+      }
       if (row.pid != 0) {
         const Session* s = ctx.index->Find(row.pid);
         lv.session = IdentityOf(s, row.pid);
         if (s != nullptr && s->xact_start) lv.xact_seconds = std::max(0.0, t.now - *s->xact_start);
-        view->row_locks.push_back({t.table, row.name, lv.session, lv.age, lv.xact_seconds});
+        // A queue's rows have no series; they are on /locks with the table (tv.leases).
+        if (!t.queue) view->row_locks.push_back({t.table, row.name, lv.session, lv.age, lv.xact_seconds});
       }
       if (split) {
         auto parts = rules->matcher->Match(row.holder);
@@ -273,6 +294,11 @@ void LeasesCollector::BuildView(const PollData& data, const ViewContext& ctx,
             parts ? std::move(*parts) : std::vector<std::string>(rules->holder_labels.size());
       }
       tv.leases.push_back(std::move(lv));
+    }
+    if (t.queue) {  // the worst rows only: held first, then the oldest
+      KeepTopN(&tv.leases, ctx.top_n, [](const LeaseView& a, const LeaseView& b) {
+        return a.held != b.held ? a.held : a.age > b.age;
+      });
     }
     view->leases.push_back(std::move(tv));
   }
@@ -290,6 +316,13 @@ void ExposeTables(const TargetSnapshot& snap, const TargetView& v, Families* f) 
     f->Add(kTableUp, {tg, lt.table}, lt.ok ? 1 : 0);
     if (lt.max_hold > 0) f->Add(kMaxHold, {tg, lt.table}, lt.max_hold);
     if (!lt.ok) continue;
+    if (lt.queue) {
+      f->Add(kQueueRows, {tg, lt.table, "held"}, static_cast<double>(lt.held));
+      f->Add(kQueueRows, {tg, lt.table, "expired"}, static_cast<double>(lt.expired));
+      f->Add(kQueueRows, {tg, lt.table, "held_past_max"}, static_cast<double>(lt.held_past_max));
+      f->Add(kQueueOldest, {tg, lt.table}, lt.oldest_held);
+      continue;
+    }
     f->Add(kLeases, {tg, lt.table, "held"}, static_cast<double>(lt.held));
     f->Add(kLeases, {tg, lt.table, "expired"}, static_cast<double>(lt.expired));
     for (const LeaseView& l : lt.leases) {
@@ -324,7 +357,12 @@ void LeasesCollector::ExposeView(const TargetSnapshot& snap, const TargetView& v
 
 void LeasesCollector::ExposeCounters(const TargetSnapshot& snap, Families* f) const {
   for (const auto& [k, n] : snap.counters.lease_transitions) {
-    f->Add(kTransitions, {snap.target, std::get<0>(k), std::get<1>(k), std::get<2>(k)}, n);
+    const auto& [table, lease, kind] = k;
+    if (lease.empty()) {  // a queue's, for the table as a whole
+      f->Add(kQueueTransitions, {snap.target, table, kind}, n);
+    } else {
+      f->Add(kTransitions, {snap.target, table, lease, kind}, n);
+    }
   }
 }
 

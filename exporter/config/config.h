@@ -94,6 +94,9 @@ struct LeaseTableConfig {
   // xmax is the transaction id of a live session): a row used as a mutex, a job claimed FOR
   // UPDATE, a flag set inside a migration's own transaction.
   bool row_lock = false;
+  // A table of work (a job queue): its names are ids of work, seen once. Exported per table
+  // (pglock_queue_*), never per row (SPEC 9.4).
+  bool queue = false;
 
   // Where the table was configured, so the run-time type check names the file, line and key.
   ConfigOrigin origin = {};

@@ -9,15 +9,17 @@
 namespace pglock {
 namespace {
 
-// Counts lease transitions of one table; names beyond kMaxLeaseCounterNames count as "other".
+// Counts lease transitions of one table; names beyond kMaxLeaseCounterNames count as "other", and
+// every row of a queue (a table of work, SPEC 9.4) counts under "" (the table as a whole).
 // Every transition but a renewal (routine, once per poll per lease) is also an event, naming the
 // sessions whose transactions held a row_lock table's row (LeaseRow::pid; 0: none).
 class LeaseCounter {
  public:
   // `sessions` (may be null) name the pids; it must outlive the counter.
-  LeaseCounter(std::string table, Counters* counters, std::vector<Event>* events, double now,
-               const std::vector<Session>* sessions = nullptr)
+  LeaseCounter(std::string table, bool queue, Counters* counters, std::vector<Event>* events,
+               double now, const std::vector<Session>* sessions = nullptr)
       : table_(std::move(table)),
+        queue_(queue),
         counters_(counters),
         events_(events),
         now_(now),
@@ -38,6 +40,10 @@ class LeaseCounter {
       if (previous_pid != 0) e.previous = Who(previous_pid);
       if (current_pid != 0) e.current = Who(current_pid);
       events_->push_back(std::move(e));
+    }
+    if (queue_) {
+      counters_->lease_transitions[{table_, "", kind}] += 1;
+      return;
     }
     if (!scanned_) {  // only when something is counted: most polls count nothing
       for (const auto& [k, v] : counters_->lease_transitions) {
@@ -69,6 +75,7 @@ class LeaseCounter {
   }
 
   const std::string table_;
+  const bool queue_;
   Counters* const counters_;
   std::vector<Event>* const events_;  // may be null
   const double now_;
@@ -106,6 +113,13 @@ void JudgeSameHolder(const LeaseRow& row, const LeaseTransitions::LeaseSeen& bef
 
 void LeaseTransitions::SeedZeroCounters(const PollData& cur, Counters* counters) {
   for (const LeaseTableData& t : cur.leases) {
+    if (t.ok && t.queue) {
+      for (const char* kind :
+           {"acquired", "released", "renewed", "handover", "expired_takeover", "overlap"}) {
+        counters->lease_transitions[{t.table, "", kind}] += 0;
+      }
+      continue;
+    }
     if (!t.ok || t.rows.size() > kMaxSeededLeases) continue;
     size_t& seeded = seeded_names_[t.table];
     for (const LeaseRow& r : t.rows) {
@@ -125,6 +139,7 @@ void LeaseTransitions::Observe(const PollData& cur, Counters* counters,
   for (const LeaseTableData& t : cur.leases) {
     if (!t.ok) continue;  // keep the last good read; compare against it next time
     LeaseTableState& st = tables_[t.table];
+    st.queue = t.queue;
     LeaseWriteMark mark{st.next_seq++, t.now, t.writes, {}};
     CompareLeaseRows(t, cur.sessions, &st, &mark, counters, events);
     st.marks.push_back(mark);
@@ -151,7 +166,7 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t,
   const double prev_now = st->marks.back().now;
   const uint64_t base_seq = st->marks.back().seq;
   const bool both_complete = complete && st->complete;
-  LeaseCounter count(t.table, counters, events, t.now, &sessions_now);
+  LeaseCounter count(t.table, t.queue, counters, events, t.now, &sessions_now);
   for (const LeaseRow& row : t.rows) {
     LeaseSeen& now_seen = seen[row.name];
     const auto p = st->leases.find(row.name);
@@ -196,7 +211,7 @@ void LeaseTransitions::ResolveHolderChanges(const std::string& table, LeaseTable
                                             Counters* counters, std::vector<Event>* events) {
   if (st->pending.empty()) return;
   const LeaseWriteMark& cur = st->marks.back();
-  LeaseCounter count(table, counters, events, cur.now);
+  LeaseCounter count(table, st->queue, counters, events, cur.now);
   auto find = [&](uint64_t seq) {
     return std::find_if(st->marks.begin(), st->marks.end(),
                         [&](const LeaseWriteMark& m) { return m.seq == seq; });

@@ -97,6 +97,7 @@ class LeaseTransitions {
     uint64_t next_seq = 0;
     std::deque<LeaseWriteMark> marks;          // oldest first; back() is the last good read
     std::vector<PendingHolderChange> pending;  // oldest first
+    bool queue = false;  // a table of work: transitions count per table (LeaseTableData::queue)
   };
 
  private:

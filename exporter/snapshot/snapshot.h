@@ -206,6 +206,11 @@ struct LeaseTableView {
   std::vector<std::string> holder_labels;  // empty: one "holder" label with the whole text
   int64_t held = 0;
   int64_t expired = 0;
+  // A queue (LeaseTableData::queue): no series per row; its held rows past max_hold and its
+  // oldest held row's age (0: none held), of the rows read; `leases` keeps the top_n oldest.
+  bool queue = false;
+  int64_t held_past_max = 0;
+  double oldest_held = 0;
   std::vector<LeaseView> leases;
 };
 

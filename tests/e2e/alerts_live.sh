@@ -21,6 +21,9 @@
 #           job-loop every second in the ordinary ways (unlock then close, close holding, two
 #           workers contending, a migration inside BEGIN, a transaction lock)
 #                                               -> no loss, no takeover, no alert
+#        h. (last) the exporter killed while a lock is held, the holder terminated and the key taken
+#           while it is down, the exporter started again with its state
+#                                               -> PglockAdvisoryLockLost, PglockAdvisoryLockTakeover
 #        g. at the same time, two job loops of transaction locks (pg_advisory_xact_lock) on one
 #           hot key through a PgBouncer in transaction mode with two server connections, the fix
 #           that pooler guides give for session locks         -> no pooled session lock counted,
@@ -194,14 +197,19 @@ config=$tmp/pglock_exporter.toml
 "$py" "$repo/scripts/lib/example_config.py" --comment "written by tests/e2e/alerts_live.sh" \
   --name e2e --dsn "host=127.0.0.1 port=$pg_port dbname=postgres user=pglock_exporter passfile=$tmp/pgpass" \
   --poll interval=1s --named-locks --lock name=job-loop,key_text=job-loop \
+  --lock name=restart-demo,key_text=restart-demo \
   --lock name=pooled-xact,key_text=pooled-xact --lease public.leases:holder_parts \
   --pooler "pgbouncer=host=127.0.0.1 port=$PGB_PORT dbname=pgbouncer user=pglock_exporter passfile=$tmp/pgpass" \
   >"$config"
 "$exporter" --config.file="$config" --check-config >"$logs/check-config.log" 2>&1 ||
   fail "the exporter rejects the test config" "$(cat "$logs/check-config.log")"
 say "pglock_exporter ($exporter) on 127.0.0.1:$exporter_port"
-start_bg exporter "$logs/exporter.log" "$exporter" --config.file="$config" \
-  --web.listen-address="127.0.0.1:$exporter_port" --poll.interval=1s --log.level=info
+state_dir=$tmp/state
+mkdir -p "$state_dir"
+exporter_args=(--config.file="$config" --web.listen-address="127.0.0.1:$exporter_port"
+  --poll.interval=1s --log.level=info --storage.path="$state_dir")
+start_bg exporter "$logs/exporter.log" "$exporter" "${exporter_args[@]}"
+exporter_pid=$last_bg
 exporter_url=http://127.0.0.1:$exporter_port
 for ((i = 0; ; i++)); do
   # grep without -q reads all of curl's output: with -q it may stop first and fail curl (pipefail).
@@ -621,6 +629,41 @@ awk -v n="$g_seen" 'BEGIN { exit !(n + 0 > 0) }' || fail "g: the exporter never 
 g_query='count_over_time(ALERTS{alertname=~"PglockPooledLockInherited|PglockSessionLockThroughTransactionPooler"}[15m])'
 g_alerts=$(prom_query "$g_query" | promapi count)
 ((g_alerts == 0)) || fail "g: pooled alerts (firing or pending) for transaction locks:" "$(prom_query "$g_query")"
+
+# --- h: the exporter killed and started again; a lock lost and taken over meanwhile still pages --
+# The exporter keeps its state (--storage.path). It is killed (SIGKILL: no last write) while a
+# session holds restart-demo; the holder is terminated and another session takes the key; the
+# exporter starts again and its first poll judges the gap against the saved state: the loss
+# counter moves on from its saved 0, so the shipped rules page. Prometheus' scrapes fail while it is
+# down: PglockTargetDown may page too, and rightly.
+allowed_alerts+=(PglockTargetDown)
+started[h]=$(now)
+h_holds="SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory'
+  AND l.granted AND a.application_name = '%s' AND (l.classid::bigint << 32 | l.objid::bigint)
+  = hashtextextended('restart-demo', 0)"
+hold_session h-run1 restart-demo-1 app_worker "SELECT pg_advisory_lock(hashtextextended('restart-demo', 0));"
+# shellcheck disable=SC2059 # the format is ours
+h_run1=$(wait_sql 10 "h: run 1 did not take restart-demo" "$(printf "$h_holds" restart-demo-1)")
+for ((i = 0; ; i++)); do
+  grep -q ",$h_run1,true,true," "$state_dir/e2e.state.json" 2>/dev/null && break
+  ((i < 150)) || fail "h: the exporter's state never showed run 1 (pid $h_run1) holding restart-demo"
+  sleep 0.2
+done
+kill -KILL "$exporter_pid"
+wait "$exporter_pid" 2>/dev/null || true
+unset "bg_name[$exporter_pid]"
+sql "SELECT pg_terminate_backend($h_run1)" >/dev/null
+hold_session h-run2 restart-demo-2 app_worker "SELECT pg_advisory_lock(hashtextextended('restart-demo', 0));"
+# shellcheck disable=SC2059
+h_run2=$(wait_sql 10 "h: run 2 did not take restart-demo" "$(printf "$h_holds" restart-demo-2)")
+start_bg exporter "$logs/exporter.log" "$exporter" "${exporter_args[@]}"
+exporter_pid=$last_bg
+say "  h: exporter killed holding run 1's lock (pid $h_run1), run 1 terminated, run 2 (pid $h_run2) took it, exporter started again"
+expect_alert h 60 PglockAdvisoryLockLost firing target=e2e severity=critical lock=restart-demo \
+  cause=terminated datname=postgres
+expect_alert h 60 PglockAdvisoryLockTakeover firing target=e2e severity=critical lock=restart-demo
+curl -fsS "$exporter_url/api/v1/events" | grep -q '"exporter_gap"' ||
+  fail "h: no event says it was judged across the exporter's gap"
 
 # --- nothing unexpected fired --------------------------------------------------------------------------
 mapfile -t names < <("$py" "$here/alertlog.py" names "$hooks")

@@ -138,7 +138,7 @@ TEST_F(CheckTargetsTest, EverythingResolves) {
                      "not held now"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("lock table ct_leases: columns name text, holder text, taken_at timestamp "
+  EXPECT_NE(out.find("lease table ct_leases: columns name text, holder text, taken_at timestamp "
                      "with time zone, expires_at timestamp with time zone; SELECT granted"),
             std::string::npos)
       << out;
@@ -148,7 +148,7 @@ TEST_F(CheckTargetsTest, EverythingResolves) {
   EXPECT_NE(out.find("2 row(s): 1 held, 0 expired, 1 free; held where held_sql (is_locked = 1)"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("lock table ct_other/jobs:"), std::string::npos) << out;
+  EXPECT_NE(out.find("lease table ct_other/jobs:"), std::string::npos) << out;
   EXPECT_NE(out.find("2 row(s): 1 held, 0 expired, 1 free; held while taken_at + 10m > now()"),
             std::string::npos)
       << out;
@@ -204,7 +204,7 @@ TEST_F(CheckTargetsTest, MissingTableIsNamedByItsKey) {
   table = "no_such_table"
 )";
   ExpectOneProblem(body, At(body, "table = ") +
-                             "targets.leases.table: lock table \"no_such_table\" does not exist -> "
+                             "targets.leases.table: lease table \"no_such_table\" does not exist -> "
                              "create it, or set table");
 }
 
@@ -312,7 +312,7 @@ TEST_F(CheckTargetsTest, SeveralProblemsEachOnItsOwnLine) {
   EXPECT_NE(out.find("5 problem(s)"), std::string::npos) << out;
   EXPECT_NE(out.find("lock \"sweep\": key 42 (key), not held now"), std::string::npos) << out;
   for (const char* key :
-       {"targets.locks.key_sql", "targets.leases.table: lock table", "targets.leases.table: role",
+       {"targets.locks.key_sql", "targets.leases.table: lease table", "targets.leases.table: role",
         "targets.leases.taken_at_column", "targets.poolers.admin_dsn"}) {
     EXPECT_NE(out.find(std::string(": ") + key), std::string::npos) << key << "\n" << out;
   }

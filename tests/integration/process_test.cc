@@ -226,7 +226,7 @@ TEST(Process, CheckTargetsExitsZeroOneOrTwo) {
   const auto broken = RunCommand(Binary() + " --check-targets --config.file=" + path);
   EXPECT_EQ(broken.status, 1) << broken.output;
   EXPECT_NE(broken.output.find("PROBLEM " + path +
-                               ":5: targets.leases.table: lock table \"no_such_table\" does not "
+                               ":5: targets.leases.table: lease table \"no_such_table\" does not "
                                "exist"),
             std::string::npos)
       << broken.output;

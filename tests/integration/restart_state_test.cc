@@ -101,7 +101,9 @@ void SeeHeldThenKill(const StateDir& dir, bool with_log, int before_losses = 0) 
   Poller first(Target(with_log), Poll(dir));
   // The reader (a thread of its own from construction) positions itself at the log's end at its
   // first read; the first poll's write then keeps where it is.
-  if (with_log) ASSERT_TRUE(WaitFor(5, [&] { return first.server_log()->reads_through() > 0; }));
+  if (with_log) {
+    ASSERT_TRUE(WaitFor(5, [&] { return first.server_log()->reads_through() > 0; }));
+  }
   first.PollOnceForTest();
   ASSERT_EQ(LossesOf(first), before_losses);
   const std::string periodic = Read(dir.file());

@@ -347,6 +347,54 @@ TEST(RowLocks, JobQueueClaimedWithSkipLocked) {
   Pg().Exec("DROP TABLE queue_jobs");
 }
 
+// The same queue marked as one (queue = true, SPEC 9.4): per-table series only, whatever the
+// number of jobs (held, held past max_hold, the oldest held job's age, transitions for the table);
+// no series names a job; /locks keeps the top_n oldest held jobs.
+TEST(RowLocks, AQueueTableHasPerTableSeriesOnly) {
+  Pg().Exec("DROP TABLE IF EXISTS queue_jobs");
+  Pg().Exec(
+      "CREATE TABLE queue_jobs (id int PRIMARY KEY, done boolean NOT NULL DEFAULT false); "
+      "INSERT INTO queue_jobs (id) SELECT generate_series(1, 60)");
+  const TargetConfig t = ParseTarget(R"(
+  [[targets.leases]]
+  table = "queue_jobs"
+  name_column = "id"
+  row_lock = true
+  where_sql = "NOT done"
+  max_hold = "1s"
+  queue = true
+)");
+  PollConfig p = TestPoll();
+  p.top_n = 20;
+  Poller poller(t, p);
+  auto samples = PollAndScrape(poller);
+  TestSession worker(Pg().Dsn() + " application_name=queue-worker");
+  worker.Query(
+      "BEGIN; SELECT count(*) FROM (SELECT id FROM queue_jobs WHERE NOT done ORDER BY id LIMIT 40 "
+      "FOR UPDATE SKIP LOCKED) c");
+  samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_queue_rows", {{"state", "held"}}), 40);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_queue_rows", {{"state", "held_past_max"}}), 40);
+  EXPECT_GE(Value(samples, "pglock_queue_oldest_held_seconds").value_or(0), 1.0);
+  EXPECT_EQ(Value(samples, "pglock_queue_transitions_total", {{"kind", "acquired"}}), 40);
+  for (const char* per_row : {"pglock_leases", "pglock_lease_held", "pglock_lease_age_seconds",
+                              "pglock_lease_holder_info", "pglock_lease_transitions_total",
+                              "pglock_row_lock_held_seconds"}) {
+    EXPECT_TRUE(Select(samples, per_row).empty()) << per_row;
+  }
+  const auto snap = poller.Latest();
+  ASSERT_EQ(snap->view->leases.size(), 1u);
+  EXPECT_TRUE(snap->view->leases[0].queue);
+  EXPECT_EQ(snap->view->leases[0].leases.size(), 20u);  // the oldest, for /locks
+  worker.Query("UPDATE queue_jobs SET done = true WHERE id <= 40; COMMIT");
+  samples = PollAndScrape(poller);
+  EXPECT_EQ(Value(samples, "pglock_queue_rows", {{"state", "held"}}), 0);
+  EXPECT_EQ(Value(samples, "pglock_queue_transitions_total", {{"kind", "released"}}), 40);
+  Pg().Exec("DROP TABLE queue_jobs");
+}
+
 // Bounded over days, accelerated: a job queue whose ids are always new (the docs' recipe,
 // name_column = "id"). Four workers each claim 25 new jobs before every poll and finish them after
 // it: 40,000 ids in 400 polls. Past every bound (the lease-name cap: kMaxLeaseCounterNames with
