@@ -1,6 +1,5 @@
 #include "exporter/app.h"
 
-
 #include <spdlog/spdlog.h>
 
 #include "exporter/build_revision.h"

@@ -255,7 +255,10 @@ Status CheckLeaseTable(const PollContext& ctx, const LeaseTableConfig& t, const 
   }
   tc.report->Fact("lease table " + t.label() + ": columns " + info.columns + "; SELECT " +
                   (info.may_select ? "granted" : "NOT granted") + " to " + tc.role +
-                  (t.queue ? "; a queue (queue = true): per-table series, none per row" : ""));
+                  (!t.queue.has_value()
+                       ? "; a queue if its names turn out to be seen once (queue unset)"
+                   : *t.queue ? "; a queue (queue = true): per-table series, none per row"
+                              : "; per-name series (queue = false)"));
   if (!info.may_select) {
     tc.report->Problem(t.Problem("table", "role " + tc.role + " may not SELECT " + t.table + in),
                        GrantFix(t, info, tc.role));

@@ -325,7 +325,8 @@ Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
   out->has_expiry = table.has_expiry();
   out->has_taken_at = table.taken_at.present();
   out->row_lock = table.row_lock;
-  out->queue = table.queue;
+  out->queue = table.queue.value_or(false);
+  out->queue_detectable = !table.queue.has_value();
   out->filtered = !table.held_sql.empty() || !table.where_sql.empty() || table.row_lock;
   const auto now = StatementBackoff::Clock::now();
   if (!st->backoff.Due(now)) {

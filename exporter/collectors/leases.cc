@@ -267,7 +267,8 @@ void LeasesCollector::BuildView(const PollData& data, const ViewContext& ctx,
       if (r.table == t.table) rules = &r;
     }
     if (rules != nullptr) tv.max_hold = rules->max_hold;
-    tv.queue = t.queue;
+    tv.queue = t.queue || (ctx.options->detected_queues != nullptr &&
+                           ctx.options->detected_queues->count(t.table) != 0);
     const bool split = rules != nullptr && rules->matcher && !rules->holder_labels.empty();
     if (split) tv.holder_labels = rules->holder_labels;
     for (const LeaseRow& row : t.rows) {
@@ -277,7 +278,7 @@ void LeasesCollector::BuildView(const PollData& data, const ViewContext& ctx,
       lv.held = IsHeld(t, row);
       lv.age = t.now - row.taken_at;
       if (t.has_expiry) lv.expires_in = row.expires_at - t.now;
-      if (t.queue && lv.held) {
+      if (tv.queue && lv.held) {
         tv.oldest_held = std::max(tv.oldest_held, lv.age);
         if (tv.max_hold > 0 && lv.age > tv.max_hold) ++tv.held_past_max;
       }
@@ -286,7 +287,8 @@ void LeasesCollector::BuildView(const PollData& data, const ViewContext& ctx,
         lv.session = IdentityOf(s, row.pid);
         if (s != nullptr && s->xact_start) lv.xact_seconds = std::max(0.0, t.now - *s->xact_start);
         // A queue's rows have no series; they are on /locks with the table (tv.leases).
-        if (!t.queue) view->row_locks.push_back({t.table, row.name, lv.session, lv.age, lv.xact_seconds});
+        if (!tv.queue)
+          view->row_locks.push_back({t.table, row.name, lv.session, lv.age, lv.xact_seconds});
       }
       if (split) {
         auto parts = rules->matcher->Match(row.holder);
@@ -295,7 +297,7 @@ void LeasesCollector::BuildView(const PollData& data, const ViewContext& ctx,
       }
       tv.leases.push_back(std::move(lv));
     }
-    if (t.queue) {  // the worst rows only: held first, then the oldest
+    if (tv.queue) {  // the worst rows only: held first, then the oldest
       KeepTopN(&tv.leases, ctx.top_n, [](const LeaseView& a, const LeaseView& b) {
         return a.held != b.held ? a.held : a.age > b.age;
       });

@@ -165,7 +165,8 @@ void ValidateMerged(Config* config, bool timeout_set, const KeyLines& lines,
   if (const std::string& dir = config->poll.storage_path; !dir.empty()) {
     struct stat st {};
     if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      err("storage.path", "\"" + dir + "\" is not a directory (create it, writable by the exporter)");
+      err("storage.path",
+          "\"" + dir + "\" is not a directory (create it, writable by the exporter)");
     } else if (access(dir.c_str(), W_OK | X_OK) != 0) {
       err("storage.path", "\"" + dir + "\" is not writable by the exporter");
     }

@@ -95,8 +95,9 @@ struct LeaseTableConfig {
   // UPDATE, a flag set inside a migration's own transaction.
   bool row_lock = false;
   // A table of work (a job queue): its names are ids of work, seen once. Exported per table
-  // (pglock_queue_*), never per row (SPEC 9.4).
-  bool queue = false;
+  // (pglock_queue_*), never per row (SPEC 9.4). Unset: detected from its names
+  // (LeaseTransitions, kQueueDetectNames).
+  std::optional<bool> queue;
 
   // Where the table was configured, so the run-time type check names the file, line and key.
   ConfigOrigin origin = {};

@@ -227,7 +227,11 @@ void ParseLease(TableReader& r, LeaseTableConfig* lease) {
   r.String("holder_pattern", &lease->holder_pattern);
   r.StringArray("holder_labels", &lease->holder_labels);
   r.Bool("read_on_standby", &lease->read_on_standby);
-  r.Bool("queue", &lease->queue);
+  if (r.Has("queue")) {
+    bool queue = false;
+    r.Bool("queue", &queue);
+    lease->queue = queue;
+  }
   SplitLeaseTable(r, lease);
   CheckHolderLabels(r, *lease);
   r.RejectUnknown();

@@ -10,18 +10,12 @@ enum class FlagKind { kValue, kSwitch };
 
 const std::map<std::string, FlagKind, std::less<>>& KnownFlags() {
   static const std::map<std::string, FlagKind, std::less<>> kFlags = {
-      {"config.file", FlagKind::kValue},
-      {"web.listen-address", FlagKind::kValue},
-      {"web.telemetry-path", FlagKind::kValue},
-      {"postgres.dsn", FlagKind::kValue},
-      {"poll.interval", FlagKind::kValue},
-      {"log.level", FlagKind::kValue},
-      {"log.format", FlagKind::kValue},
-      {"storage.path", FlagKind::kValue},
-      {"check-config", FlagKind::kSwitch},
-      {"check-targets", FlagKind::kSwitch},
-      {"version", FlagKind::kSwitch},
-      {"help", FlagKind::kSwitch},
+      {"config.file", FlagKind::kValue},        {"web.listen-address", FlagKind::kValue},
+      {"web.telemetry-path", FlagKind::kValue}, {"postgres.dsn", FlagKind::kValue},
+      {"poll.interval", FlagKind::kValue},      {"log.level", FlagKind::kValue},
+      {"log.format", FlagKind::kValue},         {"storage.path", FlagKind::kValue},
+      {"check-config", FlagKind::kSwitch},      {"check-targets", FlagKind::kSwitch},
+      {"version", FlagKind::kSwitch},           {"help", FlagKind::kSwitch},
   };
   return kFlags;
 }

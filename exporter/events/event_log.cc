@@ -146,7 +146,8 @@ std::string EventText(const Event& e) {
     o += " duration_seconds=" + Number(e.duration);
   }
   field("detail", e.detail);
-  if (e.gap_to > 0) o += " exporter_gap_from=" + Number(e.gap_from) + " exporter_gap_to=" + Number(e.gap_to);
+  if (e.gap_to > 0)
+    o += " exporter_gap_from=" + Number(e.gap_from) + " exporter_gap_to=" + Number(e.gap_to);
   return o + " time=" + Number(e.time);
 }
 

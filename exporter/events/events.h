@@ -11,6 +11,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "exporter/events/advisory_holds.h"
@@ -74,6 +76,9 @@ class EventTracker {
 
   // Session locks on pooled server connections, as of the last Observe().
   const PooledLockTracker& pooled() const { return pooled_; }
+
+  // The lease tables found to be queues by their names (LeaseTransitions::detected_queues).
+  const std::set<std::string>& detected_queues() const { return leases_.detected_queues(); }
 
  private:
   void CountSessionsEnded(const PollData& cur, Counters* counters);

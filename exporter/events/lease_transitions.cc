@@ -1,5 +1,7 @@
 #include "exporter/events/lease_transitions.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <set>
 #include <string_view>
@@ -113,7 +115,7 @@ void JudgeSameHolder(const LeaseRow& row, const LeaseTransitions::LeaseSeen& bef
 
 void LeaseTransitions::SeedZeroCounters(const PollData& cur, Counters* counters) {
   for (const LeaseTableData& t : cur.leases) {
-    if (t.ok && t.queue) {
+    if (t.ok && (t.queue || detected_.count(t.table) != 0)) {
       for (const char* kind :
            {"acquired", "released", "renewed", "handover", "expired_takeover", "overlap"}) {
         counters->lease_transitions[{t.table, "", kind}] += 0;
@@ -139,7 +141,8 @@ void LeaseTransitions::Observe(const PollData& cur, Counters* counters,
   for (const LeaseTableData& t : cur.leases) {
     if (!t.ok) continue;  // keep the last good read; compare against it next time
     LeaseTableState& st = tables_[t.table];
-    st.queue = t.queue;
+    if (t.queue_detectable && !st.marks.empty()) DetectQueue(t, &st, counters);
+    st.queue = t.queue || detected_.count(t.table) != 0;
     LeaseWriteMark mark{st.next_seq++, t.now, t.writes, {}};
     CompareLeaseRows(t, cur.sessions, &st, &mark, counters, events);
     st.marks.push_back(mark);
@@ -149,6 +152,48 @@ void LeaseTransitions::Observe(const PollData& cur, Counters* counters,
     for (const PendingHolderChange& p : st.pending) keep_from = std::min(keep_from, p.base_seq);
     while (st.marks.front().seq < keep_from) st.marks.pop_front();
   }
+}
+
+void LeaseTransitions::DetectQueue(const LeaseTableData& t, LeaseTableState* st,
+                                   Counters* counters) {
+  if (!st->detecting) return;
+  std::set<std::string> now;
+  for (const LeaseRow& row : t.rows) now.insert(row.name);
+  for (const std::string& name : now) {
+    if (st->leases.count(name) != 0) continue;
+    if (st->gone.erase(name) != 0) {
+      ++st->returned;
+    } else {
+      ++st->new_names;
+    }
+  }
+  for (const auto& [name, seen] : st->leases) {
+    if (now.count(name) == 0) st->gone.insert(name);
+  }
+  if (st->returned * 100 > kQueueDetectNames * kQueueDetectReturns) {  // names come back: leases
+    st->detecting = false;
+    st->gone.clear();
+    return;
+  }
+  if (st->new_names < kQueueDetectNames) return;
+  st->detecting = false;
+  st->gone.clear();
+  detected_.insert(t.table);
+  // Its counters so far become the table's.
+  for (auto it = counters->lease_transitions.begin(); it != counters->lease_transitions.end();) {
+    const auto& [table, lease, kind] = it->first;
+    if (table != t.table || lease.empty()) {
+      ++it;
+      continue;
+    }
+    counters->lease_transitions[{table, "", kind}] += it->second;
+    it = counters->lease_transitions.erase(it);
+  }
+  spdlog::info(
+      "lease table {}: {} names appeared, {} of them seen before: a queue (a table of work), "
+      "exported per table from now on; set queue = true or false on its [[targets.leases]] to "
+      "decide it",
+      t.table, st->new_names + st->returned, st->returned);
 }
 
 void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t,
@@ -166,7 +211,7 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t,
   const double prev_now = st->marks.back().now;
   const uint64_t base_seq = st->marks.back().seq;
   const bool both_complete = complete && st->complete;
-  LeaseCounter count(t.table, t.queue, counters, events, t.now, &sessions_now);
+  LeaseCounter count(t.table, st->queue, counters, events, t.now, &sessions_now);
   for (const LeaseRow& row : t.rows) {
     LeaseSeen& now_seen = seen[row.name];
     const auto p = st->leases.find(row.name);

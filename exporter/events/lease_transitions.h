@@ -27,6 +27,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,12 @@ inline constexpr size_t kMaxLeaseCounterNames = 1'000;
 // ids get their counters when something is counted for them (kMaxLeaseCounterNames, then
 // "other"), never one set of zeros per id seen.
 inline constexpr size_t kMaxSeededLeases = 100;
+// A table whose `queue` the config leaves unset is a queue once this many names appeared in it
+// after its first read while at most kQueueDetectReturns percent of them were names it had shown
+// before (a job id is seen once; a lease name comes back). Then its per-name counters become the
+// table's (Counters::lease_transitions under lease "").
+inline constexpr uint64_t kQueueDetectNames = 200;
+inline constexpr uint64_t kQueueDetectReturns = 5;
 // How long a lease that changed holder while valid waits for its table's write counters to show
 // that it was given back before it counts as an overlap. PostgreSQL 15+ backends flush their
 // counters at transaction end at most once a second (PGSTAT_MIN_INTERVAL) and, when that defers
@@ -65,6 +72,8 @@ class LeaseTransitions {
   void Observe(const PollData& cur, Counters* counters, std::vector<Event>* events);
   // Creates the transition counters of the leases of small tables at 0.
   void SeedZeroCounters(const PollData& cur, Counters* counters);
+  // The tables found to be queues by their names (kQueueDetectNames), by table label.
+  const std::set<std::string>& detected_queues() const { return detected_; }
 
   // The state kept per table (plain data; the judgement's file-local helpers read it).
   // What the last good read of a lease table showed, and the evidence kept for the holder changes
@@ -98,6 +107,11 @@ class LeaseTransitions {
     std::deque<LeaseWriteMark> marks;          // oldest first; back() is the last good read
     std::vector<PendingHolderChange> pending;  // oldest first
     bool queue = false;  // a table of work: transitions count per table (LeaseTableData::queue)
+    // Queue detection while undecided: names that left, names that appeared new or returned.
+    bool detecting = true;
+    std::set<std::string> gone;
+    uint64_t new_names = 0;
+    uint64_t returned = 0;
   };
 
  private:
@@ -110,8 +124,13 @@ class LeaseTransitions {
   void ResolveHolderChanges(const std::string& table, LeaseTableState* st, Counters* counters,
                             std::vector<Event>* events);
 
+  // Counts the names that appear in `t` since the last read (st->leases) and decides whether the
+  // table is a queue; when it is, moves its per-name counters to the table's.
+  void DetectQueue(const LeaseTableData& t, LeaseTableState* st, Counters* counters);
+
   std::map<std::string, LeaseTableState> tables_;  // by table
-  std::map<std::string, size_t> seeded_names_;     // by table: names given zero counters
+  std::set<std::string> detected_;
+  std::map<std::string, size_t> seeded_names_;  // by table: names given zero counters
 };
 
 }  // namespace pglock

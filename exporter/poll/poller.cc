@@ -60,6 +60,7 @@ void Poller::BuildAnalyzeOptions() {
   analyze_options_.top_n = poll_.top_n;
   analyze_options_.names = &names_;
   analyze_options_.pooled = &events_.pooled();
+  analyze_options_.detected_queues = &events_.detected_queues();
   for (const LeaseTableConfig& t : target_.leases) {
     LeaseTableRules rules;
     rules.table = t.label();

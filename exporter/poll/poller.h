@@ -183,7 +183,7 @@ class Poller {
 
   // [storage]: the state read at start, until the first good poll applies or refuses it.
   std::unique_ptr<SavedTarget> saved_;
-  std::string server_key_;  // ServerIdentity::server at the last connect
+  std::string server_key_;                   // ServerIdentity::server at the last connect
   std::optional<LogPosition> log_position_;  // the log reader's, at the last good poll's start
   double records_taken_until_ = 0;           // wall clock of the last TakeLockRecords
   SteadyClock::time_point last_state_write_{};

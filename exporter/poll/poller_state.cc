@@ -133,7 +133,8 @@ void Poller::ApplySavedState(const PollData& first) {
   if (!saved->inventory) return;
   if (server_key_.empty() || saved->server != server_key_) {
     spdlog::warn(
-        "target {}: saved state not applied: it was read from server {}, this is {} (a fresh start)",
+        "target {}: saved state not applied: it was read from server {}, this is {} (a fresh "
+        "start)",
         target_.name, saved->server.empty() ? "unknown" : saved->server,
         server_key_.empty() ? "unknown (pg_control_system() not readable)" : server_key_);
     return;

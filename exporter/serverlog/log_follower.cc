@@ -93,8 +93,8 @@ bool LogFollower::Resume(const std::vector<LogFileInfo>& files) {
     if (&f != file && f.modified > at.modified) missed += f.size;
   }
   if (missed > kMaxResumeBytes) {
-    resume_outcome_ = "not resumed: " + std::to_string(missed) + " bytes written since, more than " +
-                      std::to_string(kMaxResumeBytes);
+    resume_outcome_ = "not resumed: " + std::to_string(missed) +
+                      " bytes written since, more than " + std::to_string(kMaxResumeBytes);
     return false;
   }
   // Files last written before the saved one are done; those written after it are new.

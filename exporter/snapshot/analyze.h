@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -50,6 +51,9 @@ struct AnalyzeOptions {
   // The poller's tracker of session locks on pooled connections; null: judged from this poll
   // alone (a lock held outside a transaction).
   const PooledLockTracker* pooled = nullptr;
+  // The lease tables the poller's judgement found to be queues (their names are seen once); null:
+  // only those the config marks.
+  const std::set<std::string>* detected_queues = nullptr;
   std::vector<LeaseTableRules> lease_rules;
 };
 

@@ -185,7 +185,9 @@ struct LeaseTableData {
   bool filtered = false;
   bool row_lock = false;
   // A table of work ([[targets.leases]] queue): its rows are jobs, seen once; exported per table.
+  // queue_detectable: the config leaves it unset, so its names decide (LeaseTransitions).
   bool queue = false;
+  bool queue_detectable = false;
   int64_t total = 0;  // rows in the table (rows.size() is smaller when capped)
   double now = 0;     // the server clock when the table was read (the poll's, when no row was)
   int64_t held = 0;   // exact counts over the whole table

@@ -45,9 +45,8 @@ class Writer {
     Sep();
     o_ += '"';
     // Most strings need no escape: copied as they are (JsonEscape allocates).
-    const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
-      return c >= 0x20 && c < 0x7F && c != '"' && c != '\\';
-    });
+    const bool plain = std::all_of(
+        s.begin(), s.end(), [](char c) { return c >= 0x20 && c < 0x7F && c != '"' && c != '\\'; });
     if (plain) {
       o_ += s;
     } else {
@@ -300,12 +299,14 @@ class Reader {
 
   dom::element Field(dom::object o, std::string_view key) {
     dom::element e;
-    if (ok() && o.at_key(key).get(e) != simdjson::SUCCESS) Fail("missing \"" + std::string(key) + "\"");
+    if (ok() && o.at_key(key).get(e) != simdjson::SUCCESS)
+      Fail("missing \"" + std::string(key) + "\"");
     return e;
   }
   dom::object Obj(dom::element e, std::string_view what) {
     dom::object o;
-    if (ok() && e.get_object().get(o) != simdjson::SUCCESS) Fail(std::string(what) + ": not an object");
+    if (ok() && e.get_object().get(o) != simdjson::SUCCESS)
+      Fail(std::string(what) + ": not an object");
     return o;
   }
   // The elements of an array (none once something failed: a default element is never read).
@@ -363,12 +364,14 @@ class Reader {
   }
   bool Bool(dom::element e, std::string_view what) {
     bool v = false;
-    if (ok() && e.get_bool().get(v) != simdjson::SUCCESS) Fail(std::string(what) + ": not a boolean");
+    if (ok() && e.get_bool().get(v) != simdjson::SUCCESS)
+      Fail(std::string(what) + ": not a boolean");
     return v;
   }
   std::string Str(dom::element e, std::string_view what) {
     std::string_view v;
-    if (ok() && e.get_string().get(v) != simdjson::SUCCESS) Fail(std::string(what) + ": not a string");
+    if (ok() && e.get_string().get(v) != simdjson::SUCCESS)
+      Fail(std::string(what) + ": not a string");
     return std::string(v);
   }
   uint64_t U64(dom::element e, std::string_view what) {
@@ -460,8 +463,8 @@ std::shared_ptr<PollData> ReadPoll(Reader& r, dom::element e) {
   for (dom::element x : r.Arr(r.Field(o, "settings"), "settings")) {
     const auto t = r.Tuple(x, 3, "setting");
     if (!r.ok()) break;
-    p->settings.push_back(
-        {r.Str(t[0], "setting name"), r.Num(t[1], "setting seconds"), r.Str(t[2], "setting source")});
+    p->settings.push_back({r.Str(t[0], "setting name"), r.Num(t[1], "setting seconds"),
+                           r.Str(t[2], "setting source")});
   }
   for (dom::element x : r.Arr(r.Field(o, "overrides"), "overrides")) {
     const auto t = r.Tuple(x, 6, "override");
@@ -590,9 +593,8 @@ Event ReadEvent(Reader& r, dom::element e) {
   }
   const auto strings = r.Tuple(r.Field(o, "strings"), 9, "event strings");
   if (!r.ok()) return ev;
-  std::string* into[] = {&ev.target, &ev.datname,         &ev.lock,
-                         &ev.table,  &ev.lease,           &ev.pooler,
-                         &ev.previous_holder, &ev.current_holder, &ev.detail};
+  std::string* into[] = {&ev.target, &ev.datname,         &ev.lock,           &ev.table, &ev.lease,
+                         &ev.pooler, &ev.previous_holder, &ev.current_holder, &ev.detail};
   for (size_t i = 0; i < strings.size(); ++i) *into[i] = r.Str(strings[i], "event string");
   ev.previous = ReadIdentity(r, r.Field(o, "previous"));
   ev.current = ReadIdentity(r, r.Field(o, "current"));
@@ -609,8 +611,9 @@ Event ReadEvent(Reader& r, dom::element e) {
 
 std::string EncodeSavedTarget(const SavedTarget& state) {
   Writer w;
-  w.Reserve(state.inventory ? 256 * (state.inventory->locks.size() + state.inventory->sessions.size())
-                            : 4096);
+  w.Reserve(state.inventory
+                ? 256 * (state.inventory->locks.size() + state.inventory->sessions.size())
+                : 4096);
   w.Open('{');
   w.Key("format");
   w.Str(std::string(kFormatName));
@@ -689,8 +692,8 @@ Status DecodeSavedTarget(std::string_view bytes, SavedTarget* out) {
   }
   const int64_t version = r.Int(r.Field(o, "version"), "version", 0, INT32_MAX);
   if (r.ok() && version != kSavedStateVersion) {
-    return Status::InvalidData("format version " + std::to_string(version) + ", this exporter reads " +
-                               std::to_string(kSavedStateVersion));
+    return Status::InvalidData("format version " + std::to_string(version) +
+                               ", this exporter reads " + std::to_string(kSavedStateVersion));
   }
   SavedTarget s;
   s.target = r.Str(r.Field(o, "target"), "target");

@@ -203,9 +203,10 @@ TEST_F(CheckTargetsTest, MissingTableIsNamedByItsKey) {
   [[targets.leases]]
   table = "no_such_table"
 )";
-  ExpectOneProblem(body, At(body, "table = ") +
-                             "targets.leases.table: lease table \"no_such_table\" does not exist -> "
-                             "create it, or set table");
+  ExpectOneProblem(body,
+                   At(body, "table = ") +
+                       "targets.leases.table: lease table \"no_such_table\" does not exist -> "
+                       "create it, or set table");
 }
 
 // A missing SELECT is reported with the GRANT and the ALTER DEFAULT PRIVILEGES that keeps it for

@@ -60,8 +60,8 @@ void Write(const std::string& path, const std::string& bytes) {
 }
 
 TargetConfig Target(bool with_log = true) {
-  std::string toml = "[[targets.locks]]\nname = \"nightly-report\"\nkey = " + std::to_string(kKey) +
-                     "\n";
+  std::string toml =
+      "[[targets.locks]]\nname = \"nightly-report\"\nkey = " + std::to_string(kKey) + "\n";
   if (with_log) {
     const std::string format = Pg().VersionNum() >= 150000 ? "jsonlog" : "csvlog";
     toml += "[targets.server_log]\npath = \"" + Pg().LogDir() + "\"\nformat = \"" + format +
@@ -222,8 +222,8 @@ TEST(RestartState, DamagedFilesAreAFreshStartWithOneLogLine) {
       {"torn", good.substr(0, good.size() / 2)},
       {"not JSON", "\x01\x02garbage"},
       {"older format", std::string(good).replace(good.find("\"version\":1"), 11, "\"version\":0")},
-      {"other target", std::string(good).replace(good.find("\"target\":\"it\""), 13,
-                                                 "\"target\":\"xx\"")},
+      {"other target",
+       std::string(good).replace(good.find("\"target\":\"it\""), 13, "\"target\":\"xx\"")},
   };
   for (const auto& [what, bytes] : damaged) {
     Write(dir.file(), bytes);

@@ -395,6 +395,57 @@ TEST(RowLocks, AQueueTableHasPerTableSeriesOnly) {
   Pg().Exec("DROP TABLE queue_jobs");
 }
 
+// A table whose config leaves `queue` unset is told by its names: ids seen once make a queue
+// (kQueueDetectNames new names, its per-name counters then the table's, one log line); names that
+// come back (the same ten mutex rows claimed again and again) keep per-name series.
+TEST(RowLocks, AQueueIsToldByItsNamesAndAMutexTableIsNot) {
+  Pg().Exec("DROP TABLE IF EXISTS det_jobs; DROP TABLE IF EXISTS det_mutexes");
+  Pg().Exec(
+      "CREATE TABLE det_jobs (id int PRIMARY KEY, done boolean NOT NULL DEFAULT false); "
+      "INSERT INTO det_jobs (id) SELECT generate_series(1, 400); "
+      "CREATE TABLE det_mutexes (name text PRIMARY KEY); "
+      "INSERT INTO det_mutexes SELECT 'm' || i FROM generate_series(1, 10) i");
+  const TargetConfig t = ParseTarget(R"(
+  [[targets.leases]]
+  table = "det_jobs"
+  name_column = "id"
+  row_lock = true
+  where_sql = "NOT done"
+  [[targets.leases]]
+  table = "det_mutexes"
+  row_lock = true
+)");
+  testing::LogCapture log;
+  Poller poller(t, TestPoll());
+  poller.PollOnceForTest();
+  TestSession worker(Pg().Dsn() + " application_name=det-worker");
+  TestSession mutexer(Pg().Dsn() + " application_name=det-mutexer");
+  std::vector<Sample> samples;
+  for (int round = 0; round < 12; ++round) {
+    worker.Query(
+        "BEGIN; SELECT count(*) FROM (SELECT id FROM det_jobs WHERE NOT done ORDER BY id LIMIT 25 "
+        "FOR UPDATE SKIP LOCKED) c");
+    mutexer.Query("BEGIN; SELECT count(*) FROM (SELECT name FROM det_mutexes FOR UPDATE) c");
+    poller.PollOnceForTest();
+    worker.Query(
+        "UPDATE det_jobs SET done = true WHERE id IN (SELECT id FROM det_jobs WHERE NOT done "
+        "ORDER BY id LIMIT 25); COMMIT");
+    mutexer.Query("COMMIT");
+    samples = PollAndScrape(poller);
+  }
+  EXPECT_EQ(log.Count("lease table det_jobs: "), 1) << log.Text();
+  EXPECT_EQ(log.Count("lease table det_mutexes: "), 0) << log.Text();
+  EXPECT_EQ(Value(samples, "pglock_queue_transitions_total",
+                  {{"table", "det_jobs"}, {"kind", "acquired"}}),
+            300);
+  EXPECT_TRUE(Select(samples, "pglock_lease_transitions_total", {{"table", "det_jobs"}}).empty());
+  EXPECT_TRUE(Select(samples, "pglock_queue_rows", {{"table", "det_mutexes"}}).empty());
+  EXPECT_EQ(Value(samples, "pglock_lease_transitions_total",
+                  {{"table", "det_mutexes"}, {"lease", "m1"}, {"kind", "acquired"}}),
+            12);
+  Pg().Exec("DROP TABLE det_jobs; DROP TABLE det_mutexes");
+}
+
 // Bounded over days, accelerated: a job queue whose ids are always new (the docs' recipe,
 // name_column = "id"). Four workers each claim 25 new jobs before every poll and finish them after
 // it: 40,000 ids in 400 polls. Past every bound (the lease-name cap: kMaxLeaseCounterNames with

@@ -144,8 +144,7 @@ TEST(SavedState, AnotherVersionFormatOrSizeIsRefusedWithAReason) {
   std::string foreign = bytes;
   foreign.replace(foreign.find("target state"), 12, "target stats");
   s = DecodeSavedTarget(foreign, &r);
-  EXPECT_NE(s.message().find("not a pglock_exporter state file"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("not a pglock_exporter state file"), std::string::npos) << s.message();
   s = DecodeSavedTarget("[1,2,3]", &r);
   EXPECT_NE(s.message().find("not an object"), std::string::npos) << s.message();
   const std::string huge(kMaxSavedStateBytes + 1, ' ');

@@ -25,8 +25,7 @@ double CpuSeconds() {
 }
 
 double WallSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 struct Cost {
@@ -42,7 +41,8 @@ Cost Median(F f) {
     f();
     runs.push_back({(CpuSeconds() - c0) * 1e3, (WallSeconds() - w0) * 1e3});
   }
-  std::sort(runs.begin(), runs.end(), [](const Cost& a, const Cost& b) { return a.wall_ms < b.wall_ms; });
+  std::sort(runs.begin(), runs.end(),
+            [](const Cost& a, const Cost& b) { return a.wall_ms < b.wall_ms; });
   return runs[2];
 }
 
@@ -101,8 +101,8 @@ int main(int argc, char** argv) {
   std::printf("locks %d, events %d: file %.2f MB (%zu bytes)\n", locks, events,
               static_cast<double>(bytes.size()) / 1e6, bytes.size());
   std::printf("encode  cpu %7.2f ms  wall %7.2f ms\n", encode.cpu_ms, encode.wall_ms);
-  std::printf("write   cpu %7.2f ms  wall %7.2f ms (temporary file, fsync, rename)\n",
-              write.cpu_ms, write.wall_ms);
+  std::printf("write   cpu %7.2f ms  wall %7.2f ms (temporary file, fsync, rename)\n", write.cpu_ms,
+              write.wall_ms);
   std::printf("decode  cpu %7.2f ms  wall %7.2f ms (once, at start)\n", decode.cpu_ms,
               decode.wall_ms);
   pglock::RemoveFile(path).ok();
