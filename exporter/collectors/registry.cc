@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
-#include <string_view>
 
-#include "exporter/collectors/lock_table.h"  // MarkPooledLockTableSessions
+#include "exporter/collectors/database_stats.h"  // SessionEndCountersCollector
+#include "exporter/collectors/lock_table.h"      // MarkPooledLockTableSessions
 #include "exporter/snapshot/verdict.h"
 
 namespace pglock {
@@ -40,8 +40,9 @@ const std::vector<const Collector*>& Collectors() {
 }
 
 const Collector& SessionEndCountersCollector() {
+  // By type, not by its name: a renamed collector cannot silently stop the second read.
   for (const Collector* c : Collectors()) {
-    if (std::string_view(c->name()) == "database_stats") return *c;
+    if (dynamic_cast<const DatabaseStatsCollector*>(c) != nullptr) return *c;
   }
   throw std::logic_error("the database_stats collector is not registered");
 }

@@ -11,6 +11,16 @@
 namespace pglock {
 namespace {
 
+// The event of a lease transition counted as `kind` (the `kind` label); a renewal is none.
+std::optional<EventKind> LeaseEventKind(std::string_view kind) {
+  if (kind == "acquired") return EventKind::kLeaseAcquired;
+  if (kind == "released") return EventKind::kLeaseReleased;
+  if (kind == "handover") return EventKind::kLeaseHandover;
+  if (kind == "expired_takeover") return EventKind::kLeaseExpiredTakeover;
+  if (kind == "overlap") return EventKind::kLeaseOverlap;
+  return std::nullopt;  // renewed
+}
+
 // Counts lease transitions of one table; names beyond kMaxLeaseCounterNames count as "other", and
 // every row of a queue (a table of work, SPEC 9.4) counts under "" (the table as a whole).
 // Every transition but a renewal (routine, once per poll per lease) is also an event, naming the
@@ -30,7 +40,7 @@ class LeaseCounter {
   void operator()(const std::string& lease, const char* kind,
                   const std::string& previous_holder = "", const std::string& current_holder = "",
                   int previous_pid = 0, int current_pid = 0) {
-    const std::optional<EventKind> event_kind = EventKindNamed(std::string("lease_") + kind);
+    const std::optional<EventKind> event_kind = LeaseEventKind(kind);
     if (events_ != nullptr && event_kind) {  // a renewal is routine: no event
       Event e;
       e.time = now_;

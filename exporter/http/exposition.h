@@ -1,6 +1,8 @@
-// Snapshot -> prometheus::MetricFamily. The Collectable that serves /metrics rebuilds every
-// series from the latest snapshots on each scrape: no database work, no Family::Remove
-// bookkeeping, and a lock that went away simply is not there. Collect() never throws.
+// Snapshot -> prometheus::MetricFamily: every series rebuilt from the latest snapshots, so a lock
+// that went away simply is not there (no Family::Remove bookkeeping) and no database work is done.
+// The HTTP server (server.cc, ServeMetrics) calls SnapshotCollectable::Collect() once per new set
+// of snapshots and serves that text to every scrape until the next (metrics_cache.h); the
+// Collectable is not registered with prometheus-cpp's Exposer. Collect() never throws.
 #pragma once
 
 #include <prometheus/collectable.h>

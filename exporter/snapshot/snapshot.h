@@ -1,7 +1,9 @@
-// The immutable result of a poll, ready to be turned into metric families: per-database
-// aggregates (exact), detail rows (capped at top_n, most severe first) and the cumulative event
-// counters. A TargetSnapshot is built by the poller thread and read by scrapes through
-// shared_ptr<const TargetSnapshot>; it is never modified after publication.
+// The result of a poll, ready to be turned into metric families: per-database aggregates
+// (exact), detail rows (capped at top_n, most severe first) and the cumulative event counters. A
+// TargetSnapshot is built by the poller thread and read by scrapes through
+// shared_ptr<const TargetSnapshot>; its own fields never change after publication, but it shares
+// one live object with the poller: the timeline (TargetSnapshot::timeline, thread-safe), which
+// keeps growing after it (the page shows the history up to the latest poll).
 #pragma once
 
 #include <cstdint>

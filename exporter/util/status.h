@@ -1,6 +1,8 @@
 // Status: the outcome of an operation that can fail, with a kind that says how the caller should
 // react (reconnect, count a statement error, distrust the SQL/C++ contract, give up on the poll).
-// Replaces bool + std::string* + bool* out-parameters. Immutable value type; thread-compatible.
+// What the poll path (pg/, collectors/, poll/, serverlog/, storage/) returns; older code in app,
+// http and util/duration still reports with bool + std::string*. Immutable value type;
+// thread-compatible.
 #pragma once
 
 #include <string>

@@ -1040,6 +1040,41 @@ TEST(EventTrackerTest, ServerRestartLosesEverythingAndTheNextHolderTakesOver) {
   EXPECT_EQ(e.Takeovers(), 2);
 }
 
+// kMaxLostKeys bounds the keys remembered for takeovers; past it the oldest losses are forgotten
+// first. 6,000 keys lost in one restart, 5,000 in a later one: 1,000 of the first are forgotten,
+// and a session taking all 11,000 afterwards is 10,000 takeovers, every key of the later loss among
+// them.
+TEST(EventTrackerTest, LostKeysAreBoundedAndTheOldestAreForgottenFirst) {
+  static_assert(kMaxLostKeys == 10'000);
+  Events e;
+  const auto holds = [](int pid, int64_t from, int64_t to) {
+    std::vector<AdvisoryLock> locks;
+    for (int64_t k = from; k <= to; ++k) locks.push_back(Held(pid, k));
+    return locks;
+  };
+  e.Observe(Poll(kStart, {MakeSession(10, "idle", kStart - 5)}, holds(10, 1, 6000)));
+  PollData first =
+      Poll(kStart + 30, {MakeSession(11, "idle", kStart + 25)}, holds(11, 6001, 11000));
+  first.postmaster_start = kStart + 20;
+  e.Observe(first);
+  EXPECT_EQ(e.Lost("server_restart"), 6000);
+  PollData second = Poll(kStart + 60, {MakeSession(12, "idle", kStart + 55)}, {});
+  second.postmaster_start = kStart + 50;
+  e.Observe(second);
+  EXPECT_EQ(e.Lost("server_restart"), 11000);
+  // The later loss's keys first: every one a takeover.
+  PollData later =
+      Poll(kStart + 65, {MakeSession(12, "idle", kStart + 55)}, holds(12, 6001, 11000));
+  later.postmaster_start = kStart + 50;
+  e.Observe(later);
+  EXPECT_EQ(e.Takeovers(), 5000);
+  // Then the first loss's: 1,000 of them were forgotten.
+  later.now = kStart + 70;
+  later.locks = holds(12, 1, 11000);
+  e.Observe(later);
+  EXPECT_EQ(e.Takeovers(), 10000);
+}
+
 TEST(EventTrackerTest, LossThenRestartThenNewHolderIsOneTakeover) {
   Events e;
   const Session a = MakeSession(10, "idle", kStart - 5), b = MakeSession(11, "idle", kStart - 5);

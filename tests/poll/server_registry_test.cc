@@ -12,7 +12,7 @@ using testing::LogCapture;
 
 constexpr char kSame[] = "poll the same PostgreSQL server";
 
-ServerIdentity Server(const std::string& key) { return {key, "system_identifier " + key}; }
+ServerIdentity Server(const std::string& key) { return {key, "system_identifier " + key, key}; }
 
 TEST(ServerRegistryTest, TwoTargetsOnOneServerAreWarnedAboutOnce) {
   LogCapture log;
