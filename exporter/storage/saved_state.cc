@@ -54,12 +54,16 @@ class Writer {
     }
     o_ += '"';
   }
-  // The shortest text that reads back to the same double.
+  // The shortest text that reads back to the same double; past 2^63 in scientific notation, or
+  // the shortest form may be digits alone, which a JSON reader takes for an integer too large for
+  // it (found by tests/fuzz/state_fuzz: 1.7963977777777777e20 came out as 21 digits).
   void Num(double v) {
     Sep();
     if (!std::isfinite(v)) v = 0;
-    char buf[32];
-    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    char buf[40];
+    const auto r = std::fabs(v) < 9.2e18
+                       ? std::to_chars(buf, buf + sizeof buf, v)
+                       : std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
     o_.append(buf, r.ptr);
   }
   void Int(int64_t v) {

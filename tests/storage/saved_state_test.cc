@@ -107,6 +107,21 @@ TEST(SavedState, WhatIsWrittenIsReadBack) {
   EXPECT_EQ(EncodeSavedTarget(r), bytes);
 }
 
+// Doubles past 2^63 (a corrupt but parseable file's) are written so that they read back: their
+// shortest form would be digits alone, an integer too large for the reader.
+TEST(SavedState, HugeNumbersReadBack) {
+  SavedTarget s = Sample();
+  s.saved_at = 1.7963977777777777e20;
+  s.counters.deadlocks["app"] = 1e300;
+  const std::string bytes = EncodeSavedTarget(s);
+  SavedTarget r;
+  const Status status = DecodeSavedTarget(bytes, &r);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(r.saved_at, s.saved_at);
+  EXPECT_EQ(r.counters.deadlocks["app"], 1e300);
+  EXPECT_EQ(EncodeSavedTarget(r), bytes);
+}
+
 TEST(SavedState, EveryTruncationIsAnError) {
   const std::string bytes = EncodeSavedTarget(Sample());
   for (size_t n = 0; n + 1 < bytes.size(); ++n) {  // the last byte is the newline
