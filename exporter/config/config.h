@@ -95,7 +95,7 @@ struct LeaseTableConfig {
   // UPDATE, a flag set inside a migration's own transaction.
   bool row_lock = false;
   // A table of work (a job queue): its names are ids of work, seen once. Exported per table
-  // (pglock_queue_*), never per row (SPEC 9.4). Unset: detected from its names
+  // (pglock_queue_*), never per row (docs/lease-tables.md). Unset: detected from its names
   // (LeaseTransitions, kQueueDetectNames).
   std::optional<bool> queue;
 

@@ -22,9 +22,9 @@ std::optional<EventKind> LeaseEventKind(std::string_view kind) {
 }
 
 // Counts lease transitions of one table; names beyond kMaxLeaseCounterNames count as "other", and
-// every row of a queue (a table of work, SPEC 9.4) counts under "" (the table as a whole).
-// Every transition but a renewal (routine, once per poll per lease) is also an event, naming the
-// sessions whose transactions held a row_lock table's row (LeaseRow::pid; 0: none).
+// every row of a queue (a table of work: docs/lease-tables.md) counts under "" (the table as a
+// whole). Every transition but a renewal (routine, once per poll per lease) is also an event,
+// naming the sessions whose transactions held a row_lock table's row (LeaseRow::pid; 0: none).
 class LeaseCounter {
  public:
   // `sessions` (may be null) name the pids; it must outlive the counter.

@@ -1,6 +1,6 @@
-// What a target's poller keeps across a restart of the exporter ([storage] path, SPEC 9.2): the
-// last inventory's holds and sessions, when each hold was first seen, the counters, the event log
-// and where the server-log reader was; and the server it was all read from. The next start
+// What a target's poller keeps across a restart of the exporter ([storage] path, docs/restarts.md):
+// the last inventory's holds and sessions, when each hold was first seen, the counters, the event
+// log and where the server-log reader was; and the server it was all read from. The next start
 // judges its first poll against it as against any earlier poll (docs/restarts.md).
 // Encoding and decoding are pure; DecodeSavedTarget takes any bytes (a torn, truncated, corrupt
 // or foreign file) and answers an error, never a crash and never a partial state.

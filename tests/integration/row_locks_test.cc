@@ -347,9 +347,9 @@ TEST(RowLocks, JobQueueClaimedWithSkipLocked) {
   Pg().Exec("DROP TABLE queue_jobs");
 }
 
-// The same queue marked as one (queue = true, SPEC 9.4): per-table series only, whatever the
-// number of jobs (held, held past max_hold, the oldest held job's age, transitions for the table);
-// no series names a job; /locks keeps the top_n oldest held jobs.
+// The same queue marked as one (queue = true, docs/lease-tables.md): per-table series only,
+// whatever the number of jobs (held, held past max_hold, the oldest held job's age, transitions for
+// the table); no series names a job; /locks keeps the top_n oldest held jobs.
 TEST(RowLocks, AQueueTableHasPerTableSeriesOnly) {
   Pg().Exec("DROP TABLE IF EXISTS queue_jobs");
   Pg().Exec(
