@@ -192,12 +192,15 @@ void Poller::SaveState(bool final) {
   // Until a poll applied or refused the saved state, the file is still the best there is.
   if (saved_ || !inventory_.last()) return;
   const auto now = SteadyClock::now();
+  const auto since = now - last_state_write_;
+  const bool first = last_state_write_ == SteadyClock::time_point{};
+  // Within the interval nothing is hashed: most polls at 1 s return here.
+  if (!final && !first && since < kStateWriteInterval) return;
   const std::shared_ptr<const EventList> events = event_log_.Contents();
   const uint64_t fingerprint = FingerprintOf(history_, counters_, events.get(), log_position_);
-  if (!final && last_state_write_ != SteadyClock::time_point{}) {
-    const auto since = now - last_state_write_;
-    if (since < kStateWriteInterval) return;
-    if (fingerprint == written_fingerprint_ && since < kUnchangedStateWriteInterval) return;
+  if (!final && !first && fingerprint == written_fingerprint_ &&
+      since < kUnchangedStateWriteInterval) {
+    return;
   }
   last_state_write_ = now;
   written_fingerprint_ = fingerprint;
