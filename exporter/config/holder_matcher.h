@@ -15,9 +15,11 @@ namespace pglock {
 inline constexpr size_t kMaxHolderPatternBytes = 256;
 
 // Checks a holder_pattern before it is used: it must compile as a POSIX extended regex, be at
-// most kMaxHolderPatternBytes, and have no stacked quantifiers ("a++", "(a*)*"-like "*+", "}*"),
-// on which glibc's regcomp can need gigabytes (found by tests/fuzz/holder_fuzz). Fills *groups
-// with the number of capture groups.
+// most kMaxHolderPatternBytes, and have none of the shapes glibc handles badly (found by
+// tests/fuzz/holder_fuzz): stacked quantifiers ("a++", "a{2}*"), on which regcomp can need
+// gigabytes; a quantifier on something that can match the empty string ("(a*)*", "(^()*)*"), on
+// which regexec can loop for ever; back-references ("\1"), whose matching is exponential; groups
+// nested deeper than 16. Fills *groups with the number of capture groups.
 bool ValidateHolderPattern(const std::string& pattern, size_t* groups, std::string* why);
 
 class HolderMatcher {

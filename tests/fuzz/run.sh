@@ -6,6 +6,8 @@
 #   BUILD_DIR  a clang build configured with -DPGLOCK_FUZZ=ON (scripts/test.sh's sanitizer build,
 #              build-asan, is one); its targets are brought up to date. Default: build-fuzz, made
 #              here with clang if needed. For a long run: FUZZ_SECONDS=3600 tests/fuzz/run.sh
+# FUZZ_SEED (default 1) fixes libFuzzer's random choices, so that a run in CI goes the same way
+# each time from the same corpus; a long exploratory run should set another (FUZZ_SEED=0: random).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${FUZZ_SECONDS:-20}
@@ -28,7 +30,7 @@ for t in "${targets[@]}"; do
   for r in tests/fuzz/regressions/${prefix}_*; do
     [[ -e $r ]] && cp -n "$r" "$work"/ 2>/dev/null || true
   done
-  if "$build/tests/fuzz/$t" -max_total_time="$seconds" -max_len=4096 -timeout=5 \
+  if "$build/tests/fuzz/$t" -max_total_time="$seconds" -max_len=4096 -timeout=5 -seed="${FUZZ_SEED:-1}" \
        -rss_limit_mb=1024 -artifact_prefix="$build/findings/$t-" "$work" \
        >"$build/$t.log" 2>&1; then
     echo "fuzz $t: $(grep -E '^Done' "$build/$t.log" | tail -1)"
