@@ -158,4 +158,53 @@ void TargetJson(const TargetPart& t, std::string* o) {
   *o += "}";
 }
 
+namespace {
+
+std::string OptionalSeconds(const std::optional<double>& v) { return v ? Num(*v) : "null"; }
+
+std::string PartyJson(const PreflightParty& p) {
+  std::string o =
+      "{" + IdentityJson(p.who.id) + ",\"backend_type\":" + J(p.who.backend_type) +
+      ",\"gid\":" + J(p.who.gid) + ",\"datname\":" + J(p.who.datname) + ",\"mode\":" + J(p.mode) +
+      ",\"granted\":" + (p.granted ? "true" : "false") +
+      ",\"idle_in_transaction_seconds\":" + OptionalSeconds(p.idle_in_transaction_seconds) +
+      ",\"statement_seconds\":" + OptionalSeconds(p.statement_seconds) +
+      ",\"waited_seconds\":" + OptionalSeconds(p.waited_seconds) + ",\"pooled\":";
+  if (p.pooled) {
+    o += "{\"pooler\":" + J(p.pooled->pooler) + ",\"database\":" + J(p.pooled->database) +
+         ",\"user\":" + J(p.pooled->user) + ",\"client\":" + J(p.pooled->current_client) + "}";
+  } else {
+    o += "null";
+  }
+  return o + ",\"root_pid\":" + std::to_string(p.root_pid) +
+         ",\"verdict\":" + VerdictJson(p.verdict) + "}";
+}
+
+std::string Parties(const std::vector<PreflightParty>& parties) {
+  std::string o = "[";
+  for (const PreflightParty& p : parties) o += (o.size() > 1 ? "," : "") + PartyJson(p);
+  return o + "]";
+}
+
+std::string TimeoutJson(const SettingInForce& s) {
+  return "{\"seconds\":" + Num(s.seconds) + ",\"source\":" + J(s.source) + "}";
+}
+
+}  // namespace
+
+std::string PreflightJson(const PreflightAnswer& a, double now) {
+  if (a.status != 200) {
+    return "{\"error\":" + J(a.error) + ",\"target\":" + J(a.target) + ",\"table\":" + J(a.table) +
+           "}\n";
+  }
+  return "{\"target\":" + J(a.target) + ",\"database\":" + J(a.database) +
+         ",\"table\":" + J(a.table) + ",\"mode\":" + J(a.mode) + ",\"role\":" + J(a.role) +
+         ",\"verdict\":" + J(a.verdict) +
+         ",\"poll_age_seconds\":" + Num(std::max(0.0, now - a.answered_at)) +
+         ",\"conflicts\":" + Parties(a.conflicts) + ",\"waiting\":" + Parties(a.waiting) +
+         ",\"role_timeouts\":{\"lock_timeout\":" + TimeoutJson(a.lock_timeout) +
+         ",\"statement_timeout\":" + TimeoutJson(a.statement_timeout) +
+         "},\"advice\":" + J(a.advice) + "}\n";
+}
+
 }  // namespace pglock

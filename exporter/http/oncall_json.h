@@ -7,10 +7,15 @@
 #include <string>
 
 #include "exporter/http/oncall_select.h"
+#include "exporter/snapshot/preflight.h"
 
 namespace pglock {
 
 // Appends the JSON object of `t` to *o.
 void TargetJson(const TargetPart& t, std::string* o);
+
+// The body of /api/v1/preflight (docs/api.md): the verdict and its evidence, or {"error": ...};
+// `now` (Unix time) gives the poll's age.
+std::string PreflightJson(const PreflightAnswer& a, double now);
 
 }  // namespace pglock

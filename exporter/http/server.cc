@@ -21,8 +21,11 @@
 
 #include "exporter/http/gzip.h"
 #include "exporter/http/oncall.h"
+#include "exporter/http/oncall_json.h"
+#include "exporter/http/page_text.h"
 #include "exporter/http/runbooks.h"
 #include "exporter/http/timeline_page.h"
+#include "exporter/util/duration.h"
 
 namespace pglock {
 namespace {
@@ -302,6 +305,7 @@ int HttpServer::Handle(mg_connection* conn) {
     ServeMetrics(conn);
     return 200;
   }
+  if (uri == "/api/v1/preflight") return ServePreflight(conn);
   if (const int status = ServeOnCall(conn, uri); status != 0) return status;
   constexpr std::string_view kRunbooks = "/runbooks/";
   if (uri.rfind(kRunbooks, 0) == 0) {
@@ -363,6 +367,119 @@ int HttpServer::ServeOnCall(mg_connection* conn, const std::string& uri) {
   return 200;
 }
 
+namespace {
+
+const char* ReasonOf(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 409:
+      return "Conflict";
+    case 429:
+      return "Too Many Requests";
+    default:
+      return "Service Unavailable";
+  }
+}
+
+// "AccessShareLock, RowShareLock, ..."
+std::string TableLockModes() {
+  std::string o;
+  for (const char* m : kTableLockModes) o += (o.empty() ? "" : ", ") + std::string(m);
+  return o;
+}
+
+}  // namespace
+
+int HttpServer::ServePreflight(mg_connection* conn) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  std::string target = QueryParam(info, "target");
+  const auto refuse = [&](int status, const std::string& error) {
+    Reply(conn, status, ReasonOf(status), "application/json",
+          "{\"error\":" + J(error) + ",\"target\":" + J(target) + "}\n");
+    return status;
+  };
+  PreflightRequest request;
+  request.table = QueryParam(info, "table");
+  std::string why;
+  if (!ParseTableName(request.table, &request.parsed, &why)) return refuse(400, "table: " + why);
+  if (const std::string mode = QueryParam(info, "mode"); !mode.empty()) {
+    if (!IsTableLockMode(mode)) {
+      return refuse(400, "mode: not a table lock mode as PostgreSQL names it: " + mode +
+                             " (one of " + TableLockModes() + ")");
+    }
+    request.mode = mode;
+  }
+  request.role = QueryParam(info, "role");
+  if (request.role.size() > 63) return refuse(400, "role: longer than 63 bytes");
+  const std::string fail = QueryParam(info, "fail");
+  if (!fail.empty() && fail != "0" && fail != "1" && fail != "true" && fail != "false") {
+    return refuse(400, "fail: 1 or 0");
+  }
+  const bool fail_unless_clear = fail == "1" || fail == "true";
+  Duration wait{0};
+  if (const std::string text = QueryParam(info, "wait"); !text.empty()) {
+    std::string error;
+    const auto parsed = ParseDuration(text, &error);
+    if (!parsed || *parsed > kMaxPreflightWait) {
+      return refuse(400, "wait: a duration up to " + FormatDuration(kMaxPreflightWait) +
+                             " (\"60s\", \"5m\")" + (error.empty() ? "" : ": " + error));
+    }
+    wait = *parsed;
+  }
+  const SnapshotList snapshots = source_();
+  std::shared_ptr<const TargetSnapshot> snap;
+  std::string names;
+  for (const auto& t : snapshots) {
+    if (!t) continue;
+    names += (names.empty() ? "" : ", ") + t->target;
+    if (t->target == target || (target.empty() && snapshots.size() == 1)) snap = t;
+  }
+  if (!snap) {
+    return refuse(400, target.empty() ? "target: give ?target= (one of " + names + ")"
+                                      : "target: no target " + target + " (one of " + names + ")");
+  }
+  target = snap->target;
+  if (!snap->preflight) return refuse(503, "target " + target + " has no poller");
+  // Held requests occupy HTTP threads: at most a quarter of them, so that scrapes are served.
+  const int limit = std::max(1, web_.max_connections / 4);
+  if (preflights_in_flight_.fetch_add(1) >= limit) {
+    preflights_in_flight_.fetch_sub(1);
+    return refuse(429, "too many preflight requests at once (" + std::to_string(limit) +
+                           ", a quarter of web.max_connections)");
+  }
+  struct Release {
+    std::atomic<int>* n;
+    ~Release() { n->fetch_sub(1); }
+  } release{&preflights_in_flight_};
+  const auto until = std::chrono::steady_clock::now() + wait;
+  std::optional<PreflightAnswer> answer;
+  // Each round is answered by the target's next poll: a held request asks once a poll, no more.
+  do {
+    const auto ticket = snap->preflight->Submit(request);
+    if (!ticket) {
+      return refuse(429, "too many preflight requests wait for target " + target + "'s next poll");
+    }
+    const double within = snap->preflight->answer_within();
+    auto next = ticket->Wait(within);
+    if (!next) {
+      if (answer) break;  // a held request keeps the last answer
+      return refuse(503, "no answer from target " + target + "'s poller within " +
+                             FormatDuration(Duration(static_cast<int64_t>(within * 1000))));
+    }
+    answer = std::move(next);
+    if (answer->status != 200) return refuse(answer->status, answer->error);
+  } while (answer->verdict != "clear" && std::chrono::steady_clock::now() < until);
+  const int status = fail_unless_clear && answer->verdict != "clear" ? 409 : 200;
+  Reply(conn, status, ReasonOf(status), "application/json",
+        PreflightJson(*answer, std::chrono::duration<double>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count()));
+  return status;
+}
+
 std::string HttpServer::LandingPage() const {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pglock_exporter</title>"
@@ -374,7 +491,8 @@ std::string HttpServer::LandingPage() const {
     << "<ul><li><a href=\"" << HtmlEscape(web_.telemetry_path) << "\">Metrics</a></li>"
     << "<li><a href=\"/locks\">Locks: waits, holders, leases and recent events</a> (JSON: "
        "<a href=\"/api/v1/locks\">locks</a>, <a href=\"/api/v1/events\">events</a>, "
-       "<a href=\"/api/v1/timeline\">timeline</a>)</li>"
+       "<a href=\"/api/v1/timeline\">timeline</a>; before a migration: "
+       "<a href=\"/api/v1/preflight?table=public.orders\">preflight</a>)</li>"
     << "<li><a href=\"/runbooks/README\">Runbooks</a></li>"
     << "<li><a href=\"/-/healthy\">Health</a></li><li><a href=\"/-/ready\">Readiness</a></li>"
        "</ul>\n<h2>Targets</h2>\n<table><tr><th>target</th><th>state</th><th>server</th>"

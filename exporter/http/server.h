@@ -15,6 +15,7 @@
 #include "exporter/http/exposition.h"
 #include "exporter/http/metrics_cache.h"
 #include "exporter/http/page_cache.h"
+#include "exporter/util/duration.h"
 #include "exporter/util/thread_annotations.h"
 
 namespace prometheus {
@@ -47,6 +48,9 @@ class HttpServer {
   // /locks, /api/v1/locks, /api/v1/events, /api/v1/timeline from page_cache_: the status sent
   // (400 for a bad ?since=), 0 for another path.
   int ServeOnCall(mg_connection* conn, const std::string& uri);
+  // /api/v1/preflight (docs/api.md): hands the request to the target's poller and waits for its
+  // next poll's answer (again each poll up to ?wait=, while not clear). The status sent.
+  int ServePreflight(mg_connection* conn);
 
   const WebConfig web_;
   const SnapshotCollectable::Source source_;
@@ -59,7 +63,11 @@ class HttpServer {
   // publishes one per interval) and compressed at most once.
   MetricsCache metrics_cache_;
   PageCache page_cache_;  // the on-call view, per snapshot set and filter
+  std::atomic<int> preflights_in_flight_{0};
 };
+
+// The longest ?wait= of /api/v1/preflight.
+inline constexpr Duration kMaxPreflightWait = Duration(600'000);
 
 // "HOST:PORT" / ":PORT" / "[v6]:PORT" -> CivetWeb listening_ports syntax, with "s" for TLS.
 // ":PORT" means every address: "+PORT" (one socket for IPv6 and IPv4) when `ipv6`, else IPv4

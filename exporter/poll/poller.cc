@@ -154,6 +154,7 @@ void Poller::Stop() {
   abort_.store(true);
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  RefusePreflights("the exporter is stopping");
   SaveState(/*final=*/true);
   if (server_log_) server_log_->Stop();
   conn_.reset();
@@ -348,8 +349,10 @@ void Poller::PublishFailure(const Status& status, std::shared_ptr<TargetSnapshot
   snap->counters = counters_;
   snap->events = event_log_.Contents();
   snap->timeline = timeline_;
+  snap->preflight = preflight_;
   if (server_log_) snap->server_log = server_log_->Status();
   Publish(std::move(snap));
+  RefusePreflights("the poll failed: " + status.message());
 }
 
 std::shared_ptr<const LockTableView> Poller::LockTableWhenFull(SteadyClock::time_point deadline) {
@@ -380,6 +383,9 @@ std::string Poller::NoteRole(const PollData& data) {
 
 bool Poller::PollOnce() {
   ApplyPendingConfig();
+  // A request submitted just after this poll took the desk's is answered by the next one.
+  preflight_->SetAnswerWithin(
+      std::chrono::duration<double>(poll_.interval + 2 * poll_.timeout).count() + 1);
   const auto started = SteadyClock::now();
   const auto deadline = started + poll_.timeout;
   // Where the log reader is before this poll reads the server: a restart resumes there, so the
@@ -431,6 +437,7 @@ bool Poller::PollOnce() {
   RecordEvents(std::move(events));
   auto view = BuildView(*data, &statuses);
   timeline_->Observe(*data, *view, &names_);
+  AnswerPreflights(*data, *view);
 
   std::string server_version = data->server_version;
   settings_read_ = SettingsRead{data->settings, data->settings_loaded_us};
@@ -501,6 +508,7 @@ void Poller::PublishSuccess(std::shared_ptr<TargetSnapshot> snap, std::shared_pt
   snap->counters = counters_;
   snap->events = event_log_.Contents();
   snap->timeline = timeline_;
+  snap->preflight = preflight_;
   if (server_log_) snap->server_log = server_log_->Status();
   Publish(std::move(snap));
 }

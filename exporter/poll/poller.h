@@ -30,6 +30,7 @@
 #include "exporter/poll/server_identity.h"
 #include "exporter/serverlog/server_log.h"
 #include "exporter/snapshot/analyze.h"
+#include "exporter/snapshot/preflight.h"
 #include "exporter/snapshot/snapshot.h"
 #include "exporter/storage/saved_state.h"
 #include "exporter/util/thread_annotations.h"
@@ -129,6 +130,14 @@ class Poller {
   // An event about a session whose holds ended while the exporter was down: says so.
   void StampGap(Event* e);
 
+  // Preflight requests (poller_preflight.cc): answers those waiting on the desk from this good
+  // poll, each with one read of the table's relation locks on the poll's connection, all within
+  // one poll.timeout; or refuses them with `why` (the poll failed, the exporter stops).
+  void AnswerPreflights(const PollData& data, const TargetView& view);
+  void RefusePreflights(const std::string& why);
+  Status ReadPreflight(const PreflightRequest& request, SteadyClock::time_point deadline,
+                       PreflightFacts* facts);
+
   // Owned by the polling thread (also read by the constructor and Stop()).
   TargetConfig target_;
   PollConfig poll_;
@@ -148,6 +157,8 @@ class Poller {
   EventLog event_log_;  // written by the polling thread, published with every snapshot
   // Written by the polling thread, shared with every snapshot (thread-safe).
   const std::shared_ptr<Timeline> timeline_ = std::make_shared<Timeline>();
+  // Preflight requests from the HTTP side, answered by the polling thread (thread-safe).
+  const std::shared_ptr<PreflightDesk> preflight_ = std::make_shared<PreflightDesk>();
 
   // Owned by the polling thread only (the reader runs a thread of its own).
   std::shared_ptr<ServerLog> server_log_;

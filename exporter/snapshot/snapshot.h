@@ -20,8 +20,9 @@
 
 namespace pglock {
 
-struct Event;    // exporter/events/event_log.h
-class Timeline;  // exporter/events/timeline.h
+struct Event;         // exporter/events/event_log.h
+class Timeline;       // exporter/events/timeline.h
+class PreflightDesk;  // exporter/snapshot/preflight.h
 using EventList = std::vector<std::shared_ptr<const Event>>;
 
 // Identity of a session as labels show it.
@@ -407,6 +408,9 @@ struct TargetSnapshot {
   std::shared_ptr<const Timeline> timeline;
   // The server's log reader; null when no [targets.server_log] is configured.
   std::shared_ptr<const ServerLogStatus> server_log;
+  // Where preflight requests go to the target's poller (thread-safe; shared by its snapshots);
+  // null in snapshots not built by a poller.
+  std::shared_ptr<PreflightDesk> preflight;
 };
 
 }  // namespace pglock

@@ -276,9 +276,6 @@ const char* VerdictActionName(VerdictAction a) {
   return "investigate";
 }
 
-namespace {
-
-// The pooled connection that server pid `pid` is, with a session lock known held on it.
 std::optional<PooledConnection> PooledConnectionOf(int pid,
                                                    const std::vector<PoolerView>& poolers) {
   for (const PoolerView& p : poolers) {
@@ -290,6 +287,8 @@ std::optional<PooledConnection> PooledConnectionOf(int pid,
   }
   return std::nullopt;
 }
+
+namespace {
 
 // The advisory locks held by each pid: one pass over the poll's locks (100k at scale), not one per
 // root.

@@ -89,6 +89,9 @@ Verdict LockTableVerdict(const SessionLockTableEntries& top, int64_t entries);
 // pooled connection's), whether or not it blocks anyone.
 Verdict IdleHolderVerdict(const IdleHolder& holder, const std::vector<PoolerView>& poolers);
 
+// The pooled connection that server pid `pid` is, with a session lock known held on it.
+std::optional<PooledConnection> PooledConnectionOf(int pid, const std::vector<PoolerView>& poolers);
+
 // The name of an action as /api/v1/locks writes it: "terminate", "cancel", ...
 const char* VerdictActionName(VerdictAction a);
 

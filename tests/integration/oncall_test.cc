@@ -11,6 +11,7 @@
 
 #include "exporter/http/server.h"
 #include "exporter/poll/poller.h"
+#include "tests/support/http_get.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/test_poll.h"
 
@@ -41,32 +42,9 @@ TargetConfig Target() {
   return t;
 }
 
-struct Response {
-  int code = 0;
-  std::string body;
-};
-
-Response Get(const std::string& url) {
-  Response r;
-  FILE* p = popen(("curl -s --max-time 5 -w '\\n%{http_code}' '" + url + "'").c_str(), "r");
-  char buf[4096];
-  size_t n = 0;
-  while (p != nullptr && (n = fread(buf, 1, sizeof buf, p)) > 0) r.body.append(buf, n);
-  if (p != nullptr) pclose(p);
-  const auto nl = r.body.rfind('\n');
-  if (nl != std::string::npos) {
-    r.code = std::atoi(r.body.c_str() + nl + 1);
-    r.body.resize(nl);
-  }
-  return r;
-}
-
-bool ValidJson(const std::string& text) {
-  FILE* p = popen("python3 -c 'import json,sys; json.load(sys.stdin)'", "w");
-  if (p == nullptr) return false;
-  fwrite(text.data(), 1, text.size(), p);
-  return pclose(p) == 0;
-}
+using Response = testing::HttpResponse;
+Response Get(const std::string& url) { return testing::HttpGet(url); }
+using testing::ValidJson;
 
 // A poller serving its snapshots over HTTP on a free port.
 class Served {

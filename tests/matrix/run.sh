@@ -17,7 +17,7 @@ versions=${PGLOCK_PG_VERSIONS:-14 16 17 18 12 13}
 # it would cost more CI time than every other matrix test together. standby_test runs on 15 only:
 # the npm packages ship initdb, pg_ctl and postgres, not pg_basebackup.
 tests="lock_health_test events_test hardening_test app_keys_test lock_table_test registry_test
-       server_log_test logged_locks_test timeline_test vanished_clients_test"
+       server_log_test logged_locks_test timeline_test vanished_clients_test preflight_test"
 exec python3 tests/matrix/run.py --build "$build" --majors "$versions" --tests "$tests" \
   --shards logged_locks_test=2 \
   --jobs "${PGLOCK_MATRIX_JOBS:-$((2 * $(nproc)))}"
