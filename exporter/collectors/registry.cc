@@ -25,8 +25,9 @@ namespace pglock {
 // else). A session that counted its end and left between the first two reads is gone with no end
 // counted: EventTracker::Settle reads the counters again for it. lock_waits (50) and the lock
 // table (60) parse after the advisory collector, whose pg_locks rows they read; settings (70) and
-// setting_overrides (80) anywhere in the batch; leases (90) and poolers (100, whose view the
-// verdicts read) have round trips of their own, after the batch.
+// setting_overrides (80) anywhere in the batch; leases (90), poolers (100, whose view the
+// verdicts read) and preflight_tables (105, inventory polls only) have round trips of their own,
+// after the batch.
 const std::vector<const Collector*>& Collectors() {
   static const std::vector<const Collector*> all = [] {
     std::vector<std::pair<int, const Collector*>> registered = RegisteredCollectors();

@@ -140,6 +140,8 @@ struct ServerLogConfig {
   bool operator==(const ServerLogConfig&) const = default;
 };
 
+inline constexpr size_t kMaxPreflightTables = 50;
+
 struct TargetConfig {
   std::string name;
   std::string dsn;  // libpq conninfo or URI; empty means libpq defaults (PGHOST, ...)
@@ -147,6 +149,9 @@ struct TargetConfig {
   std::vector<LeaseTableConfig> leases;
   std::vector<PoolerConfig> poolers;
   ServerLogConfig server_log = {};
+  // Tables whose DDL lock is watched at each inventory poll (docs/preflight.md): as written,
+  // "schema.table" or "table"; each a valid table name, at most kMaxPreflightTables.
+  std::vector<std::string> preflight_tables = {};
   // Where the target was configured (empty without a config file), for --check-targets.
   ConfigOrigin origin = {};
 

@@ -9,6 +9,7 @@
 #include "exporter/config/config_internal.h"
 #include "exporter/config/holder_matcher.h"
 #include "exporter/pg/conninfo.h"
+#include "exporter/util/table_name.h"
 
 namespace pglock {
 namespace {
@@ -360,6 +361,21 @@ void ParseTarget(TableReader& r, const std::string& file, std::vector<ConfigErro
       pr.TableError("name", "duplicate pooler name \"" + pooler.name + "\"");
     }
     target->poolers.push_back(std::move(pooler));
+  }
+  r.StringArray("preflight_tables", &target->preflight_tables);
+  std::set<std::string> watched;
+  for (const std::string& table : target->preflight_tables) {
+    TableName parsed;
+    std::string why;
+    if (!ParseTableName(table, &parsed, &why)) {
+      r.TableError("preflight_tables", "\"" + table + "\": " + why);
+    } else if (!watched.insert(table).second) {
+      r.TableError("preflight_tables", "\"" + table + "\" listed twice");
+    }
+  }
+  if (target->preflight_tables.size() > kMaxPreflightTables) {
+    r.TableError("preflight_tables",
+                 "at most " + std::to_string(kMaxPreflightTables) + " tables per target");
   }
   if (const toml::value* t = r.Table("server_log")) {
     TableReader lr(*t, r.Dotted("server_log"), file, errors);

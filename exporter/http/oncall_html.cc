@@ -225,4 +225,24 @@ void TargetHtml(const TargetPart& t, std::string* o) {
   *o += "</section>\n";
 }
 
+std::string PreflightHtml(const PreflightAnswer& a) {
+  std::string o = "<section><h2>Before a migration: <span class=mode>" + H(a.mode) +
+                  "</span> on <span class=lock>" + H(a.table) + "</span> (" + H(a.target) +
+                  ")</h2>\n<p><b>" + H(a.verdict) + "</b>: " + H(a.advice) + "</p>\n";
+  if (!a.conflicts.empty()) {
+    o += "<ul class=forest>";
+    for (const PreflightParty& p : a.conflicts) {
+      o += "<li>" + PartyHtml(p.who) + " " + (p.granted ? "holds" : "waits for") +
+           " <span class=mode>" + H(p.mode) + "</span>";
+      if (p.root_pid != p.who.id.pid) o += " (behind pid " + std::to_string(p.root_pid) + ")";
+      if (p.root_pid == p.who.id.pid) VerdictHtml(p.verdict, &o);
+      o += "</li>";
+    }
+    o += "</ul>\n";
+  }
+  return o + "<p class=note>JSON and pipelines: <a href=\"/api/v1/preflight?table=" +
+         H(UrlEncode(a.table)) + "&amp;target=" + H(UrlEncode(a.target)) +
+         "\">/api/v1/preflight</a>.</p></section>\n";
+}
+
 }  // namespace pglock

@@ -8,10 +8,14 @@
 #include <string>
 
 #include "exporter/http/oncall_select.h"
+#include "exporter/snapshot/preflight.h"
 
 namespace pglock {
 
 // Appends the <section> of `t` to *o.
 void TargetHtml(const TargetPart& t, std::string* o);
+
+// The preflight answer for a table typed into the page's box (docs/preflight.md), as a section.
+std::string PreflightHtml(const PreflightAnswer& a);
 
 }  // namespace pglock

@@ -1,5 +1,6 @@
 #include "exporter/http/page_text.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -59,6 +60,21 @@ std::string Addr(const std::string& a) { return a.empty() ? "local" : a; }
 
 std::string AppName(const std::string& application_name) {
   return application_name.empty() ? "(no application_name)" : application_name;
+}
+
+std::string UrlEncode(const std::string& s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string o;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      o += static_cast<char>(c);
+    } else {
+      o += '%';
+      o += kHex[c >> 4];
+      o += kHex[c & 15];
+    }
+  }
+  return o;
 }
 
 }  // namespace pglock

@@ -10,6 +10,8 @@ namespace pglock {
 
 // `s` HTML-escaped, whatever its bytes.
 std::string H(const std::string& s);
+// `s` percent-encoded for a URL's query string.
+std::string UrlEncode(const std::string& s);
 // `s` as a JSON string literal, quotes included.
 std::string J(const std::string& s);
 

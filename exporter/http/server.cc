@@ -21,6 +21,7 @@
 
 #include "exporter/http/gzip.h"
 #include "exporter/http/oncall.h"
+#include "exporter/http/oncall_html.h"
 #include "exporter/http/oncall_json.h"
 #include "exporter/http/page_text.h"
 #include "exporter/http/runbooks.h"
@@ -363,8 +364,41 @@ int HttpServer::ServeOnCall(mg_connection* conn, const std::string& uri) {
     return uri == "/api/v1/locks" ? RenderLocksJson(snapshots, filter)
                                   : RenderEventsJson(snapshots, filter);
   });
+  if (html) {
+    const std::string section = PagePreflight(snapshots, filter);
+    if (!section.empty()) {
+      std::string body = *page;
+      const auto form = body.find("</form>\n");
+      body.insert(form == std::string::npos ? 0 : form + 8, section);
+      Reply(conn, 200, "OK", "text/html; charset=utf-8", body);
+      return 200;
+    }
+  }
   Reply(conn, 200, "OK", html ? "text/html; charset=utf-8" : "application/json", *page);
   return 200;
+}
+
+std::string HttpServer::PagePreflight(const SnapshotList& snapshots, const LocksFilter& filter) {
+  // Only "schema.table": a lock or lease name typed in the box is not asked about.
+  PreflightRequest request;
+  request.table = filter.lock;
+  std::string why;
+  if (filter.lock.find('.') == std::string::npos ||
+      !ParseTableName(filter.lock, &request.parsed, &why) || !request.parsed.schema) {
+    return "";
+  }
+  std::shared_ptr<const TargetSnapshot> snap;
+  int matching = 0;
+  for (const auto& t : snapshots) {
+    if (t && (filter.target.empty() || t->target == filter.target) && t->up) {
+      snap = t;
+      ++matching;
+    }
+  }
+  if (matching != 1) return "";
+  std::optional<PreflightAnswer> answer;
+  if (AskPreflight(*snap, request, Duration(0), &answer, &why) != 200) return "";
+  return PreflightHtml(*answer);
 }
 
 namespace {
@@ -442,42 +476,61 @@ int HttpServer::ServePreflight(mg_connection* conn) {
                                       : "target: no target " + target + " (one of " + names + ")");
   }
   target = snap->target;
-  if (!snap->preflight) return refuse(503, "target " + target + " has no poller");
-  // Held requests occupy HTTP threads: at most a quarter of them, so that scrapes are served.
-  const int limit = std::max(1, web_.max_connections / 4);
-  if (preflights_in_flight_.fetch_add(1) >= limit) {
-    preflights_in_flight_.fetch_sub(1);
-    return refuse(429, "too many preflight requests at once (" + std::to_string(limit) +
-                           ", a quarter of web.max_connections)");
-  }
-  struct Release {
-    std::atomic<int>* n;
-    ~Release() { n->fetch_sub(1); }
-  } release{&preflights_in_flight_};
-  const auto until = std::chrono::steady_clock::now() + wait;
   std::optional<PreflightAnswer> answer;
-  // Each round is answered by the target's next poll: a held request asks once a poll, no more.
-  do {
-    const auto ticket = snap->preflight->Submit(request);
-    if (!ticket) {
-      return refuse(429, "too many preflight requests wait for target " + target + "'s next poll");
-    }
-    const double within = snap->preflight->answer_within();
-    auto next = ticket->Wait(within);
-    if (!next) {
-      if (answer) break;  // a held request keeps the last answer
-      return refuse(503, "no answer from target " + target + "'s poller within " +
-                             FormatDuration(Duration(static_cast<int64_t>(within * 1000))));
-    }
-    answer = std::move(next);
-    if (answer->status != 200) return refuse(answer->status, answer->error);
-  } while (answer->verdict != "clear" && std::chrono::steady_clock::now() < until);
+  std::string error;
+  if (const int status = AskPreflight(*snap, request, wait, &answer, &error); status != 200) {
+    return refuse(status, error);
+  }
   const int status = fail_unless_clear && answer->verdict != "clear" ? 409 : 200;
   Reply(conn, status, ReasonOf(status), "application/json",
         PreflightJson(*answer, std::chrono::duration<double>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count()));
   return status;
+}
+
+int HttpServer::AskPreflight(const TargetSnapshot& snap, const PreflightRequest& request,
+                             Duration wait, std::optional<PreflightAnswer>* answer,
+                             std::string* error) {
+  if (!snap.preflight) {
+    *error = "target " + snap.target + " has no poller";
+    return 503;
+  }
+  // Held requests occupy HTTP threads: at most a quarter of them, so that scrapes are served.
+  const int limit = std::max(1, web_.max_connections / 4);
+  if (preflights_in_flight_.fetch_add(1) >= limit) {
+    preflights_in_flight_.fetch_sub(1);
+    *error = "too many preflight requests at once (" + std::to_string(limit) +
+             ", a quarter of web.max_connections)";
+    return 429;
+  }
+  struct Release {
+    std::atomic<int>* n;
+    ~Release() { n->fetch_sub(1); }
+  } release{&preflights_in_flight_};
+  const auto until = std::chrono::steady_clock::now() + wait;
+  // Each round is answered by the target's next poll: a held request asks once a poll, no more.
+  do {
+    const auto ticket = snap.preflight->Submit(request);
+    if (!ticket) {
+      *error = "too many preflight requests wait for target " + snap.target + "'s next poll";
+      return 429;
+    }
+    const double within = snap.preflight->answer_within();
+    auto next = ticket->Wait(within);
+    if (!next) {
+      if (*answer) break;  // a held request keeps the last answer
+      *error = "no answer from target " + snap.target + "'s poller within " +
+               FormatDuration(Duration(static_cast<int64_t>(within * 1000)));
+      return 503;
+    }
+    *answer = std::move(next);
+    if ((*answer)->status != 200) {
+      *error = (*answer)->error;
+      return (*answer)->status;
+    }
+  } while ((*answer)->verdict != "clear" && std::chrono::steady_clock::now() < until);
+  return 200;
 }
 
 std::string HttpServer::LandingPage() const {

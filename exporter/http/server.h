@@ -14,7 +14,9 @@
 #include "exporter/http/auth.h"
 #include "exporter/http/exposition.h"
 #include "exporter/http/metrics_cache.h"
+#include "exporter/http/oncall.h"
 #include "exporter/http/page_cache.h"
+#include "exporter/snapshot/preflight.h"
 #include "exporter/util/duration.h"
 #include "exporter/util/thread_annotations.h"
 
@@ -51,6 +53,13 @@ class HttpServer {
   // /api/v1/preflight (docs/api.md): hands the request to the target's poller and waits for its
   // next poll's answer (again each poll up to ?wait=, while not clear). The status sent.
   int ServePreflight(mg_connection* conn);
+  // The answer of `snap`'s poller for `request`, asked again at each poll while not clear, up to
+  // `wait`. 200 and *answer, else the status to send and *error. Blocks for a poll or more.
+  int AskPreflight(const TargetSnapshot& snap, const PreflightRequest& request, Duration wait,
+                   std::optional<PreflightAnswer>* answer, std::string* error);
+  // /locks?lock=schema.table of one target: the preflight section for that table, "" otherwise
+  // (not a schema.table, no such table, several targets).
+  std::string PagePreflight(const SnapshotList& snapshots, const LocksFilter& filter);
 
   const WebConfig web_;
   const SnapshotCollectable::Source source_;

@@ -19,21 +19,6 @@ constexpr int kRowGap = 6;
 constexpr double kMinBarPercent = 0.4;
 constexpr double kTextBarPercent = 5;  // a bar this wide carries its holder as text (clipped)
 
-std::string UrlEncode(const std::string& s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string o;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      o += static_cast<char>(c);
-    } else {
-      o += '%';
-      o += kHex[c >> 4];
-      o += kHex[c & 15];
-    }
-  }
-  return o;
-}
-
 std::string WhoText(int pid, const std::string& who) {
   std::string o = AppName(who);
   if (pid != 0) o += " pid " + std::to_string(pid);

@@ -18,6 +18,7 @@
 #include "exporter/snapshot/poll_index.h"
 #include "exporter/snapshot/snapshot.h"
 #include "exporter/snapshot/timeouts.h"
+#include "exporter/util/table_name.h"
 #include "exporter/util/thread_annotations.h"
 
 namespace pglock {
@@ -31,14 +32,6 @@ inline constexpr const char* kTableLockModes[] = {
 // pg_locks' names; an unknown name conflicts with nothing).
 bool LockModesConflict(const std::string& a, const std::string& b);
 bool IsTableLockMode(const std::string& mode);
-
-// A table name as SQL writes it: "orders", "shop.orders", "\"Shop\".\"Order Lines\"". Unquoted
-// parts fold to lower case as PostgreSQL folds them. False and *why when it is not one.
-struct TableName {
-  std::optional<std::string> schema;  // none: the first visible on the exporter's search_path
-  std::string name;
-};
-bool ParseTableName(const std::string& text, TableName* out, std::string* why);
 
 struct PreflightRequest {
   std::string table;  // as given

@@ -13,9 +13,10 @@ namespace {
 TEST(Registry, EveryCollectorRegisteredOnceInReadOrder) {
   std::vector<std::string> names;
   for (const Collector* c : Collectors()) names.push_back(c->name());
-  const std::vector<std::string> expected = {
-      "server",     "database_stats", "activity",          "advisory_locks", "lock_waits",
-      "lock_table", "settings",       "setting_overrides", "leases",         "poolers"};
+  const std::vector<std::string> expected = {"server",         "database_stats",    "activity",
+                                             "advisory_locks", "lock_waits",        "lock_table",
+                                             "settings",       "setting_overrides", "leases",
+                                             "poolers",        "preflight_tables"};
   EXPECT_EQ(names, expected);
   EXPECT_STREQ(SessionEndCountersCollector().name(), "database_stats");
 }

@@ -311,6 +311,14 @@ TEST(ParseConfigTextErrorTest, BadRegex) {
       "targets.leases.holder_pattern", "holder_pattern", "invalid POSIX extended");
 }
 
+TEST(ParseConfigTextErrorTest, BadPreflightTables) {
+  ExpectOneError("[[targets]]\nname = \"a\"\npreflight_tables = [\"public.orders\", \"a.b.c\"]\n",
+                 "targets.preflight_tables", "preflight_tables",
+                 "\"a.b.c\": more than schema.table");
+  ExpectOneError("[[targets]]\nname = \"a\"\npreflight_tables = [\"t\", \"t\"]\n",
+                 "targets.preflight_tables", "preflight_tables", "listed twice");
+}
+
 TEST(ParseConfigTextErrorTest, PatternAndLabelCountMismatch) {
   ExpectOneError(
       "[[targets]]\nname = \"a\"\n  [[targets.leases]]\n  table = \"t\"\n"

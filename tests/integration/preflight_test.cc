@@ -38,7 +38,8 @@ constexpr const char* kDb = "preflight";
 // A started poller (polls every 500 ms) serving over HTTP on a free port.
 class Served {
  public:
-  Served() : poller_(Target(), TestPoll({.interval_ms = 500})) {
+  explicit Served(std::vector<std::string> preflight_tables = {})
+      : poller_(Target(std::move(preflight_tables)), TestPoll({.interval_ms = 500})) {
     WebConfig web;
     web.listen_address = "127.0.0.1:0";
     std::string error;
@@ -57,15 +58,21 @@ class Served {
     return "http://127.0.0.1:" + std::to_string(server_->ListeningPorts().at(0)) +
            "/api/v1/preflight?" + query;
   }
+  std::string Metrics() const {
+    return HttpGet("http://127.0.0.1:" + std::to_string(server_->ListeningPorts().at(0)) +
+                   "/metrics")
+        .body;
+  }
   HttpResponse Ask(const std::string& query, int max_seconds = 20) const {
     return HttpGet(Url(query), max_seconds);
   }
 
  private:
-  static TargetConfig Target() {
+  static TargetConfig Target(std::vector<std::string> preflight_tables) {
     TargetConfig t;
     t.name = "main";
     t.dsn = Pg().Dsn(kDb);
+    t.preflight_tables = std::move(preflight_tables);
     return t;
   }
   Poller poller_;
@@ -168,6 +175,16 @@ TEST_F(PreflightTest, AnIdleInTransactionReaderMakesTheDdlWaitAndIsNamedWithItsV
             "SELECT pg_terminate_backend(" + pid + ")");
   EXPECT_EQ(Json(r.body, "d['poll_age_seconds'] < 5"), "True");
   EXPECT_NE(r.body.find("Give ?role="), std::string::npos);
+
+  // The page answers for a schema.table typed into its box, escaped; a lock name is not asked.
+  const std::string base = s.Url("").substr(0, s.Url("").find("/api/"));
+  const HttpResponse page = HttpGet(base + "/locks?lock=public.orders", 20);
+  EXPECT_EQ(page.code, 200);
+  EXPECT_NE(page.body.find("Before a migration"), std::string::npos) << page.body;
+  EXPECT_NE(page.body.find("would_wait"), std::string::npos);
+  EXPECT_NE(page.body.find("pg_terminate_backend(" + pid + ")"), std::string::npos);
+  EXPECT_EQ(HttpGet(base + "/locks?lock=sweep", 20).body.find("Before a migration"),
+            std::string::npos);
 
   // A weaker mode that an AccessShareLock does not conflict with.
   EXPECT_EQ(Json(s.Ask("table=orders&mode=ShareUpdateExclusiveLock").body, "d['verdict']"),
@@ -340,6 +357,36 @@ TEST_F(PreflightTest, AFloodIsRefusedWhilePollsAndScrapesGoOn) {
   EXPECT_GT(after->last_success, before->last_success + 3);
   EXPECT_LT(after->poll_duration, 1.0);
   reader.Query("ROLLBACK");
+}
+
+// The value of the series `name{labels}` in a /metrics text; -1 when absent.
+double Sample(const std::string& text, const std::string& series) {
+  const auto at = text.find("\n" + series + " ");
+  return at == std::string::npos ? -1 : std::atof(text.c_str() + at + series.size() + 2);
+}
+
+TEST_F(PreflightTest, WatchedTablesGaugesFollowTheHolder) {
+  Served s({"public.orders", "nosuch"});
+  const std::string would_wait = "pglock_ddl_would_wait{target=\"main\",table=\"public.orders\"}";
+  const std::string age =
+      "pglock_ddl_conflict_age_seconds{target=\"main\",table=\"public.orders\"}";
+  EXPECT_TRUE(WaitFor(10, [&] { return Sample(s.Metrics(), would_wait) == 0; })) << s.Metrics();
+  EXPECT_EQ(s.Metrics().find("table=\"nosuch\""), std::string::npos);
+  EXPECT_NE(
+      s.Metrics().find("pglock_collector_up{target=\"main\",collector=\"preflight_tables\"} 1"),
+      std::string::npos);
+  TestSession reader(Pg().Dsn(kDb));
+  reader.Query("BEGIN");
+  reader.Query("SELECT count(*) FROM orders");
+  EXPECT_TRUE(WaitFor(10, [&] {
+    const std::string m = s.Metrics();
+    return Sample(m, would_wait) == 1 && Sample(m, age) >= 2;
+  })) << s.Metrics();
+  reader.Query("COMMIT");
+  EXPECT_TRUE(WaitFor(10, [&] {
+    const std::string m = s.Metrics();
+    return Sample(m, would_wait) == 0 && Sample(m, age) == 0;
+  })) << s.Metrics();
 }
 
 }  // namespace
