@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The real lock libraries the integration tests hold locks with (tests/integration/npm/holder.js),
+# The real lock libraries the integration tests hold locks with (tests/integration/npm/holder.js)
+# and the migration tools they run behind the preflight gate (tests/integration/npm/migrate.js),
 # at exact versions from the npm registry, installed once into a cache outside the repository and
 # kept there. Prints the node_modules directory to put in NODE_PATH.
 # Cache: $PGLOCK_NPM_CACHE, else /var/cache/pglock_exporter/npm as root, else
@@ -7,7 +8,7 @@
 set -euo pipefail
 
 # Exact versions, so that a run tests what the docs say it tests.
-packages=(advisory-lock@2.0.0 node-pg-migrate@9.0.0 pg@8.16.3)
+packages=(advisory-lock@2.0.0 knex@3.3.0 node-pg-migrate@9.0.0 pg@8.16.3)
 
 if [[ -n ${PGLOCK_NPM_CACHE:-} ]]; then
   cache=$PGLOCK_NPM_CACHE

@@ -18,14 +18,18 @@
 #include "exporter/http/oncall.h"
 #include "exporter/http/server.h"
 #include "exporter/poll/poller.h"
+#include "tests/support/client_process.h"
 #include "tests/support/http_get.h"
+#include "tests/support/lock_libraries.h"
 #include "tests/support/pg_environment.h"
+#include "tests/support/pgbouncer.h"
 #include "tests/support/test_poll.h"
 
 namespace pglock {
 namespace {
 
 using testing::HttpGet;
+using testing::LockLibrariesPath;
 using testing::HttpResponse;
 using testing::Pg;
 using testing::TestPoll;
@@ -38,8 +42,10 @@ constexpr const char* kDb = "preflight";
 // A started poller (polls every 500 ms) serving over HTTP on a free port.
 class Served {
  public:
-  explicit Served(std::vector<std::string> preflight_tables = {})
-      : poller_(Target(std::move(preflight_tables)), TestPoll({.interval_ms = 500})) {
+  explicit Served(std::vector<std::string> preflight_tables = {},
+                  std::vector<PoolerConfig> poolers = {})
+      : poller_(Target(std::move(preflight_tables), std::move(poolers)),
+                TestPoll({.interval_ms = 500})) {
     WebConfig web;
     web.listen_address = "127.0.0.1:0";
     std::string error;
@@ -68,8 +74,10 @@ class Served {
   }
 
  private:
-  static TargetConfig Target(std::vector<std::string> preflight_tables) {
+  static TargetConfig Target(std::vector<std::string> preflight_tables,
+                             std::vector<PoolerConfig> poolers) {
     TargetConfig t;
+    t.poolers = std::move(poolers);
     t.name = "main";
     t.dsn = Pg().Dsn(kDb);
     t.preflight_tables = std::move(preflight_tables);
@@ -357,6 +365,73 @@ TEST_F(PreflightTest, AFloodIsRefusedWhilePollsAndScrapesGoOn) {
   EXPECT_GT(after->last_success, before->last_success + 3);
   EXPECT_LT(after->poll_duration, 1.0);
   reader.Query("ROLLBACK");
+}
+
+TEST_F(PreflightTest, AHolderThroughPgbouncerIsSaidPooled) {
+  testing::Pgbouncer bouncer;
+  ASSERT_TRUE(bouncer.started());
+  Served s({}, {{.name = "pgb", .admin_dsn = bouncer.Dsn("pgbouncer")}});
+  TestSession pooled(bouncer.Dsn(kDb) + " application_name=pooled-app");
+  pooled.Query("BEGIN");
+  pooled.Query("SELECT count(*) FROM orders");
+  const std::string backend = Pg().Scalar(
+      "SELECT pid FROM pg_locks WHERE locktype = 'relation' AND mode = 'AccessShareLock' AND "
+      "relation = (SELECT oid FROM pg_class WHERE relname = 'orders') LIMIT 1",
+      kDb);
+  ASSERT_FALSE(backend.empty());
+  EXPECT_TRUE(WaitFor(10, [&] {
+    const HttpResponse r = s.Ask("table=public.orders");
+    return Json(r.body, "d['conflicts'][0]['pooled']['pooler']") == "pgb";
+  })) << s.Ask("table=public.orders").body;
+  const HttpResponse r = s.Ask("table=public.orders");
+  EXPECT_EQ(Json(r.body, "d['verdict']"), "would_wait");
+  EXPECT_EQ(Json(r.body, "d['conflicts'][0]['pid']"), backend);
+  pooled.Query("COMMIT");
+}
+
+// knex's and node-pg-migrate's own migrations, run as a deploy step behind the gate: refused while
+// a reader sits idle in transaction, run once it commits.
+TEST_F(PreflightTest, MigrationToolsRunBehindTheGate) {
+  const std::string modules = LockLibrariesPath();
+  ASSERT_FALSE(modules.empty()) << "scripts/lib/lock_libraries.sh failed";
+  Served s;
+  const std::string url =
+      "postgresql://postgres@127.0.0.1:" + std::to_string(Pg().port()) + "/" + kDb;
+  for (const std::string tool : {"knex", "node-pg-migrate"}) {
+    SCOPED_TRACE(tool);
+    const std::string column = tool == "knex" ? "knex_column" : "npm_column";
+    TestSession reader(Pg().Dsn(kDb) + " application_name=report-app");
+    reader.Query("BEGIN");
+    reader.Query("SELECT count(*) FROM orders");
+    const std::string gate = "curl -sS --max-time 60 --fail-with-body '" +
+                             s.Url("table=public.orders&role=postgres&fail=1&wait=40s") + "'";
+    // The gate alone, at once: refused.
+    EXPECT_EQ(WEXITSTATUS(std::system(("curl -s -o /dev/null --max-time 20 --fail-with-body '" +
+                                       s.Url("table=public.orders&fail=1") + "'")
+                                          .c_str())),
+              22);
+    testing::ClientProcess deploy(
+        {"sh", "-c",
+         gate + " >/dev/null && exec node " PGLOCK_SOURCE_DIR "/tests/integration/npm/migrate.js " +
+             tool + " " + url + " " + column},
+        {"NODE_PATH=" + modules});
+    ASSERT_TRUE(deploy.ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    EXPECT_EQ(Pg().Scalar("SELECT count(*) FROM pg_attribute WHERE attrelid = 'orders'::regclass "
+                          "AND attname = '" +
+                              column + "'",
+                          kDb),
+              "0")
+        << "the migration ran before the gate cleared";
+    reader.Query("COMMIT");
+    EXPECT_EQ(deploy.Wait(60), 0) << deploy.Output();
+    EXPECT_NE(deploy.Output().find("migrated"), std::string::npos) << deploy.Output();
+    EXPECT_EQ(Pg().Scalar("SELECT count(*) FROM pg_attribute WHERE attrelid = 'orders'::regclass "
+                          "AND attname = '" +
+                              column + "'",
+                          kDb),
+              "1");
+  }
 }
 
 // The value of the series `name{labels}` in a /metrics text; -1 when absent.

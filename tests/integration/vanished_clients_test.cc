@@ -19,6 +19,7 @@
 
 #include "exporter/poll/poller.h"
 #include "tests/support/client_process.h"
+#include "tests/support/lock_libraries.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/test_poll.h"
 
@@ -26,6 +27,7 @@ namespace pglock {
 namespace {
 
 using testing::ClientProcess;
+using testing::LockLibrariesPath;
 using testing::Pg;
 using testing::TestPoll;
 using testing::TestSession;
@@ -75,22 +77,6 @@ class PsqlHolder {
   ClientProcess psql_;
   int pid_ = 0;
 };
-
-// The node_modules of the lock libraries, installed by scripts/lib/lock_libraries.sh ("" when it
-// failed: its error is on stderr).
-std::string LockLibrariesPath() {
-  static const std::string path = [] {
-    FILE* p = popen(PGLOCK_SOURCE_DIR "/scripts/lib/lock_libraries.sh", "r");
-    if (p == nullptr) return std::string();
-    char line[4096] = {};
-    const bool read = std::fgets(line, sizeof line, p) != nullptr;
-    const int status = pclose(p);
-    std::string out = read && status == 0 ? line : "";
-    while (!out.empty() && out.back() == '\n') out.pop_back();
-    return out;
-  }();
-  return path;
-}
 
 // A node process holding an advisory lock in kDb with `library`, idle outside a transaction.
 class LibraryHolder {

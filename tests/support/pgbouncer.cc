@@ -18,6 +18,7 @@ Pgbouncer::Pgbouncer(const PgbouncerOptions& options) {
   std::ofstream(dir_ + "/users.txt") << "\"postgres\" \"\"\n";
   std::ofstream(dir_ + "/pgbouncer.ini")
       << "[databases]\npostgres = host=127.0.0.1 port=" << Pg().port() << " dbname=postgres\n"
+      << "* = host=127.0.0.1 port=" << Pg().port() << "\n"
       << "[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = " << port_
       << "\nunix_socket_dir =\nauth_type = trust\nauth_file = " << dir_
       << "/users.txt\nadmin_users = postgres\npool_mode = " << options.pool_mode

@@ -1,0 +1,26 @@
+// The node_modules of the npm packages the integration tests run (lock libraries, migration
+// tools), installed by scripts/lib/lock_libraries.sh; for NODE_PATH. The including test defines
+// PGLOCK_SOURCE_DIR (tests/CMakeLists.txt).
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+namespace pglock::testing {
+
+// "" when the install failed: its error is on stderr.
+inline std::string LockLibrariesPath() {
+  static const std::string path = [] {
+    FILE* p = popen(PGLOCK_SOURCE_DIR "/scripts/lib/lock_libraries.sh", "r");
+    if (p == nullptr) return std::string();
+    char line[4096] = {};
+    const bool read = std::fgets(line, sizeof line, p) != nullptr;
+    const int status = pclose(p);
+    std::string out = read && status == 0 ? line : "";
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  }();
+  return path;
+}
+
+}  // namespace pglock::testing
