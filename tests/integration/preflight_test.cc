@@ -29,8 +29,8 @@ namespace pglock {
 namespace {
 
 using testing::HttpGet;
-using testing::LockLibrariesPath;
 using testing::HttpResponse;
+using testing::LockLibrariesPath;
 using testing::Pg;
 using testing::TestPoll;
 using testing::TestSession;
