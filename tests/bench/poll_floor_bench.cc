@@ -10,12 +10,12 @@
 // over --rounds with min-max. Run as root or as a user that may read the backend's /proc entry.
 //
 //   poll_floor_bench [--locks=300,3000,15000] [--rounds=9] [--calls=20] [--sessions=50]
-//                    [--variant=NAME=FILE]... [--binary-variant=NAME=FILE]...
+//                    [--variant=NAME=FILE]... [--binary]
 //
 // A variant is one statement, prepared and EXECUTEd on the exporter's connection as the poll's
-// statements are (text results), to time another way of writing a statement; a binary variant
-// runs as it is on a second connection set up the same way, with text and with binary results
-// (PQexecParams, resultFormat = 1), next to the floor on that connection. Prints Markdown
+// statements are (text results), to time another way of writing a statement. --binary also runs
+// the inventory statement on a second connection set up the same way, with text and with binary
+// results (PQexecParams, resultFormat = 1), next to the floor on that connection. Prints Markdown
 // (docs/performance.md).
 #include <libpq-fe.h>
 
@@ -50,8 +50,8 @@ struct Flags {
   int rounds = 9;
   int calls = 20;
   int sessions = 50;
-  std::vector<std::pair<std::string, std::string>> variants;         // name, SQL
-  std::vector<std::pair<std::string, std::string>> binary_variants;  // name, SQL
+  std::vector<std::pair<std::string, std::string>> variants;  // name, SQL
+  bool binary = false;
 };
 
 SteadyClock::time_point Deadline() { return SteadyClock::now() + std::chrono::seconds(60); }
@@ -106,8 +106,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.sessions = std::stoi(*v);
     } else if (auto v = value("variant")) {
       f.variants.push_back(ReadVariant(*v));
-    } else if (auto v = value("binary-variant")) {
-      f.binary_variants.push_back(ReadVariant(*v));
+    } else if (a == "--binary") {
+      f.binary = true;
     } else {
       Die("unknown argument " + a + " (see the header of tests/bench/poll_floor_bench.cc)");
     }
@@ -294,23 +294,25 @@ int Main(int argc, char** argv) {
   }
   prepared.insert(prepared.end(), variants.begin(), variants.end());
   if (Status s = PrepareStatements(*conn, prepared, Deadline()); !s.ok()) Die(s.message());
+  // The inventory statement on a second connection, with text and with binary results.
   std::unique_ptr<BinaryConnection> binary;
   size_t binary_floor = 0;
-  if (!f.binary_variants.empty()) {
+  if (f.binary) {
     binary = std::make_unique<BinaryConnection>(pg->Dsn());
+    for (const PreparedStatement& p : prepared) {
+      if (p.name == "advisory_locks_inventory") binary->Simple("PREPARE inventory AS " + p.sql);
+    }
     binary_floor = cases.size();
     cases.push_back(
         {"floor, second connection", binary->pid(), [&] { binary->Simple(kFloor); }, {}});
-    for (const auto& [name, sql] : f.binary_variants) {
-      cases.push_back({"variant " + name + ", text, second connection",
-                       binary->pid(),
-                       [&, sql] { binary->Simple(sql); },
-                       {}});
-      cases.push_back({"variant " + name + ", binary, second connection",
-                       binary->pid(),
-                       [&, sql] { binary->Binary(sql); },
-                       {}});
-    }
+    cases.push_back({"advisory_locks, text results, second connection",
+                     binary->pid(),
+                     [&] { binary->Simple("EXECUTE inventory"); },
+                     {}});
+    cases.push_back({"advisory_locks, binary results, second connection",
+                     binary->pid(),
+                     [&] { binary->Binary("EXECUTE inventory"); },
+                     {}});
   }
 
   std::vector<Point> points;
