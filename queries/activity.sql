@@ -9,6 +9,9 @@
 -- The query column is left(a.query, 1024) with web.show_query_text = true, else NULL: query texts can hold
 -- secrets and are read only when the on-call page is allowed to show them. backend_xid (the
 -- top-level transaction id) tells the holders of row locks in the polls that skip pg_locks.
+-- Times as date_part('epoch', ...), a float8: extract() computes a numeric since PostgreSQL 14,
+-- and its cast to float8 gives the same value at several times the cost (a fifth of this
+-- statement's at 55 sessions). The queries of the exporter use it throughout.
 -- The database names are joined below a fence (OFFSET 0), before the filter: the planner then
 -- expects every backend rather than the one row it guesses the filter leaves, and hashes
 -- pg_database once instead of scanning it again for every session (a nested loop, 40% of the
@@ -21,10 +24,10 @@ SELECT a.pid,
        a.application_name,
        host(a.client_addr) AS client_addr,
        a.state,
-       extract(epoch FROM a.backend_start)::float8 AS backend_start,
-       extract(epoch FROM a.xact_start)::float8 AS xact_start,
-       extract(epoch FROM a.state_change)::float8 AS state_change,
-       extract(epoch FROM a.query_start)::float8 AS query_start,
+       date_part('epoch', a.backend_start) AS backend_start,
+       date_part('epoch', a.xact_start) AS xact_start,
+       date_part('epoch', a.state_change) AS state_change,
+       date_part('epoch', a.query_start) AS query_start,
        a.wait_event_type IS NOT DISTINCT FROM 'Lock' AS waiting,
        a.wait_event_type IS NOT DISTINCT FROM 'Lock' AND a.wait_event = 'advisory' AS advisory_wait,
        CASE WHEN a.wait_event_type = 'Lock'
