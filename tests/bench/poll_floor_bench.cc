@@ -7,7 +7,8 @@
 // two-int keys, held by two sessions, next to --sessions idle ones. Every case runs --calls times
 // per round, the cases one after the other within a round, so that each round's cases share the
 // machine's background load; CPU is user+system of the backend (/proc/<pid>/schedstat), medians
-// over --rounds with min-max. Run as root or as a user that may read the backend's /proc entry.
+// over --rounds with min-max, and ratios to the floor are the medians of each round's ratio. Run as
+// root or as a user that may read the backend's /proc entry.
 //
 //   poll_floor_bench [--locks=300,3000,15000] [--rounds=9] [--calls=20] [--sessions=50]
 //                    [--variant=NAME=FILE]... [--binary]
@@ -197,15 +198,24 @@ std::string Ms(const Case& c) {
   return buf;
 }
 
-std::string Ratio(double a, double b) {
+// The median over rounds of c's time over base's in the same round: a change of the machine's
+// load between rounds moves both.
+double RatioOf(const Case& c, const Case& base) {
+  std::vector<double> r;
+  for (size_t i = 0; i < c.ms.size(); ++i) r.push_back(c.ms[i] / base.ms[i]);
+  return Median(r);
+}
+
+std::string Ratio(double r) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2fx", a / b);
+  std::snprintf(buf, sizeof buf, "%.2fx", r);
   return buf;
 }
 
 struct Point {
   int locks = 0;
   double floor = 0, inventory = 0, poll = 0;
+  double inventory_ratio = 0, poll_ratio = 0;  // to the floor, medians of the rounds' ratios
 };
 
 int Main(int argc, char** argv) {
@@ -319,21 +329,24 @@ int Main(int argc, char** argv) {
   for (const int n : f.locks) {
     Hold(bigint, pairs, n);
     RunRounds(cases, f);
-    const double floor = Median(cases[0].ms);
     std::printf(
         "\n### %d held advisory locks\n\nbackend CPU ms per call, median (min–max) of %d "
         "rounds of %d calls\n\n| statement | ms | ÷ floor |\n|---|---:|---:|\n",
         n, f.rounds, f.calls);
     for (size_t i = 0; i < cases.size(); ++i) {
-      const double base = binary && i >= binary_floor ? Median(cases[binary_floor].ms) : floor;
+      const Case& base = cases[binary && i >= binary_floor ? binary_floor : 0];
       std::string name = cases[i].name;
       std::replace(name.begin(), name.end(), '|', '/');
       std::printf("| %s | %s | %s |\n", name.c_str(), Ms(cases[i]).c_str(),
-                  Ratio(Median(cases[i].ms), base).c_str());
+                  Ratio(RatioOf(cases[i], base)).c_str());
     }
-    Point p{n, floor, 0, Median(cases[poll_case].ms)};
+    Point p{n, Median(cases[0].ms),
+            0, Median(cases[poll_case].ms),
+            0, RatioOf(cases[poll_case], cases[0])};
     for (const Case& c : cases) {
-      if (c.name == inventory_name) p.inventory = Median(c.ms);
+      if (c.name != inventory_name) continue;
+      p.inventory = Median(c.ms);
+      p.inventory_ratio = RatioOf(c, cases[0]);
     }
     points.push_back(p);
     std::fflush(stdout);
@@ -343,7 +356,7 @@ int Main(int argc, char** argv) {
       "inventory ÷ floor | full poll ÷ floor |\n|---:|---:|---:|---:|---:|---:|\n");
   for (const Point& p : points) {
     std::printf("| %d | %.3f | %.3f | %.3f | %s | %s |\n", p.locks, p.floor, p.inventory, p.poll,
-                Ratio(p.inventory, p.floor).c_str(), Ratio(p.poll, p.floor).c_str());
+                Ratio(p.inventory_ratio).c_str(), Ratio(p.poll_ratio).c_str());
   }
   return 0;
 }
