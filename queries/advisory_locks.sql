@@ -8,7 +8,8 @@
 --                      and only when some backend waits on a lock. The EXISTS is uncorrelated, so
 --                      the server evaluates it once, as a gate, before reading pg_locks: while
 --                      nobody waits, pg_locks is not read at all. It reads the same
---                      pg_stat_activity snapshot as the activity statement of this poll.
+--                      pg_stat_activity snapshot as the activity statement of this poll, one
+--                      field per backend (the gate of queries/lock_waits.sql).
 -- The inventory also counts the shared lock table (exporter/collectors/lock_table.h): every row
 -- outside the fast path is an entry. Those it has no other use for (granted locks of other types,
 -- prepared transactions') are granted rows with their locktype set, to be counted by pid and
@@ -81,6 +82,7 @@ WHERE NOT l.fastpath
   AND ({inventory} OR (NOT l.granted AND l.pid <> pg_backend_pid()))
   AND ({inventory}
        OR EXISTS (SELECT 1
-                  FROM pg_stat_get_activity(NULL) a
-                  WHERE a.wait_event_type = 'Lock' AND a.pid <> pg_backend_pid()))
+                  FROM pg_stat_get_backend_idset() b
+                  WHERE pg_stat_get_backend_wait_event_type(b) = 'Lock'
+                    AND pg_stat_get_backend_pid(b) <> pg_backend_pid()))
 GROUP BY 1, 2, 3, 4, 5, 6, 7

@@ -8,7 +8,7 @@
 -- they are session locks. A transaction lock cannot pass this test: PostgreSQL reports a session
 -- idle only after its transaction has ended and released its locks.
 SELECT a.pid,
-       extract(epoch FROM a.state_change)::float8 AS state_change
+       date_part('epoch', a.state_change) AS state_change
 FROM pg_stat_get_activity((SELECT NULL::int FROM pg_stat_clear_snapshot())) a
 WHERE a.state = 'idle'
   AND a.pid <> pg_backend_pid()

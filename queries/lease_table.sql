@@ -9,11 +9,11 @@
 -- so the per-state totals stay exact.
 SELECT {name}::text AS name,
        {holder}::text AS holder,
-       extract(epoch FROM ({taken_at})::timestamptz)::float8 AS taken_at,
-       extract(epoch FROM ({expires_at})::timestamptz)::float8 AS expires_at,
+       date_part('epoch', ({taken_at})::timestamptz) AS taken_at,
+       date_part('epoch', ({expires_at})::timestamptz) AS expires_at,
        count(*) FILTER (WHERE {held}) OVER () AS held,
        count(*) OVER () AS total,
-       extract(epoch FROM now())::float8 AS now,
+       date_part('epoch', now()) AS now,
        {xmax} AS xmax,
        {row_locked} AS row_locked
 FROM {table} AS t

@@ -4,8 +4,8 @@
 -- postmaster lives on, and so do its sessions and their locks): only in_recovery changes.
 SELECT current_setting('server_version') AS server_version,
        current_setting('server_version_num')::int AS server_version_num,
-       extract(epoch FROM pg_postmaster_start_time())::float8 AS postmaster_start,
-       extract(epoch FROM now())::float8 AS now,
+       date_part('epoch', pg_postmaster_start_time()) AS postmaster_start,
+       date_part('epoch', now()) AS now,
        pg_is_in_recovery() AS in_recovery,
        -- The language of the server's log: the lock-wait lines are translated text (the server
        -- log reader says when it cannot read them).

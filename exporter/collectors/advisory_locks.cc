@@ -247,7 +247,7 @@ void BuildWaits(const PollData& data, const ViewContext& ctx,
 std::vector<PreparedStatement> AdvisoryLocksCollector::Prepared(int server_version_num) const {
   // pg_locks.waitstart is 14+; without it BuildWaits falls back to the waiter's query_start.
   const char* waitstart =
-      server_version_num >= 140000 ? "extract(epoch FROM l.waitstart)::float8" : "NULL::float8";
+      server_version_num >= 140000 ? "date_part('epoch', l.waitstart)" : "NULL::float8";
   const auto variant = [&](const char* inventory, const char* xids) {
     return FillTemplate(queries::kAdvisoryLocks,
                         {{"waitstart", waitstart}, {"inventory", inventory}, {"xids", xids}});

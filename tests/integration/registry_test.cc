@@ -251,6 +251,25 @@ TEST_F(CollectorsTest, TheReadOfPgLocksGroupsByHashing) {
   }
 }
 
+// The sessions' database names come from one hash of pg_database, not from a scan of it per
+// session (a nested loop, which the planner picks when it sees the sessions' filter first).
+TEST_F(CollectorsTest, TheReadOfTheSessionsHashesTheDatabaseNames) {
+  int checked = 0;
+  for (const PreparedStatement& p : AllPrepared(conn_->ServerVersionNum())) {
+    if (p.name.rfind("activity", 0) != 0) continue;
+    SCOPED_TRACE(p.name);
+    std::vector<PgResult> results;
+    ASSERT_TRUE(conn_->Exec("EXPLAIN (COSTS OFF) " + p.sql, {}, kDeadline(), &results).ok());
+    std::string plan;
+    for (int i = 0; i < results.back().Rows(); ++i)
+      plan += std::string(results.back().Text(i, 0)) + "\n";
+    EXPECT_NE(plan.find("Hash Left Join"), std::string::npos) << plan;
+    EXPECT_EQ(plan.find("Nested Loop"), std::string::npos) << plan;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
+}
+
 TEST_F(CollectorsTest, TieredPlanReadsNoLocksWhenNobodyWaits) {
   holder_->Query("SELECT pg_advisory_unlock_all()");
   ASSERT_TRUE(testing::WaitFor(5, [this] { return waiter_->SendDone(); }));
