@@ -7,7 +7,9 @@
 -- once per request, and requests are bounded per poll (PreflightDesk).
 -- {waitstart}: pg_locks.waitstart on 14+, NULL on 12/13.
 -- A prepared transaction's locks have no pid; its gid is found by its virtual transaction, which
--- pg_locks writes "-1/<xid>" for one.
+-- pg_locks writes "-1/<xid>" for one. A holder that is not a client backend (an autovacuum worker
+-- on the table: the poll reads only clients) comes with its backend_type and state, and an
+-- autovacuum worker with its query (whether it runs "to prevent wraparound" decides its verdict).
 SELECT c.oid::int8 AS relid,
        n.nspname || '.' || c.relname AS relation,
        d.oid::int8 AS datid,
@@ -17,7 +19,11 @@ SELECT c.oid::int8 AS relid,
        l.mode,
        l.granted,
        {waitstart} AS waitstart,
-       p.gid
+       p.gid,
+       a.backend_type,
+       a.state,
+       date_part('epoch', a.state_change) AS state_change,
+       CASE WHEN a.backend_type = 'autovacuum worker' THEN a.query END AS activity_query
 FROM pg_database d
 LEFT JOIN (pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace)
        ON c.relname = {name}
@@ -29,4 +35,5 @@ LEFT JOIN pg_locks l ON l.locktype = 'relation'
                     AND l.relation = c.oid
 LEFT JOIN pg_prepared_xacts p ON l.pid IS NULL
                              AND l.virtualtransaction = '-1/' || p.transaction::text
+LEFT JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE d.datname = current_database()

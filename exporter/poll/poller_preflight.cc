@@ -14,9 +14,8 @@ Status Poller::ReadPreflight(const PreflightRequest& request, SteadyClock::time_
                              PreflightFacts* facts) {
   if (!conn_ || conn_->Broken()) return Status::ConnectionLost("no connection to the target");
   const std::string null = "NULL";
-  const std::string waitstart = conn_->ServerVersionNum() >= 140000
-                                    ? "extract(epoch FROM l.waitstart)::float8"
-                                    : "NULL::float8";
+  const std::string waitstart =
+      conn_->ServerVersionNum() >= 140000 ? "date_part('epoch', l.waitstart)" : "NULL::float8";
   StatementBatch batch;
   batch.Add(
       "preflight",
@@ -35,7 +34,9 @@ Status Poller::ReadPreflight(const PreflightRequest& request, SteadyClock::time_
   Columns c(r, "preflight");
   const int relid = c["relid"], relation = c["relation"], datid = c["datid"],
             datname = c["datname"], roleid = c["roleid"], pid = c["pid"], mode = c["mode"],
-            granted = c["granted"], waited = c["waitstart"], gid = c["gid"];
+            granted = c["granted"], waited = c["waitstart"], gid = c["gid"],
+            backend_type = c["backend_type"], state = c["state"], state_change = c["state_change"],
+            activity_query = c["activity_query"];
   if (Status s = c.status(); !s.ok()) return s;
   for (int i = 0; i < r.Rows(); ++i) {
     facts->datid = static_cast<uint32_t>(r.Int(i, datid).value_or(0));
@@ -51,6 +52,10 @@ Status Poller::ReadPreflight(const PreflightRequest& request, SteadyClock::time_
     l.granted = r.Bool(i, granted);
     if (!r.IsNull(i, waited)) l.waitstart = r.Double(i, waited);
     l.gid = r.String(i, gid);
+    l.backend_type = r.String(i, backend_type);
+    l.state = r.String(i, state);
+    if (!r.IsNull(i, state_change)) l.state_change = r.Double(i, state_change);
+    l.activity_query = r.String(i, activity_query);
     facts->locks.push_back(std::move(l));
   }
   return Status::Ok();

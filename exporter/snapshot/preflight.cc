@@ -37,10 +37,11 @@ std::string Seconds(double s) {
 
 // The verdict's facts for a party that is not a root of the view (it blocks nobody yet): what
 // on-call would be told, were the DDL queued behind it.
-Verdict VerdictAsRoot(const PreflightParty& p, const PollData& data, const Session* s,
-                      const TargetView& view) {
+Verdict VerdictAsRoot(const PreflightParty& p, const RelationLock& l, const PollData& data,
+                      const Session* s, const TargetView& view) {
   RootFacts f;
   f.root = p.who;
+  f.activity_query = l.activity_query;
   f.state_seconds = p.who.state_seconds.value_or(0);
   if (s != nullptr && s->xact_start) f.xact_seconds = std::max(0.0, data.now - *s->xact_start);
   f.pooled = PooledConnectionOf(p.who.id.pid, view.poolers);
@@ -60,7 +61,16 @@ PreflightParty PartyOf(const RelationLock& l, const PollData& data, const PollIn
     p.who.backend_type = "prepared transaction";
   } else {
     p.who.id = IdentityOf(s, l.pid);
-    if (s == nullptr) p.who.backend_type = "";  // not a client backend the poll saw
+    if (s == nullptr) {
+      // Not a client backend the poll saw: an autovacuum worker, another background process, or
+      // a session that started since.
+      p.who.backend_type = l.backend_type;
+      p.who.id.state = l.state;
+      if (l.state_change) p.who.state_seconds = std::max(0.0, data.now - *l.state_change);
+      if (l.backend_type == "client backend" && l.state == "active") {
+        p.statement_seconds = p.who.state_seconds;
+      }
+    }
   }
   if (s != nullptr) {
     p.who.datname = s->datname;
@@ -88,7 +98,7 @@ PreflightParty PartyOf(const RelationLock& l, const PollData& data, const PollIn
       return p;
     }
   }
-  p.verdict = VerdictAsRoot(p, data, s, view);
+  p.verdict = VerdictAsRoot(p, l, data, s, view);
   return p;
 }
 
@@ -182,7 +192,13 @@ PreflightAnswer JudgePreflight(const PreflightRequest& request, const PreflightF
     // whose requested mode conflicts with it (PostgreSQL queues it behind that waiter).
     if (!LockModesConflict(request.mode, l.mode)) continue;
     a.conflicts.push_back(PartyOf(l, data, index, view));
-    if (l.granted && a.conflicts.back().who.id.state == "active") conflicting_holder_active = true;
+    // A running holder means traffic on the table, except an ordinary autovacuum worker: it
+    // cancels itself when a conflicting request waits (one to prevent wraparound does not).
+    const bool yields = l.backend_type == "autovacuum worker" &&
+                        l.activity_query.find("(to prevent wraparound)") == std::string::npos;
+    if (l.granted && a.conflicts.back().who.id.state == "active" && !yields) {
+      conflicting_holder_active = true;
+    }
   }
   auto longest_first = [](const PreflightParty& x, const PreflightParty& y) {
     const double xs = x.who.state_seconds.value_or(0), ys = y.who.state_seconds.value_or(0);

@@ -45,8 +45,13 @@ struct RelationLock {
   int pid = 0;  // 0: a prepared transaction
   std::string mode;
   bool granted = false;
-  std::optional<double> waitstart;  // server epoch seconds, 14+
-  std::string gid;                  // prepared transactions
+  std::optional<double> waitstart = {};  // server epoch seconds, 14+
+  std::string gid = {};                  // prepared transactions
+  // From pg_stat_activity, for holders the poll does not read (not client backends).
+  std::string backend_type = {};
+  std::string state = {};
+  std::optional<double> state_change = {};  // server epoch seconds
+  std::string activity_query = {};          // autovacuum workers only
 };
 
 // What the poller read for one request.
