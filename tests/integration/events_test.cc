@@ -86,7 +86,11 @@ TEST(Events, IdleInTransactionTimeoutDropsLockAndAnotherRunTakesIt) {
       EXPECT_EQ(second->Query("SELECT pg_try_advisory_lock(hashtextextended('rebuild:run', 0))"),
                 "t");
     }
-    return Sum(s, "pglock_advisory_lock_takeovers_total", {{"lock", "rebuild:run"}}) > 0;
+    // sessions_fatal (14+) is flushed by the ended backend after its locks are gone: wait for it.
+    const bool fatal_counted = Pg().VersionNum() < 140000 ||
+                               Sum(s, "pglock_sessions_ended_total", {{"reason", "fatal"}}) >= 1;
+    return Sum(s, "pglock_advisory_lock_takeovers_total", {{"lock", "rebuild:run"}}) > 0 &&
+           fatal_counted;
   });
   EXPECT_EQ(Losses(samples, "idle_in_transaction_timeout", "rebuild:run"), 1);
   EXPECT_EQ(Sum(samples, "pglock_advisory_lock_losses_total"), 1) << "exactly one loss";
@@ -117,8 +121,11 @@ TEST(Events, TerminateBackendIsATerminatedLoss) {
   auto samples = PollAndScrape(poller);
   const double killed_before = Sum(samples, "pglock_sessions_ended_total", {{"reason", "killed"}});
   Pg().Scalar("SELECT pg_terminate_backend(" + std::to_string(victim.Pid()) + ")");
-  samples = PollUntil(poller, [](const std::vector<Sample>& s) {
-    return Sum(s, "pglock_advisory_lock_losses_total") > 0;
+  // The server writes the FATAL line and drops the session's locks before the ended backend
+  // flushes its statistics, so sessions_killed may rise a poll after the loss is judged.
+  samples = PollUntil(poller, [&](const std::vector<Sample>& s) {
+    return Sum(s, "pglock_advisory_lock_losses_total") > 0 &&
+           Sum(s, "pglock_sessions_ended_total", {{"reason", "killed"}}) > killed_before;
   });
   EXPECT_EQ(Losses(samples, "terminated", "unnamed"), 1);
   EXPECT_EQ(Sum(samples, "pglock_advisory_lock_losses_total"), 1);
