@@ -7,18 +7,21 @@
 # to see). Durations use Prometheus syntax (1y 1w 1d 1h 1m 1s 1ms, combined as in 1h30m); quoted values
 # and trailing comments are kept.
 #
-# Usage: shorten_for.sh RULES_FILE OUTPUT_FILE
+# Usage: shorten_for.sh RULES_FILE OUTPUT_FILE [KEEP]
+# KEEP, an extended regular expression matched against whole alert names: those alerts keep their
+# `for:` (a live test that checks an alert fires within its real pending time).
 # If promtool is on PATH the output is checked with `promtool check rules`.
 set -euo pipefail
 
 usage() {
-  echo "usage: ${0##*/} RULES_FILE OUTPUT_FILE" >&2
+  echo "usage: ${0##*/} RULES_FILE OUTPUT_FILE [KEEP]" >&2
   exit 2
 }
 
-[[ $# -eq 2 ]] || usage
+[[ $# -eq 2 || $# -eq 3 ]] || usage
 in=$1
 out=$2
+keep=${3:-}
 [[ -f $in && -r $in ]] || { echo "${0##*/}: cannot read rules file: $in" >&2; exit 2; }
 out_dir=$(dirname -- "$out")
 [[ -d $out_dir ]] || { echo "${0##*/}: output directory does not exist: $out_dir" >&2; exit 2; }
@@ -28,7 +31,7 @@ out_dir=$(dirname -- "$out")
 tmp=$(mktemp "$out_dir/.shorten_for.XXXXXX")
 trap 'rm -f -- "$tmp"' EXIT
 
-awk -v max_ms=2000 -v short=2s '
+awk -v max_ms=2000 -v short=2s -v keep="$keep" '
   # Milliseconds in a Prometheus duration, or -1 if it is not one.
   function to_ms(d,    total, n, unit) {
     if (d == "") return -1
@@ -51,8 +54,15 @@ awk -v max_ms=2000 -v short=2s '
     return total
   }
   {
+    # The alert whose keys follow ("- alert: Name"); a recording rule ends it.
+    if (match($0, /^[ \t]*-[ \t]+(alert|record):[ \t]*/)) {
+      alert = substr($0, RLENGTH + 1)
+      sub(/[ \t]+#.*$/, "", alert)
+      if ($0 ~ /record:/) alert = ""
+    }
+    kept = keep != "" && alert != "" && alert ~ ("^(" keep ")$")
     # A `for:` key, possibly as the first key of a list item ("- for: 5m").
-    if (match($0, /^[ \t]*(-[ \t]+)?for:[ \t]*/)) {
+    if (!kept && match($0, /^[ \t]*(-[ \t]+)?for:[ \t]*/)) {
       key = substr($0, 1, RLENGTH)
       value = substr($0, RLENGTH + 1)
       comment = ""

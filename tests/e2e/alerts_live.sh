@@ -28,6 +28,11 @@
 #           hot key through a PgBouncer in transaction mode with two server connections, the fix
 #           that pooler guides give for session locks         -> no pooled session lock counted,
 #           no inheritance, no pooled alert, not even pending
+#        i. at the same time, a session lock leaked through a second PgBouncer (transaction mode,
+#           one server connection) while other clients keep that connection busy about half the
+#           time                          -> PglockSessionLockThroughTransactionPooler with its real
+#           `for: 1m` (the one rule not shortened), within 90 s of the leak: traffic through the pool
+#           never restarts its minute; resolved once the lock is unlocked through the pool
 #      and that alerts resolve (Alertmanager sends status "resolved") when their condition ends;
 #   2. every dashboard expression (dashboards/exprs.sh) is accepted by Prometheus, and most return
 #      data while the scenarios are active.
@@ -86,6 +91,7 @@ done
 # --- process bookkeeping and cleanup -------------------------------------------------------------------
 # Background processes: start_bg / stop_pid / stop_named (scripts/lib/bg.sh).
 tmp=
+i_pgb_dir= # scenario i's PgBouncer (g's is scripts/lib/pgbouncer.sh's PGB_DIR)
 
 # Fails when the named service has exited (a port taken since free_port chose it, a bad flag, ...).
 alive() {
@@ -119,6 +125,7 @@ cleanup() {
   local i
   for ((i = ${#bg_pids[@]} - 1; i >= 0; i--)); do stop_pid "${bg_pids[i]}"; done
   pgb_stop
+  PGB_DIR=$i_pgb_dir pgb_stop
   pg_stop immediate
   if [[ ${PGLOCK_E2E_KEEP:-0} == 1 ]]; then
     echo "e2e: kept $tmp" >&2
@@ -188,6 +195,15 @@ pgb_start "$tmp/pgbouncer" "$logs/pgbouncer.log" "$pg_port" postgres 2 \
   fail "PgBouncer did not start"
 printf '127.0.0.1:%s:*:*:%s\n' "$PGB_PORT" "$password" >>"$tmp/pgpass"
 say "PgBouncer (transaction pooling) on 127.0.0.1:$PGB_PORT"
+# i's PgBouncer: transaction pooling, one server connection, so every client gets the leaked one.
+g_pgb_dir=$PGB_DIR g_pgb_port=$PGB_PORT
+pgb_start "$tmp/pgbouncer-leak" "$logs/pgbouncer-leak.log" "$pg_port" postgres 1 \
+  "$(printf '"jobs" "%s"\n"pglock_exporter" "%s"' "$password" "$password")" pglock_exporter ||
+  fail "scenario i's PgBouncer did not start"
+i_pgb_dir=$PGB_DIR i_pgb_port=$PGB_PORT
+PGB_DIR=$g_pgb_dir PGB_PORT=$g_pgb_port
+printf '127.0.0.1:%s:*:*:%s\n' "$i_pgb_port" "$password" >>"$tmp/pgpass"
+say "PgBouncer (transaction pooling, one server connection) on 127.0.0.1:$i_pgb_port"
 
 # --- 2. the exporter -----------------------------------------------------------------------------------
 exporter_port=$(free_port)
@@ -200,6 +216,7 @@ config=$tmp/pglock_exporter.toml
   --lock name=restart-demo,key_text=restart-demo \
   --lock name=pooled-xact,key_text=pooled-xact --lease public.leases:holder_parts \
   --pooler "pgbouncer=host=127.0.0.1 port=$PGB_PORT dbname=pgbouncer user=pglock_exporter passfile=$tmp/pgpass" \
+  --pooler "leakpool=host=127.0.0.1 port=$i_pgb_port dbname=pgbouncer user=pglock_exporter passfile=$tmp/pgpass" \
   >"$config"
 "$exporter" --config.file="$config" --check-config >"$logs/check-config.log" 2>&1 ||
   fail "the exporter rejects the test config" "$(cat "$logs/check-config.log")"
@@ -251,7 +268,9 @@ start_bg alertmanager "$logs/alertmanager.log" prometheus-alertmanager \
   --web.listen-address="127.0.0.1:$am_port" --cluster.listen-address=
 am_url=http://127.0.0.1:$am_port
 
+# Every `for:` cut to 2s but the pooled leak's, whose minute scenario i checks as shipped.
 "$repo/alerts/shorten_for.sh" "$repo/alerts/pglock.rules.yml" "$tmp/prometheus/pglock.rules.yml" \
+  PglockSessionLockThroughTransactionPooler \
   >"$logs/shorten_for.log" 2>&1 || fail "alerts/shorten_for.sh failed" "$(cat "$logs/shorten_for.log")"
 prom_port=$(free_port)
 cat >"$tmp/prometheus/prometheus.yml" <<EOF
@@ -351,7 +370,7 @@ declare -A seen_scn=()     # "alertname status" -> scenario
 declare -a seen_order=()
 allowed_alerts=(PglockAdvisoryLockWaitLong PglockLockAboutToBeDropped PglockAdvisoryLockLost
   PglockAdvisoryLockTakeover PglockLockHoldersExhaustClientPool PglockLeaseExpired
-  PglockLeaseExpiredTakeover)
+  PglockLeaseExpiredTakeover PglockSessionLockThroughTransactionPooler PglockPooledLockInherited)
 
 # Waits for an alert at the webhook: SCENARIO TIMEOUT ALERTNAME STATUS [K=V ...]. Prints its JSON.
 expect_alert() {
@@ -379,7 +398,19 @@ expect_alert() {
 # A time field (startsAt, endsAt) of the alert saved by the last expect_alert, as Unix time.
 last_time() { "$py" "$here/alertlog.py" field --epoch "$1" <"$tmp/last_alert.json"; }
 
-say "starting scenarios a (long wait), b (idle-in-transaction timeout), c (pool of four), d (lease), e (lease cycle), f (job loop), g (transaction locks through PgBouncer) in parallel"
+say "starting scenarios a (long wait), b (idle-in-transaction timeout), c (pool of four), d (lease), e (lease cycle), f (job loop), g (transaction locks through PgBouncer), i (a leak through PgBouncer under traffic) in parallel"
+
+# i. a client takes a session lock through i's PgBouncer and leaves; then clients keep its one
+# server connection busy about half the time (0.15 s transactions, 0.15 s apart).
+i_psql() { PGPORT=$i_pgb_port PGUSER=jobs PGAPPNAME=$1 "$PSQL" -X -q -A -t -v ON_ERROR_STOP=1 -c "$2"; }
+started[i]=$(now)
+i_psql leaker "SELECT pg_advisory_lock(hashtextextended('pooled-leak', 0))" >/dev/null ||
+  fail "i: the leak through PgBouncer failed"
+# shellcheck disable=SC2016 # expanded by the inner bash
+start_bg i-traffic "$logs/pooled-traffic.log" bash -c \
+  'while [[ ! -e $2 ]]; do PGPORT=$1 PGUSER=jobs PGAPPNAME=pooled-traffic "$PSQL" -X -q -c "BEGIN; SELECT pg_sleep(0.15); COMMIT" >/dev/null; sleep 0.15; done' \
+  _ "$i_pgb_port" "$tmp/i-traffic.stop"
+i_traffic_pid=${bg_pids[-1]}
 
 # e. the leases table's cycle on lease "sweep", one psql session paced by tests/e2e/lease_cycle.py.
 e_seconds=${PGLOCK_E2E_LEASE_CYCLE:-120}
@@ -556,6 +587,30 @@ started[a-end]=$(now)
 [[ $(sql "SELECT pg_cancel_backend($a_waiter)") == t ]] || fail "a: could not cancel the waiter pid $a_waiter"
 expect_alert a-end 30 PglockAdvisoryLockWaitLong resolved target=e2e waiter_pid="$a_waiter"
 
+# --- i: the leak through the pooler pages within its minute, traffic and all -------------------------
+expect_alert i 90 PglockSessionLockThroughTransactionPooler firing target=e2e pooler=leakpool \
+  severity=critical
+# The real `for: 1m` held through the traffic: paged within 90 s of the leak (the first proof, the
+# minute, an evaluation and Alertmanager's group_wait).
+i_after=$(since "${started[i]}" "${seen_at["PglockSessionLockThroughTransactionPooler firing"]}")
+awk -v s="$i_after" 'BEGIN { exit !(s <= 90) }' ||
+  fail "i: the pooled leak paged ${i_after}s after the leak (want <= 90 s: the minute restarted)"
+i_gauge='pglock_pooled_session_advisory_locks{target="e2e",pooler="leakpool"}'
+i_zeros=$(prom_value "sum(count_over_time(($i_gauge == 0)[2m:1s])) or vector(0)")
+say "  i: the pool's gauge was 0 for $i_zeros of the last 120 s (the wait for the first proof), then counted"
+# The traffic stops between transactions: a client that left in the middle of one would make
+# PgBouncer close the server connection, and the lock with it.
+touch "$tmp/i-traffic.stop"
+for ((n = 0; n < 50; n++)); do
+  kill -0 "$i_traffic_pid" 2>/dev/null || break
+  sleep 0.1
+done
+stop_pid "$i_traffic_pid"
+i_unlocked=$(i_psql unlocker "SELECT pg_advisory_unlock(hashtextextended('pooled-leak', 0))" 2>&1) || true
+[[ $i_unlocked == t ]] || fail "i: the leaked lock was not on the pool's one server connection" "$i_unlocked"
+started[i-end]=$(now)
+expect_alert i-end 30 PglockSessionLockThroughTransactionPooler resolved target=e2e pooler=leakpool
+
 # --- e: the lease cycle ends; after the exporter's 12 s evidence delay, no overlap and no lease alert ---
 for ((i = 0; i < e_seconds + 60; i++)); do
   kill -0 "$e_pid" 2>/dev/null || break
@@ -626,7 +681,7 @@ say "  g: $g_jobs transaction-lock jobs through PgBouncer; pooled session locks 
 [[ $g_counted == 0 && $g_inherited == 0 ]] ||
   fail "g: transaction locks through the pooler were taken for session locks (gauge max $g_counted, inherited $g_inherited)"
 awk -v n="$g_seen" 'BEGIN { exit !(n + 0 > 0) }' || fail "g: the exporter never saw an advisory lock held"
-g_query='count_over_time(ALERTS{alertname=~"PglockPooledLockInherited|PglockSessionLockThroughTransactionPooler"}[15m])'
+g_query='count_over_time(ALERTS{alertname=~"PglockPooledLockInherited|PglockSessionLockThroughTransactionPooler",pooler="pgbouncer"}[15m])'
 g_alerts=$(prom_query "$g_query" | promapi count)
 ((g_alerts == 0)) || fail "g: pooled alerts (firing or pending) for transaction locks:" "$(prom_query "$g_query")"
 
