@@ -26,6 +26,8 @@ locks_url='http://{{ $labels.instance }}/locks?target={{ $labels.target }}'
 # alerts/runbooks/README.md, "Retired alerts").
 expected_alerts=(
   PglockTargetDown
+  PglockShardTargetsUnpolled
+  PglockShardingMismatch
   PglockAdvisoryLockWaitLong
   PglockAdvisoryLockWaitCritical
   PglockIdleInTransactionLockHolder

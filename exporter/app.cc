@@ -3,32 +3,74 @@
 #include <spdlog/spdlog.h>
 
 #include "exporter/build_revision.h"
+#include "exporter/config/shard.h"
 
 namespace pglock {
 
 #ifndef PGLOCK_VERSION
 #define PGLOCK_VERSION "dev"
 #endif
-BuildInfo CurrentBuildInfo() { return {PGLOCK_VERSION, kBuildRevision}; }
+ExporterInfo CurrentBuildInfo() { return {PGLOCK_VERSION, kBuildRevision}; }
+
+ExporterInfo InfoOf(const Config& config) {
+  ExporterInfo info = CurrentBuildInfo();
+  info.shard.ordinal = config.shard.ordinal;
+  info.shard.total = config.shard.total;
+  for (const TargetConfig& t : config.targets) {
+    info.shard.targets.emplace_back(t.name, ShardOf(t.name, config.shard.total));
+  }
+  return info;
+}
+
+namespace {
+
+bool Owned(const Config& config, const TargetConfig& t) {
+  return ShardOf(t.name, config.shard.total) == config.shard.ordinal;
+}
+
+// "shard 1 of 3 (ordinal from host name pglock-1): polls 4 of 12 targets: a, b, c, d".
+void LogShard(const Config& config) {
+  if (config.shard.total <= 1) return;
+  std::string owned;
+  int n = 0;
+  for (const TargetConfig& t : config.targets) {
+    if (!Owned(config, t)) continue;
+    owned += (n++ == 0 ? ": " : ", ") + t.name;
+  }
+  spdlog::info(
+      "shard {} of {}{}: polls {} of {} target(s){}", config.shard.ordinal, config.shard.total,
+      config.shard.ordinal_auto ? " (ordinal from host name " + config.shard.host_name + ")"
+                                : std::string(),
+      n, config.targets.size(), owned);
+}
+
+}  // namespace
 
 App::~App() { Stop(); }
 
 bool App::Start(const Config& config, std::string* error) {
   config_ = config;
+  LogShard(config);
   {
     MutexLock lock(&mu_);
     for (const TargetConfig& t : config.targets) {
+      if (!Owned(config, t)) continue;
       pollers_.push_back(std::make_unique<Poller>(t, config.poll, servers_));
       pollers_.back()->Start();
     }
   }
-  http_ = HttpServer::Start(
-      config.web, [this] { return Snapshots(); }, CurrentBuildInfo(), error);
+  http_ = Listen(config, error);
   return http_ != nullptr;
+}
+
+std::unique_ptr<HttpServer> App::Listen(const Config& config, std::string* error) {
+  return HttpServer::Start(
+      config.web, [this] { return Snapshots(); }, InfoOf(config), error);
 }
 
 bool App::Reload(const Config& config, std::string* error) {
   servers_->BeginReload();
+  LogShard(config);
   std::vector<std::unique_ptr<Poller>> retired = ReplacePollers(config);
   retired.clear();  // joins outside the lock: scrapes keep being served meanwhile
   servers_->WarnAll();
@@ -53,6 +95,7 @@ std::vector<std::unique_ptr<Poller>> App::ReplacePollers(const Config& config) {
   std::vector<Poller*> added;
   MutexLock lock(&mu_);
   for (const TargetConfig& t : config.targets) {
+    if (!Owned(config, t)) continue;
     std::unique_ptr<Poller> kept = TakePoller(t, config.poll);
     if (!kept) {
       spdlog::info("target {}: (re)configured", t.name);
@@ -64,10 +107,12 @@ std::vector<std::unique_ptr<Poller>> App::ReplacePollers(const Config& config) {
   for (auto& p : pollers_) {
     if (p) {
       const std::string name = p->target().name;
-      const bool gone = std::none_of(config.targets.begin(), config.targets.end(),
-                                     [&](const TargetConfig& t) { return t.name == name; });
+      const bool gone =
+          std::none_of(config.targets.begin(), config.targets.end(),
+                       [&](const TargetConfig& t) { return t.name == name && Owned(config, t); });
       if (gone) p->ForgetSavedState();  // a replaced poller's successor keeps the file
-      spdlog::info("target {}: removed", name);
+      spdlog::info("target {}: removed{}", name,
+                   gone && config.shard.total > 1 ? " (or moved to another shard)" : "");
       servers_->Retire(p->id());
       retired.push_back(std::move(p));
     }
@@ -80,29 +125,30 @@ std::vector<std::unique_ptr<Poller>> App::ReplacePollers(const Config& config) {
 }
 
 bool App::ReloadWeb(const Config& config, std::string* error) {
-  if (config.web == config_.web) {
+  const auto shard = [](const Config& c) { return InfoOf(c).shard.targets; };
+  if (config.web == config_.web && config.shard == config_.shard &&
+      (config.shard.total <= 1 || shard(config) == shard(config_))) {
     config_ = config;
     return true;
   }
   http_.reset();
-  http_ = HttpServer::Start(
-      config.web, [this] { return Snapshots(); }, CurrentBuildInfo(), error);
+  http_ = Listen(config, error);
   if (http_) {
     config_ = config;
     return true;
   }
   spdlog::error("reload: {}; keeping the previous [web] settings", *error);
+  // The previous [web], the new targets and shard.
+  Config kept = config;
+  kept.web = config_.web;
   std::string again;
-  http_ = HttpServer::Start(
-      config_.web, [this] { return Snapshots(); }, CurrentBuildInfo(), &again);
+  http_ = Listen(kept, &again);
   if (!http_) {
     // The old address was taken meanwhile: nothing serves /metrics now, which the missing
     // scrape makes visible (PglockTargetDown); say why.
     spdlog::error("reload: cannot listen on the previous address either: {}", again);
     *error += "; previous listener lost: " + again;
   }
-  Config kept = config;
-  kept.web = config_.web;
   config_ = kept;
   return false;
 }

@@ -1,7 +1,9 @@
-// Wiring: the pollers of the configured targets and the HTTP server, and config reload (SIGHUP):
-// targets whose config is unchanged keep their poller and its counters; added ones start, removed
-// ones stop; a changed [web] restarts the listener. Two targets on one PostgreSQL server are
-// warned about at start and after each reload (exporter/poll/server_identity.h). Thread-safe.
+// Wiring: the pollers of the configured targets ([shard]: only this shard's) and the HTTP server,
+// and config reload (SIGHUP): targets whose config is unchanged keep their poller and its
+// counters; added ones start, removed ones stop; a changed [web] or shard status (the [shard]
+// table, or a sharded exporter's target list) restarts the listener. Two targets on one PostgreSQL
+// server are warned about at start and after each reload (exporter/poll/server_identity.h).
+// Thread-safe.
 #pragma once
 
 #include <memory>
@@ -15,7 +17,11 @@
 
 namespace pglock {
 
-BuildInfo CurrentBuildInfo();
+// The build's version and revision, with a default (unsharded) ShardStatus.
+ExporterInfo CurrentBuildInfo();
+
+// The build and config's shard: every configured target with the shard that polls it.
+ExporterInfo InfoOf(const Config& config);
 
 class App {
  public:
@@ -43,6 +49,8 @@ class App {
   // Restarts the listener when [web] changed and records config as the running one. On a
   // listener failure the previous [web] stays (listening again), *error says why, and false.
   bool ReloadWeb(const Config& config, std::string* error);
+  // Starts the listener for config's [web] and shard status.
+  std::unique_ptr<HttpServer> Listen(const Config& config, std::string* error);
 
   mutable Mutex mu_;
   std::vector<std::unique_ptr<Poller>> pollers_ GUARDED_BY(mu_);

@@ -72,7 +72,7 @@ sigset_t BlockSignals() {
 
 // Runs the exporter on a valid config until SIGTERM or SIGINT; the process's exit code.
 int Serve(const pglock::Flags& flags, const pglock::Config& config,
-          const pglock::BuildInfo& build) {
+          const pglock::ExporterInfo& build) {
   pglock::SetupLogging(config.log.level, config.log.format);
   if (config.world_readable_secret) {
     spdlog::warn(
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
     std::cout << pglock::FlagsUsage();
     return 0;
   }
-  const pglock::BuildInfo build = pglock::CurrentBuildInfo();
+  const pglock::ExporterInfo build = pglock::CurrentBuildInfo();
   if (flags.version) {
     std::cout << "pglock_exporter " << build.version << " (revision " << build.revision << ")\n";
     return 0;

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
 #include <toml.hpp>
 
 #include "exporter/config/config_internal.h"
+#include "exporter/config/shard.h"
 #include "exporter/pg/conninfo.h"
 #include "exporter/util/utf8.h"
 
@@ -75,6 +77,47 @@ void ParseWeb(const toml::value& web, const std::string& file, Config* config,
   r.RejectUnknown();
 }
 
+// [shard]: ordinal (a number or "auto") and total.
+void ParseShard(const toml::value& shard, const std::string& file, Config* config,
+                std::vector<ConfigError>* errors, KeyLines* lines) {
+  TableReader r(shard, "shard", file, errors);
+  if (const toml::value* v = r.Get("ordinal")) {
+    if (v->is_string() && v->as_string().str == "auto") {
+      config->shard.ordinal_auto = true;
+    } else if (v->is_integer() && v->as_integer() >= 0 && v->as_integer() < kMaxShards) {
+      config->shard.ordinal = static_cast<int>(v->as_integer());
+    } else {
+      r.Error(*v, "ordinal",
+              "must be a number from 0 to " + std::to_string(kMaxShards - 1) + " or \"auto\"");
+    }
+  }
+  r.Int("total", 1, kMaxShards, &config->shard.total);
+  for (const char* k : {"ordinal", "total"}) (*lines)[r.Dotted(k)] = r.LineOf(k);
+  r.RejectUnknown();
+}
+
+// A shard's ordinal: "auto" reads it from the host name; it must be below the total.
+void ValidateShard(ShardConfig* shard,
+                   const std::function<void(const std::string&, const std::string&)>& err) {
+  if (shard->ordinal_auto) {
+    shard->host_name = HostName();
+    std::string why;
+    const std::optional<int> n = OrdinalFromHostName(shard->host_name, &why);
+    if (!n) {
+      err("shard.ordinal", "auto: " + why);
+      return;
+    }
+    shard->ordinal = *n;
+  }
+  if (shard->ordinal >= shard->total) {
+    err("shard.ordinal", std::to_string(shard->ordinal) +
+                             (shard->ordinal_auto ? " (from host name \"" + shard->host_name + "\")"
+                                                  : std::string()) +
+                             " must be below shard.total (" + std::to_string(shard->total) +
+                             "): ordinals count from 0");
+  }
+}
+
 void ParseDocument(const toml::value& doc, const std::string& file, Config* config,
                    std::vector<ConfigError>* errors, bool* timeout_set, KeyLines* lines) {
   TableReader root(doc, "", file, errors);
@@ -103,6 +146,8 @@ void ParseDocument(const toml::value& doc, const std::string& file, Config* conf
     (*lines)[r.Dotted("path")] = r.LineOf("path");
     r.RejectUnknown();
   }
+  if (const toml::value* shard = root.Table("shard"))
+    ParseShard(*shard, file, config, errors, lines);
   if (const toml::value* log = root.Table("log")) {
     TableReader r(*log, "log", file, errors);
     r.String("level", &config->log.level);
@@ -174,6 +219,7 @@ void ValidateMerged(Config* config, bool timeout_set, const KeyLines& lines,
   if (config->log.format != "text" && config->log.format != "json") {
     err("log.format", "\"" + config->log.format + "\" is not text or json");
   }
+  ValidateShard(&config->shard, err);
 }
 
 void ParseText(const std::string& text, const std::string& file, Config* config,
@@ -200,6 +246,25 @@ void ParseText(const std::string& text, const std::string& file, Config* config,
   } catch (const std::exception& e) {
     errors->push_back({file, 0, "", std::string("cannot parse: ") + e.what()});
   }
+}
+
+// --shard.ordinal: a number or "auto".
+void ApplyShardFlags(const Flags& flags, Config* config, KeyLines* lines,
+                     std::vector<ConfigError>* errors) {
+  if (flags.shard_total) {
+    config->shard.total = *flags.shard_total;
+    lines->erase("shard.total");
+  }
+  if (!flags.shard_ordinal) return;
+  lines->erase("shard.ordinal");
+  const std::string& v = *flags.shard_ordinal;
+  config->shard.ordinal_auto = v == "auto";
+  if (config->shard.ordinal_auto) return;
+  if (!v.empty() && v.size() <= 4 && v.find_first_not_of("0123456789") == std::string::npos) {
+    config->shard.ordinal = std::stoi(v);
+    return;
+  }
+  errors->push_back({"", 0, "--shard.ordinal", "\"" + v + "\" is not a number or auto"});
 }
 
 // The flags that override the config file. A value set by a flag has no line in the file.
@@ -304,6 +369,7 @@ bool LoadConfig(const Flags& flags, const std::optional<std::string>& env_dsn, C
     }
   }
   ApplyFlags(flags, config, &lines);
+  ApplyShardFlags(flags, config, &lines, errors);
   ApplyDsn(flags, env_dsn, config, errors);
   ValidateMerged(config, timeout_set, lines, errors);
   return errors->size() == before;

@@ -202,11 +202,24 @@ struct LogConfig {
   bool operator==(const LogConfig&) const = default;
 };
 
+// [shard] (--shard.ordinal, --shard.total): this exporter polls and serves only the targets
+// whose ShardOf(name, total) is its ordinal (exporter/config/shard.h); the default, 0 of 1, polls
+// every target.
+struct ShardConfig {
+  int ordinal = 0;
+  int total = 1;
+  bool ordinal_auto = false;  // "auto": the ordinal came from the host name
+  std::string host_name;      // the host name "auto" read ("" otherwise)
+
+  bool operator==(const ShardConfig&) const = default;
+};
+
 struct Config {
   std::string file;  // empty when running without a config file
   WebConfig web;
   PollConfig poll;
   LogConfig log;
+  ShardConfig shard;
   std::vector<TargetConfig> targets;
   // True when a secret (a password in a DSN) sits in a file others can read.
   bool world_readable_secret = false;
@@ -222,6 +235,8 @@ struct Flags {
   std::optional<std::string> log_level;
   std::optional<std::string> log_format;
   std::optional<std::string> storage_path;
+  std::optional<std::string> shard_ordinal;  // a number or "auto"
+  std::optional<int> shard_total;
   bool check_config = false;
   bool check_targets = false;
   bool version = false;

@@ -2,6 +2,7 @@
 #include <string_view>
 
 #include "exporter/config/config.h"
+#include "exporter/config/shard.h"
 
 namespace pglock {
 namespace {
@@ -14,6 +15,7 @@ const std::map<std::string, FlagKind, std::less<>>& KnownFlags() {
       {"web.telemetry-path", FlagKind::kValue}, {"postgres.dsn", FlagKind::kValue},
       {"poll.interval", FlagKind::kValue},      {"log.level", FlagKind::kValue},
       {"log.format", FlagKind::kValue},         {"storage.path", FlagKind::kValue},
+      {"shard.ordinal", FlagKind::kValue},      {"shard.total", FlagKind::kValue},
       {"check-config", FlagKind::kSwitch},      {"check-targets", FlagKind::kSwitch},
       {"version", FlagKind::kSwitch},           {"help", FlagKind::kSwitch},
   };
@@ -52,6 +54,17 @@ void SetValue(const std::string& name, const std::string& value, Flags* flags,
     flags->log_format = value;
   } else if (name == "storage.path") {
     flags->storage_path = value;
+  } else if (name == "shard.ordinal") {
+    flags->shard_ordinal = value;  // checked with the merged config: a number or "auto"
+  } else if (name == "shard.total") {
+    const bool digits = !value.empty() && value.size() <= 4 &&
+                        value.find_first_not_of("0123456789") == std::string::npos;
+    if (digits && std::stoi(value) >= 1 && std::stoi(value) <= kMaxShards) {
+      flags->shard_total = std::stoi(value);
+    } else {
+      errors->push_back(
+          {"", 0, "--shard.total", "must be a number from 1 to " + std::to_string(kMaxShards)});
+    }
   }
 }
 
@@ -115,6 +128,9 @@ Flags (they override the config file):
   --log.level=LEVEL             trace, debug, info, warn, error, off (default info)
   --log.format=FORMAT           text or json (default text)
   --storage.path=DIR            keep each target's state here across restarts (default: none)
+  --shard.ordinal=N|auto        poll only the targets of shard N (auto: N from the host name's
+                                trailing -<n>, a StatefulSet pod's ordinal) (default 0)
+  --shard.total=M               the number of shards sharing the config's targets (default 1)
   --check-config                validate the config and exit (0 valid, 2 invalid)
   --check-targets               validate the config, then connect once to every target, pooler
                                 and lock table's database and print what the config resolves to

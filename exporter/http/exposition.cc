@@ -64,6 +64,36 @@ const MetricDesc kStorageLastWrite{
     "Unix time of the last write of a target's state that succeeded; 0 before the first.",
     {}};
 
+const MetricDesc kShardOrdinal{"pglock_shard_ordinal",
+                               MetricType::Gauge,
+                               "This exporter's shard ([shard] ordinal; 0 when not sharded).",
+                               {}};
+const MetricDesc kShards{"pglock_shards",
+                             MetricType::Gauge,
+                             "The number of shards sharing the config's targets ([shard] total).",
+                             {}};
+const MetricDesc kShardTargets{
+    "pglock_shard_targets", MetricType::Gauge, "Configured targets this shard polls.", {}};
+const MetricDesc kTargetShard{
+    "pglock_target_shard_info",
+    MetricType::Gauge,
+    "Every configured target and the shard that should poll it (value 1), the same on every "
+    "shard, when sharded: a target here without pglock_up from any exporter is polled by "
+    "nobody.",
+    {"target", "shard"}};
+
+void AddShard(const ShardStatus& s, Families* f) {
+  f->Add(kShardOrdinal, {}, s.ordinal);
+  f->Add(kShards, {}, s.total);
+  int owned = 0;
+  for (const auto& [target, shard] : s.targets) {
+    // Only when sharded: one exporter's pglock_up already names every target it has.
+    if (s.total > 1) f->Add(kTargetShard, {target, std::to_string(shard)}, 1);
+    if (shard == s.ordinal) ++owned;
+  }
+  f->Add(kShardTargets, {}, owned);
+}
+
 void AddHealth(const TargetSnapshot& t, Families* f) {
   f->Add(kUp, {t.target}, t.up ? 1 : 0);
   f->Add(kPollDuration, {t.target}, t.poll_duration);
@@ -85,9 +115,11 @@ void AddHealth(const TargetSnapshot& t, Families* f) {
 }  // namespace
 
 std::vector<MetricFamily> BuildFamilies(
-    const std::vector<std::shared_ptr<const TargetSnapshot>>& targets, const BuildInfo& build) {
+    const std::vector<std::shared_ptr<const TargetSnapshot>>& targets,
+    const ExporterInfo& exporter) {
   Families f;
-  f.Add(kBuildInfo, {build.version, build.revision}, 1);
+  f.Add(kBuildInfo, {exporter.version, exporter.revision}, 1);
+  AddShard(exporter.shard, &f);
   if (const StateWriteFigures w = StateWrites(); w.enabled) {
     f.Add(kStorageWriteErrors, {}, w.errors);
     f.Add(kStorageLastWrite, {}, w.last_write);

@@ -11,34 +11,46 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exporter/snapshot/snapshot.h"
 
 namespace pglock {
 
-struct BuildInfo {
+// Which configured targets a shard polls: its ordinal, the total and, for every target in the
+// config (the same list on every shard), the shard that polls it.
+struct ShardStatus {
+  int ordinal = 0;
+  int total = 1;
+  std::vector<std::pair<std::string, int>> targets;  // (target, its shard), config order
+};
+
+// What the exporter says of itself: its build (pglock_build_info) and its shard.
+struct ExporterInfo {
   std::string version;
   std::string revision;
+  ShardStatus shard = {};
 };
 
 // Every family for the given targets, each family name once, in a stable order.
 std::vector<prometheus::MetricFamily> BuildFamilies(
-    const std::vector<std::shared_ptr<const TargetSnapshot>>& targets, const BuildInfo& build);
+    const std::vector<std::shared_ptr<const TargetSnapshot>>& targets,
+    const ExporterInfo& exporter);
 
 // Reads the latest snapshots through `source` (which must be thread-safe and non-throwing) on
 // every scrape.
 class SnapshotCollectable : public prometheus::Collectable {
  public:
   using Source = std::function<std::vector<std::shared_ptr<const TargetSnapshot>>()>;
-  SnapshotCollectable(Source source, BuildInfo build)
+  SnapshotCollectable(Source source, ExporterInfo build)
       : source_(std::move(source)), build_(std::move(build)) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   const Source source_;
-  const BuildInfo build_;
+  const ExporterInfo build_;
 };
 
 }  // namespace pglock

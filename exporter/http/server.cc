@@ -163,7 +163,7 @@ std::string Ipv6Unavailable() {
   return "";
 }
 
-HttpServer::HttpServer(const WebConfig& web, SnapshotCollectable::Source source, BuildInfo build)
+HttpServer::HttpServer(const WebConfig& web, SnapshotCollectable::Source source, ExporterInfo build)
     : web_(web),
       source_(std::move(source)),
       build_(std::move(build)),
@@ -218,7 +218,7 @@ bool WriteTlsPem(const WebConfig& web, std::string* pem_path, std::string* error
 
 std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
                                               const SnapshotCollectable::Source& source,
-                                              const BuildInfo& build, std::string* error) {
+                                              const ExporterInfo& build, std::string* error) {
   if (g_server.load() != nullptr) {
     *error = "an HTTP server is already running in this process";
     return nullptr;

@@ -33,7 +33,7 @@ class HttpServer {
   // cannot be used.
   static std::unique_ptr<HttpServer> Start(const WebConfig& web,
                                            const SnapshotCollectable::Source& source,
-                                           const BuildInfo& build, std::string* error);
+                                           const ExporterInfo& build, std::string* error);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -41,7 +41,7 @@ class HttpServer {
   std::vector<int> ListeningPorts() const;
 
  private:
-  HttpServer(const WebConfig& web, SnapshotCollectable::Source source, BuildInfo build);
+  HttpServer(const WebConfig& web, SnapshotCollectable::Source source, ExporterInfo build);
   static int BeginRequest(mg_connection* conn);
   int Handle(mg_connection* conn);
   std::string LandingPage() const;
@@ -63,7 +63,7 @@ class HttpServer {
 
   const WebConfig web_;
   const SnapshotCollectable::Source source_;
-  const BuildInfo build_;
+  const ExporterInfo build_;
   BasicAuth auth_;
   std::string tls_pem_path_;  // key + certificate joined for CivetWeb; removed on destruction
   std::shared_ptr<SnapshotCollectable> collectable_;

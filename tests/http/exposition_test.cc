@@ -30,7 +30,7 @@ using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-const BuildInfo kBuild{"0.1.0", "abc123"};
+const ExporterInfo kBuild{"0.1.0", "abc123"};
 
 // A snapshot of an up target with one of everything; `text` goes into every untrusted field.
 std::shared_ptr<TargetSnapshot> FullSnapshot(const std::string& target,
@@ -259,13 +259,41 @@ TEST(BuildFamiliesTest, EpisodeHistogramsHaveTheirBucketsBeforeAnyEpisode) {
 
 TEST(BuildFamiliesTest, BuildInfoIsAlwaysThere) {
   const auto families = BuildFamilies({}, kBuild);
-  ASSERT_EQ(families.size(), 1u);
-  EXPECT_EQ(families[0].name, "pglock_build_info");
-  EXPECT_EQ(families[0].type, MetricType::Gauge);
-  ASSERT_EQ(families[0].metric.size(), 1u);
-  EXPECT_EQ(Labels(families[0].metric[0]),
+  const MetricFamily* build = Find(families, "pglock_build_info");
+  ASSERT_NE(build, nullptr);
+  EXPECT_EQ(build->type, MetricType::Gauge);
+  ASSERT_EQ(build->metric.size(), 1u);
+  EXPECT_EQ(Labels(build->metric[0]),
             (std::map<std::string, std::string>{{"version", "0.1.0"}, {"revision", "abc123"}}));
-  EXPECT_EQ(families[0].metric[0].gauge.value, 1);
+  EXPECT_EQ(build->metric[0].gauge.value, 1);
+  // Unsharded: shard 0 of 1, and no per-target shard series (pglock_up names every target).
+  for (const auto& [name, value] : std::map<std::string, double>{
+           {"pglock_shard_ordinal", 0}, {"pglock_shards", 1}, {"pglock_shard_targets", 0}}) {
+    const MetricFamily* f = Find(families, name);
+    ASSERT_NE(f, nullptr) << name;
+    ASSERT_EQ(f->metric.size(), 1u) << name;
+    EXPECT_EQ(f->metric[0].gauge.value, value) << name;
+  }
+  EXPECT_EQ(Find(families, "pglock_target_shard_info"), nullptr);
+}
+
+TEST(BuildFamiliesTest, AShardSaysWhichShardPollsEachTarget) {
+  ExporterInfo info = kBuild;
+  info.shard = {.ordinal = 1, .total = 3, .targets = {{"a", 1}, {"b", 0}, {"c", 1}, {"d", 2}}};
+  const auto families = BuildFamilies(Targets({FullSnapshot("a"), FullSnapshot("c")}), info);
+  EXPECT_EQ(Find(families, "pglock_shard_ordinal")->metric[0].gauge.value, 1);
+  EXPECT_EQ(Find(families, "pglock_shards")->metric[0].gauge.value, 3);
+  EXPECT_EQ(Find(families, "pglock_shard_targets")->metric[0].gauge.value, 2);
+  const MetricFamily* owners = Find(families, "pglock_target_shard_info");
+  ASSERT_NE(owners, nullptr);
+  std::map<std::string, std::string> shard_of;
+  for (const ClientMetric& m : owners->metric) {
+    const auto labels = Labels(m);
+    shard_of[labels.at("target")] = labels.at("shard");
+    EXPECT_EQ(m.gauge.value, 1);
+  }
+  EXPECT_EQ(shard_of,
+            (std::map<std::string, std::string>{{"a", "1"}, {"b", "0"}, {"c", "1"}, {"d", "2"}}));
 }
 
 TEST(BuildFamiliesTest, DownTargetKeepsHealthAndCountersOnly) {

@@ -54,7 +54,8 @@ class Served {
     web.listen_address = "127.0.0.1:0";
     std::string error;
     server_ = HttpServer::Start(
-        web, [this] { return SnapshotList{poller_.Latest()}; }, BuildInfo{"test", "test"}, &error);
+        web, [this] { return SnapshotList{poller_.Latest()}; }, ExporterInfo{"test", "test"},
+        &error);
     EXPECT_NE(server_, nullptr) << error;
   }
   Poller& poller() { return poller_; }
