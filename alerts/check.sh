@@ -9,6 +9,8 @@
 #   5. alerts/shorten_for.sh produces a copy that passes promtool and has no `for:` above 2s, but
 #      for the alerts it is told to keep
 #   6. alerts/rebase_urls.sh moves every runbook_url and locks_url to another base
+#   7. alerts/pglock.replicas.rules.yml is what alerts/replicas.py makes of the rules, and its tests
+#      pass
 set -euo pipefail
 
 alerts_dir=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)
@@ -160,6 +162,12 @@ for name in bad:
 sys.exit(1 if bad else 0)
 PY
 echo "  every description that names a command for a pid takes it from pglock_session_verdict_info first"
+
+echo "== replicas: alerts/pglock.replicas.rules.yml (alerts/replicas.py)"
+python3 alerts/replicas.py --check
+promtool check rules alerts/pglock.replicas.rules.yml >/dev/null
+promtool test rules alerts/tests/pglock.replicas.test.yml
+echo "  the replicas' rules are made from the shipped ones, load, and page once per incident in their tests"
 
 echo "== shorten_for.sh"
 tmp=$(mktemp -d)

@@ -17,7 +17,8 @@ install(TARGETS pglock_ssl_compat pglock_crypto_compat
         LIBRARY DESTINATION ${PGLOCK_SHIM_DIR}
         PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)
 
-install(FILES alerts/pglock.rules.yml DESTINATION share/pglock_exporter/alerts)
+install(FILES alerts/pglock.rules.yml alerts/pglock.replicas.rules.yml
+        DESTINATION share/pglock_exporter/alerts)
 install(DIRECTORY alerts/tests alerts/runbooks DESTINATION share/pglock_exporter/alerts)
 file(GLOB PGLOCK_DASHBOARDS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/dashboards/*.json)
 install(FILES ${PGLOCK_DASHBOARDS} dashboards/README.md

@@ -80,6 +80,7 @@ for f in /usr/bin/pglock_exporter /usr/lib/pglock_exporter/libpglock_ssl_compat.
   /usr/lib/pglock_exporter/libpglock_crypto_compat.so /etc/pglock_exporter/config.toml \
   /etc/default/pglock_exporter /lib/systemd/system/pglock_exporter.service \
   /usr/share/pglock_exporter/alerts/pglock.rules.yml \
+  /usr/share/pglock_exporter/alerts/pglock.replicas.rules.yml \
   /usr/share/pglock_exporter/alerts/tests/pglock.rules.test.yml \
   /usr/share/pglock_exporter/alerts/runbooks/PglockTargetDown.md \
   /usr/share/pglock_exporter/dashboards/pglock-overview.json \
@@ -127,8 +128,10 @@ else
   note "systemd-analyze not installed: unit not verified"
 fi
 if command -v promtool >/dev/null; then
-  promtool test rules /usr/share/pglock_exporter/alerts/tests/pglock.rules.test.yml >/dev/null ||
-    fail "promtool test rules on the installed alerts"
+  for t in pglock.rules.test.yml pglock.replicas.test.yml; do
+    promtool test rules "/usr/share/pglock_exporter/alerts/tests/$t" >/dev/null ||
+      fail "promtool test rules on the installed alerts ($t)"
+  done
 fi
 
 # --- Run the installed binary as the service would --------------------------------------------
