@@ -99,6 +99,8 @@ step "container: the image under podman (tests/container/container_test.sh)"
 tests/container/container_test.sh build
 step "container: the sidecar overlay under podman kube play (tests/container/kube_play_test.sh)"
 tests/container/kube_play_test.sh build
+step "container: the shards overlay under podman, 12 PostgreSQL servers (tests/container/shards_test.sh)"
+tests/container/shards_test.sh build
 
 if ((quick == 0)); then
   step "sanitizer and fuzz build: waiting for it"

@@ -31,8 +31,17 @@ function modelFile(apiVersion, kind) {
 function workloadPolicy(doc) {
   const bad = [];
   const pod = doc.spec?.template?.spec ?? {};
-  if (doc.spec?.replicas !== 1) bad.push("replicas is not 1");
-  if (doc.spec?.strategy?.type !== "Recreate") bad.push("strategy is not Recreate");
+  if (doc.kind === "StatefulSet") {
+    // Shards: one pod per shard, all started at once.
+    const args = (pod.containers ?? []).find((c) => c.name === "pglock-exporter")?.args ?? [];
+    const total = args.find((a) => a.startsWith("--shard.total="))?.split("=")[1];
+    if (String(doc.spec?.replicas) !== total) bad.push(`replicas ${doc.spec?.replicas}, --shard.total ${total}`);
+    if (!args.includes("--shard.ordinal=auto")) bad.push("no --shard.ordinal=auto");
+    if (doc.spec?.podManagementPolicy !== "Parallel") bad.push("podManagementPolicy is not Parallel");
+  } else {
+    if (doc.spec?.replicas !== 1) bad.push("replicas is not 1");
+    if (doc.spec?.strategy?.type !== "Recreate") bad.push("strategy is not Recreate");
+  }
   if (pod.automountServiceAccountToken !== false) bad.push("the service account token is mounted");
   if (pod.securityContext?.seccompProfile?.type !== "RuntimeDefault") bad.push("seccomp is not RuntimeDefault");
   for (const c of pod.containers ?? []) {
@@ -88,13 +97,13 @@ for (const doc of yaml.loadAll(readFileSync(rendered, "utf8"))) {
     continue;
   }
   if (doc.kind === "PrometheusRule" && groupsOut) writeFileSync(groupsOut, yaml.dump({ groups: doc.spec.groups }));
-  const breaches = doc.kind === "Deployment" ? workloadPolicy(doc) : [];
+  const breaches = ["Deployment", "StatefulSet"].includes(doc.kind) ? workloadPolicy(doc) : [];
   if (breaches.length) {
     console.error(`${what}: FAIL: ${breaches.join("; ")}`);
     failures++;
     continue;
   }
-  const also = { PrometheusRule: `, groups equal ${rulesFile}`, Deployment: ", hardened" }[doc.kind] ?? "";
+  const also = { PrometheusRule: `, groups equal ${rulesFile}`, Deployment: ", hardened", StatefulSet: ", hardened" }[doc.kind] ?? "";
   console.log(`${what}: valid (${pkg})${also}`);
 }
 process.exit(failures ? 1 : 0);
