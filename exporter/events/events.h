@@ -76,6 +76,8 @@ class EventTracker {
 
   // Session locks on pooled server connections, as of the last Observe().
   const PooledLockTracker& pooled() const { return pooled_; }
+  // Those saved before a restart (PooledLockTracker::Restore).
+  void RestorePooled(const std::vector<PooledLock>& locks) { pooled_.Restore(locks); }
 
   // The lease tables found to be queues by their names (LeaseTransitions::detected_queues).
   const std::set<std::string>& detected_queues() const { return leases_.detected_queues(); }

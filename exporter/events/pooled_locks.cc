@@ -33,6 +33,10 @@ Event InheritedEvent(const PollData& data, const PooledLock& lock, const Session
 
 }  // namespace
 
+void PooledLockTracker::Restore(const std::vector<PooledLock>& locks) {
+  for (const PooledLock& l : locks) locks_[{l.pooler, l.pid, l.backend_start, l.key}] = l;
+}
+
 void PooledLockTracker::Observe(const PollData& data, const LockNames* names, Counters* counters,
                                 std::vector<Event>* events) {
   if (data.inventory) Judge(data, names, counters, events);

@@ -73,6 +73,12 @@ class PooledLockTracker {
   // Every tracked lock, candidates included, ordered by pooler, database, user, pid, key.
   std::vector<const PooledLock*> Locks() const;
 
+  // Takes the locks saved before a restart of the exporter (exporter/storage/): a lock proven
+  // session-scoped then stays proven while the same backend (pid and start) holds its key, so a
+  // restart does not wait for a new proof; one gone or on another backend is dropped at the
+  // next complete read, as any other.
+  void Restore(const std::vector<PooledLock>& locks);
+
  private:
   // The transitions of one inventory poll.
   void Judge(const PollData& data, const LockNames* names, Counters* counters,

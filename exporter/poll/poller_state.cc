@@ -69,8 +69,14 @@ class Fingerprint {
 };
 
 uint64_t FingerprintOf(const HoldHistory& history, const Counters& c, const EventList* events,
-                       const std::optional<LogPosition>& log) {
+                       const std::optional<LogPosition>& log, const PooledLockTracker& pooled) {
   Fingerprint f;
+  // A pooled lock proven session-scoped is worth a write: a restart need not prove it again.
+  for (const PooledLock* l : pooled.Locks()) {
+    f.Value(l->pid);
+    f.Value(l->key.objid);
+    f.Value(static_cast<int>(l->state));
+  }
   // The log's file, not the offset within it: a first position, or a rotation, is a change.
   f.Value(log ? log->file : std::string("-"));
   for (const HoldHistory::Entry& e : history.first_seen) {
@@ -141,6 +147,7 @@ void Poller::ApplySavedState(const PollData& first) {
   }
   counters_ = saved->counters;
   event_log_.Append(saved->events);
+  events_.RestorePooled(saved->pooled);
   history_.first_seen = saved->first_seen;
   // The saved inventory is the poll before this one: the first judgement spans the gap.
   auto baseline = std::make_shared<PollData>(*saved->inventory);
@@ -197,7 +204,8 @@ void Poller::SaveState(bool final) {
   // Within the interval nothing is hashed: most polls at 1 s return here.
   if (!final && !first && since < kStateWriteInterval) return;
   const std::shared_ptr<const EventList> events = event_log_.Contents();
-  const uint64_t fingerprint = FingerprintOf(history_, counters_, events.get(), log_position_);
+  const uint64_t fingerprint =
+      FingerprintOf(history_, counters_, events.get(), log_position_, events_.pooled());
   if (!final && !first && fingerprint == written_fingerprint_ &&
       since < kUnchangedStateWriteInterval) {
     return;
@@ -217,6 +225,7 @@ void Poller::SaveState(bool final) {
     for (const auto& e : *events) s.events.push_back(*e);
   }
   if (log_position_) s.log = SavedLogPosition{*log_position_, records_taken_until_};
+  for (const PooledLock* l : events_.pooled().Locks()) s.pooled.push_back(*l);
   const Status written = WriteFileAtomically(path, EncodeSavedTarget(s));
   CountStateWrite(written.ok(), s.saved_at);
   if (written.ok() == !state_write_failing_) return;

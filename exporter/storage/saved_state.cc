@@ -611,6 +611,51 @@ Event ReadEvent(Reader& r, dom::element e) {
   return ev;
 }
 
+void WritePooled(const PooledLock& l, Writer* w) {
+  w->Open('[');
+  w->Str(l.pooler);
+  w->Str(l.database);
+  w->Str(l.user);
+  w->Int(l.pid);
+  w->Num(l.backend_start);
+  w->Int(l.key.datid);
+  w->Int(l.key.classid);
+  w->Int(l.key.objid);
+  w->Int(l.key.objsubid);
+  w->Bool(l.state == PooledLockState::kSessionLock);
+  w->Str(l.first_client);
+  w->Str(l.current_client);
+  w->Str(l.last_application_name);
+  w->Str(l.last_linked_client);
+  w->Num(l.first_seen);
+  w->Int(l.inherited);
+  w->Close(']');
+}
+
+PooledLock ReadPooled(Reader& r, dom::element e) {
+  const auto t = r.Tuple(e, 16, "pooled");
+  PooledLock l;
+  if (!r.ok()) return l;
+  l.pooler = r.Str(t[0], "pooled pooler");
+  l.database = r.Str(t[1], "pooled database");
+  l.user = r.Str(t[2], "pooled user");
+  l.pid = r.Pid(t[3], "pooled pid");
+  l.backend_start = r.Num(t[4], "pooled backend_start");
+  l.key.datid = r.Oid(t[5], "pooled datid");
+  l.key.classid = r.Oid(t[6], "pooled classid");
+  l.key.objid = r.Oid(t[7], "pooled objid");
+  l.key.objsubid = static_cast<int>(r.Int(t[8], "pooled objsubid", 1, 2));
+  l.state =
+      r.Bool(t[9], "pooled proven") ? PooledLockState::kSessionLock : PooledLockState::kCandidate;
+  l.first_client = r.Str(t[10], "pooled first_client");
+  l.current_client = r.Str(t[11], "pooled current_client");
+  l.last_application_name = r.Str(t[12], "pooled last_application_name");
+  l.last_linked_client = r.Str(t[13], "pooled last_linked_client");
+  l.first_seen = r.Num(t[14], "pooled first_seen");
+  l.inherited = r.Int(t[15], "pooled inherited", 0, INT64_MAX);
+  return l;
+}
+
 }  // namespace
 
 std::string EncodeSavedTarget(const SavedTarget& state) {
@@ -671,6 +716,10 @@ std::string EncodeSavedTarget(const SavedTarget& state) {
   w.Key("events");
   w.Open('[');
   for (const Event& e : state.events) WriteEvent(e, &w);
+  w.Close(']');
+  w.Key("pooled");
+  w.Open('[');
+  for (const PooledLock& l : state.pooled) WritePooled(l, &w);
   w.Close(']');
   w.Close('}');
   std::string out = w.Take();
@@ -733,6 +782,14 @@ Status DecodeSavedTarget(std::string_view bytes, SavedTarget* out) {
   for (dom::element x : r.Arr(r.Field(o, "events"), "events")) {
     s.events.push_back(ReadEvent(r, x));
     if (!r.ok()) break;
+  }
+  // Absent from the files of the first release of the format: nothing pooled then.
+  dom::element pooled;
+  if (r.ok() && o.at_key("pooled").get(pooled) == simdjson::SUCCESS) {
+    for (dom::element x : r.Arr(pooled, "pooled")) {
+      s.pooled.push_back(ReadPooled(r, x));
+      if (!r.ok()) break;
+    }
   }
   if (!r.ok()) return Status::InvalidData(r.error());
   *out = std::move(s);

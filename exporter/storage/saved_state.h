@@ -1,9 +1,10 @@
 // What a target's poller keeps across a restart of the exporter ([storage] path, docs/restarts.md):
 // the last inventory's holds and sessions, when each hold was first seen, the counters, the event
-// log and where the server-log reader was; and the server it was all read from. The next start
-// judges its first poll against it as against any earlier poll (docs/restarts.md).
-// Encoding and decoding are pure; DecodeSavedTarget takes any bytes (a torn, truncated, corrupt
-// or foreign file) and answers an error, never a crash and never a partial state.
+// log, where the server-log reader was and the session locks proven on pooled connections; and the
+// server it was all read from. The next start judges its first poll against it as against any
+// earlier poll (docs/restarts.md). Encoding and decoding are pure; DecodeSavedTarget takes any
+// bytes (a torn, truncated, corrupt or foreign file) and answers an error, never a crash and never
+// a partial state.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "exporter/events/event_log.h"
+#include "exporter/events/pooled_locks.h"
 #include "exporter/serverlog/log_follower.h"
 #include "exporter/snapshot/analyze.h"
 #include "exporter/snapshot/poll_data.h"
@@ -47,6 +49,8 @@ struct SavedTarget {
   Counters counters;
   std::vector<Event> events;
   std::optional<SavedLogPosition> log;
+  // Session locks on pooled server connections, with what proved them (absent in older files).
+  std::vector<PooledLock> pooled;
 };
 
 std::string EncodeSavedTarget(const SavedTarget& state);

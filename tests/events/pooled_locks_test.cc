@@ -97,6 +97,30 @@ TEST(PooledLocks, ProvenLockServingAnotherClientIsInheritedUntilReleased) {
 
 // A tiered poll carries the last inventory's locks, proof included: it judges nothing, or a lock
 // released since that inventory would be inherited by the connection's next client.
+// After a restart of the exporter: a lock proven before it stays proven, and counted, at the
+// first poll although that poll cannot prove it (the connection is in a transaction); one saved
+// for another backend (pid reused) is not taken for it.
+TEST(PooledLocks, ARestoredProofNeedsNoNewProof) {
+  PooledLockTracker before;
+  Counters c;
+  before.Observe(Poll(kStart + 10, "a", std::nullopt, true, true), nullptr, &c);
+  ASSERT_TRUE(Proven(before));
+  std::vector<PooledLock> saved;
+  for (const PooledLock* l : before.Locks()) saved.push_back(*l);
+
+  PooledLockTracker after;
+  after.Restore(saved);
+  after.Observe(Poll(kStart + 60, "a", kStart + 59.9, true, false), nullptr, &c);
+  EXPECT_TRUE(Proven(after));
+
+  PooledLockTracker reused;
+  saved[0].backend_start = kStart - 100;  // the same pid, an earlier backend
+  reused.Restore(saved);
+  reused.Observe(Poll(kStart + 60, "a", kStart + 59.9, true, false), nullptr, &c);
+  ASSERT_EQ(reused.Locks().size(), 1u);
+  EXPECT_EQ(reused.Locks()[0]->state, PooledLockState::kCandidate);
+}
+
 TEST(PooledLocks, TieredPollJudgesNothing) {
   PooledLockTracker t;
   Counters c;

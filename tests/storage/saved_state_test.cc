@@ -63,6 +63,21 @@ SavedTarget Sample() {
   s.events.push_back(e);
   s.log = SavedLogPosition{{"postgresql.json", 0xFFFFFFFFFFFFFFF1ull, 123456789012ull, 1796399990},
                            1796399999.75};
+  PooledLock pooled;
+  pooled.pooler = "pgbouncer";
+  pooled.database = "app";
+  pooled.user = "worker";
+  pooled.pid = 5151;
+  pooled.backend_start = 1796300100.5;
+  pooled.key = {5, 0, 555, 1};
+  pooled.state = PooledLockState::kSessionLock;
+  pooled.first_client = "api (10.0.0.8:40000)";
+  pooled.current_client = "api (10.0.0.8:40002)";
+  pooled.last_application_name = "api";
+  pooled.last_linked_client = "10.0.0.8:40002";
+  pooled.first_seen = 1796300200;
+  pooled.inherited = 2;
+  s.pooled.push_back(pooled);
   return s;
 }
 
@@ -103,8 +118,29 @@ TEST(SavedState, WhatIsWrittenIsReadBack) {
   EXPECT_EQ(r.log->at.identity, 0xFFFFFFFFFFFFFFF1ull);
   EXPECT_EQ(r.log->at.offset, 123456789012ull);
   EXPECT_EQ(r.log->records_taken_until, 1796399999.75);
+  ASSERT_EQ(r.pooled.size(), 1u);
+  EXPECT_EQ(r.pooled[0].pooler, "pgbouncer");
+  EXPECT_EQ(r.pooled[0].pid, 5151);
+  EXPECT_EQ(r.pooled[0].backend_start, 1796300100.5);
+  EXPECT_EQ(r.pooled[0].key, s.pooled[0].key);
+  EXPECT_EQ(r.pooled[0].state, PooledLockState::kSessionLock);
+  EXPECT_EQ(r.pooled[0].current_client, "api (10.0.0.8:40002)");
+  EXPECT_EQ(r.pooled[0].inherited, 2);
   // Written again, the same bytes.
   EXPECT_EQ(EncodeSavedTarget(r), bytes);
+}
+
+// A file written before pooled locks were kept has no "pooled": read, with none.
+TEST(SavedState, AFileWithoutPooledLocksIsReadWithNone) {
+  std::string bytes = EncodeSavedTarget(Sample());
+  const size_t at = bytes.find(",\"pooled\":[");
+  ASSERT_NE(at, std::string::npos);
+  bytes.erase(at, bytes.rfind(']') + 1 - at);
+  SavedTarget r;
+  const Status status = DecodeSavedTarget(bytes, &r);
+  ASSERT_TRUE(status.ok()) << status.message() << "\n" << bytes.substr(bytes.size() - 80);
+  EXPECT_TRUE(r.pooled.empty());
+  EXPECT_EQ(r.events.size(), 1u);
 }
 
 // Doubles past 2^63 (a corrupt but parseable file's) are written so that they read back: their
