@@ -69,9 +69,9 @@ const MetricDesc kShardOrdinal{"pglock_shard_ordinal",
                                "This exporter's shard ([shard] ordinal; 0 when not sharded).",
                                {}};
 const MetricDesc kShards{"pglock_shards",
-                             MetricType::Gauge,
-                             "The number of shards sharing the config's targets ([shard] total).",
-                             {}};
+                         MetricType::Gauge,
+                         "The number of shards sharing the config's targets ([shard] total).",
+                         {}};
 const MetricDesc kShardTargets{
     "pglock_shard_targets", MetricType::Gauge, "Configured targets this shard polls.", {}};
 const MetricDesc kTargetShard{
