@@ -83,7 +83,8 @@ scripts/check_metric_names.py
 step "links between README.md and docs/"
 scripts/check_doc_links.py
 for t in tests/e2e/*.sh; do
-  [[ -x $t ]] || continue
+  # A script that lost its mode would be skipped without a word: refuse it instead.
+  [[ -x $t ]] || { echo "$t is not executable (chmod +x, git update-index --chmod=+x)" >&2; exit 1; }
   step "end-to-end: $t"
   "$t"
 done
