@@ -92,6 +92,14 @@ class Writer {
   bool fresh_ = true;
 };
 
+// The four numbers of an advisory key, as four elements of the enclosing array.
+void WriteKey(const AdvisoryKey& k, Writer* w) {
+  w->Int(k.datid);
+  w->Int(k.classid);
+  w->Int(k.objid);
+  w->Int(k.objsubid);
+}
+
 void WriteSession(const Session& s, Writer* w) {
   w->Open('[');
   w->Int(s.pid);
@@ -111,10 +119,7 @@ void WriteSession(const Session& s, Writer* w) {
 
 void WriteLock(const AdvisoryLock& l, Writer* w) {
   w->Open('[');
-  w->Int(l.key.datid);
-  w->Int(l.key.classid);
-  w->Int(l.key.objid);
-  w->Int(l.key.objsubid);
+  WriteKey(l.key, w);
   w->Int(l.pid);
   w->Bool(l.exclusive);
   w->Bool(l.granted);
@@ -397,6 +402,17 @@ class Reader {
   std::string error_;
 };
 
+// An advisory key from t[first] .. t[first + 3]; `what` names the tuple in errors.
+AdvisoryKey ReadKey(Reader& r, const std::vector<dom::element>& t, size_t first,
+                    const std::string& what) {
+  AdvisoryKey k;
+  k.datid = r.Oid(t[first], what + " datid");
+  k.classid = r.Oid(t[first + 1], what + " classid");
+  k.objid = r.Oid(t[first + 2], what + " objid");
+  k.objsubid = static_cast<int>(r.Int(t[first + 3], what + " objsubid", 1, 2));
+  return k;
+}
+
 Session ReadSession(Reader& r, dom::element e) {
   const auto t = r.Tuple(e, 12, "session");
   Session s;
@@ -420,10 +436,7 @@ AdvisoryLock ReadLock(Reader& r, dom::element e) {
   const auto t = r.Tuple(e, 8, "lock");
   AdvisoryLock l;
   if (!r.ok()) return l;
-  l.key.datid = r.Oid(t[0], "lock datid");
-  l.key.classid = r.Oid(t[1], "lock classid");
-  l.key.objid = r.Oid(t[2], "lock objid");
-  l.key.objsubid = static_cast<int>(r.Int(t[3], "lock objsubid", 1, 2));
+  l.key = ReadKey(r, t, 0, "lock");
   l.pid = r.Pid(t[4], "lock pid");
   l.exclusive = r.Bool(t[5], "lock exclusive");
   l.granted = r.Bool(t[6], "lock granted");
@@ -618,10 +631,7 @@ void WritePooled(const PooledLock& l, Writer* w) {
   w->Str(l.user);
   w->Int(l.pid);
   w->Num(l.backend_start);
-  w->Int(l.key.datid);
-  w->Int(l.key.classid);
-  w->Int(l.key.objid);
-  w->Int(l.key.objsubid);
+  WriteKey(l.key, w);
   w->Bool(l.state == PooledLockState::kSessionLock);
   w->Str(l.first_client);
   w->Str(l.current_client);
@@ -641,10 +651,7 @@ PooledLock ReadPooled(Reader& r, dom::element e) {
   l.user = r.Str(t[2], "pooled user");
   l.pid = r.Pid(t[3], "pooled pid");
   l.backend_start = r.Num(t[4], "pooled backend_start");
-  l.key.datid = r.Oid(t[5], "pooled datid");
-  l.key.classid = r.Oid(t[6], "pooled classid");
-  l.key.objid = r.Oid(t[7], "pooled objid");
-  l.key.objsubid = static_cast<int>(r.Int(t[8], "pooled objsubid", 1, 2));
+  l.key = ReadKey(r, t, 5, "pooled");
   l.state =
       r.Bool(t[9], "pooled proven") ? PooledLockState::kSessionLock : PooledLockState::kCandidate;
   l.first_client = r.Str(t[10], "pooled first_client");
@@ -703,10 +710,7 @@ std::string EncodeSavedTarget(const SavedTarget& state) {
     w.Open('[');
     w.Int(h.pid);
     w.Num(h.backend_start);
-    w.Int(h.key.datid);
-    w.Int(h.key.classid);
-    w.Int(h.key.objid);
-    w.Int(h.key.objsubid);
+    WriteKey(h.key, &w);
     w.Num(h.first_seen);
     w.Close(']');
   }
@@ -771,10 +775,7 @@ Status DecodeSavedTarget(std::string_view bytes, SavedTarget* out) {
     HoldHistory::Entry h;
     h.pid = r.Pid(t[0], "first_seen pid");
     h.backend_start = r.Num(t[1], "first_seen backend_start");
-    h.key.datid = r.Oid(t[2], "first_seen datid");
-    h.key.classid = r.Oid(t[3], "first_seen classid");
-    h.key.objid = r.Oid(t[4], "first_seen objid");
-    h.key.objsubid = static_cast<int>(r.Int(t[5], "first_seen objsubid", 1, 2));
+    h.key = ReadKey(r, t, 2, "first_seen");
     h.first_seen = r.Num(t[6], "first_seen");
     s.first_seen.push_back(h);
   }
