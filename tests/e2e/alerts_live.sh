@@ -63,18 +63,10 @@ source "$repo/scripts/lib/pgbouncer.sh"
 py=/usr/bin/python3
 [[ -x $py ]] || py=$(command -v python3 || echo python3)
 
-t0=$EPOCHREALTIME
+E2E_NAME=e2e # say's prefix (tests/e2e/lib/live.sh)
+# shellcheck source=tests/e2e/lib/live.sh
+source "$here/lib/live.sh"
 now() { printf '%s\n' "$EPOCHREALTIME"; }
-# Seconds from $1 to $2 (default: now), one decimal.
-since() { awk -v a="$1" -v b="${2:-$EPOCHREALTIME}" 'BEGIN { printf "%.1f", b - a }'; }
-say() { printf '[e2e %6ss] %s\n' "$(since "$t0")" "$*"; }
-fail() {
-  printf '\nFAIL: %s\n' "$1" >&2
-  shift
-  local line
-  for line in "$@"; do printf '%s\n' "$line" >&2; done
-  exit 1
-}
 
 # --- prerequisites -------------------------------------------------------------------------------------
 [[ -x $exporter ]] || fail "no exporter binary at $exporter (build it with scripts/build.sh, or set PGLOCK_EXPORTER_BINARY)"
@@ -238,15 +230,7 @@ for ((i = 0; ; i++)); do
 done
 
 # --- 3. webhook receiver, Alertmanager, Prometheus ----------------------------------------------------
-start_bg webhook "$logs/webhook.log" "$py" "$here/webhook.py" --listen 127.0.0.1:0 --out "$hooks" \
-  --port-file "$tmp/webhook.port"
-for ((i = 0; ; i++)); do
-  [[ -s $tmp/webhook.port ]] && curl -fsS "http://127.0.0.1:$(cat "$tmp/webhook.port")/-/ready" >/dev/null 2>&1 && break
-  alive webhook
-  ((i < 100)) || fail "the webhook receiver did not start"
-  sleep 0.1
-done
-webhook_url=http://127.0.0.1:$(cat "$tmp/webhook.port")/
+e2e_start_webhook "$hooks" "$tmp/webhook.port"
 
 am_port=$(free_port)
 cat >"$tmp/alertmanager/alertmanager.yml" <<EOF
@@ -266,6 +250,7 @@ say "Alertmanager on 127.0.0.1:$am_port, webhook at $webhook_url"
 start_bg alertmanager "$logs/alertmanager.log" prometheus-alertmanager \
   --config.file="$tmp/alertmanager/alertmanager.yml" --storage.path="$tmp/alertmanager/data" \
   --web.listen-address="127.0.0.1:$am_port" --cluster.listen-address=
+am_pid=$last_bg
 am_url=http://127.0.0.1:$am_port
 
 # Every `for:` cut to 2s but the pooled leak's, whose minute scenario i checks as shipped.
@@ -296,16 +281,8 @@ start_bg prometheus "$logs/prometheus.log" prometheus --config.file="$tmp/promet
   --web.listen-address="127.0.0.1:$prom_port"
 prom_url=http://127.0.0.1:$prom_port
 
-for svc in alertmanager prometheus; do
-  url=$am_url
-  [[ $svc == prometheus ]] && url=$prom_url
-  for ((i = 0; ; i++)); do
-    curl -fsS "$url/-/ready" >/dev/null 2>&1 && break
-    alive "$svc"
-    ((i < 300)) || fail "$url is not ready after 30 s"
-    sleep 0.1
-  done
-done
+e2e_wait_ready "$am_url" "$am_pid"
+e2e_wait_ready "$prom_url" "$last_bg"
 
 # Prometheus query: prints the JSON answer.
 prom_query() { curl -fsS --max-time 10 "$prom_url/api/v1/query" --data-urlencode "query=$1"; }

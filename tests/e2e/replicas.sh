@@ -35,16 +35,9 @@ source "$repo/scripts/lib/bg.sh"
 py=/usr/bin/python3
 [[ -x $py ]] || py=$(command -v python3 || echo python3)
 
-t0=$EPOCHREALTIME
-since() { awk -v a="$1" -v b="${2:-$EPOCHREALTIME}" 'BEGIN { printf "%.1f", b - a }'; }
-say() { printf '[replicas %6ss] %s\n' "$(since "$t0")" "$*"; }
-fail() {
-  printf '\nFAIL: %s\n' "$1" >&2
-  shift
-  local line
-  for line in "$@"; do printf '%s\n' "$line" >&2; done
-  exit 1
-}
+E2E_NAME=replicas # say's prefix (tests/e2e/lib/live.sh)
+# shellcheck source=tests/e2e/lib/live.sh
+source "$here/lib/live.sh"
 
 [[ -x $exporter ]] || fail "no exporter binary at $exporter"
 pg_find_bin || exit 1
@@ -124,13 +117,7 @@ done
 say "exporters a (127.0.0.1:${port[a]}) and b (127.0.0.1:${port[b]}) poll target main"
 
 # --- webhook, Alertmanager (the routing of docs/fleet.md, faster), Prometheus -------------------------
-start_bg webhook "$logs/webhook.log" "$py" "$here/webhook.py" --listen 127.0.0.1:0 --out "$hooks" \
-  --port-file "$tmp/webhook.port"
-for ((i = 0; ; i++)); do
-  [[ -s $tmp/webhook.port ]] && curl -fsS "http://127.0.0.1:$(cat "$tmp/webhook.port")/-/ready" >/dev/null 2>&1 && break
-  ((i < 100)) || fail "the webhook receiver did not start"
-  sleep 0.1
-done
+e2e_start_webhook "$hooks" "$tmp/webhook.port"
 am_port=$(free_port)
 cat >"$tmp/alertmanager/alertmanager.yml" <<EOF
 route:
@@ -142,12 +129,13 @@ route:
 receivers:
   - name: webhook
     webhook_configs:
-      - url: "http://127.0.0.1:$(cat "$tmp/webhook.port")/"
+      - url: "$webhook_url"
         send_resolved: true
 EOF
 start_bg alertmanager "$logs/alertmanager.log" prometheus-alertmanager \
   --config.file="$tmp/alertmanager/alertmanager.yml" --storage.path="$tmp/alertmanager/data" \
   --web.listen-address="127.0.0.1:$am_port" --cluster.listen-address=
+am_pid=$last_bg
 "$repo/alerts/shorten_for.sh" "$repo/alerts/pglock.replicas.rules.yml" "$tmp/prometheus/rules.yml" \
   PglockLockHoldersExhaustClientPool >"$logs/shorten_for.log" 2>&1 ||
   fail "alerts/shorten_for.sh failed" "$(cat "$logs/shorten_for.log")"
@@ -170,13 +158,8 @@ EOF
 start_bg prometheus "$logs/prometheus.log" prometheus --config.file="$tmp/prometheus/prometheus.yml" \
   --storage.tsdb.path="$tmp/prometheus/data" --web.listen-address="127.0.0.1:$prom_port"
 prom_url=http://127.0.0.1:$prom_port
-for url in "http://127.0.0.1:$am_port" "$prom_url"; do
-  for ((i = 0; ; i++)); do
-    curl -fsS "$url/-/ready" >/dev/null 2>&1 && break
-    ((i < 300)) || fail "$url is not ready after 30 s"
-    sleep 0.1
-  done
-done
+e2e_wait_ready "http://127.0.0.1:$am_port" "$am_pid"
+e2e_wait_ready "$prom_url" "$last_bg"
 prom_query() { curl -fsS --max-time 10 "$prom_url/api/v1/query" --data-urlencode "query=$1"; }
 for ((i = 0; ; i++)); do
   n=$(prom_query 'count(pglock_up{job="pglock",target="main"} == 1)' | "$py" "$here/promapi.py" value 2>/dev/null || echo none)
