@@ -4,8 +4,10 @@
 # Prometheus Operator schemas (npm packages kubernetes-models and
 # @kubernetes-models/prometheus-operator, installed into a cache outside the clone) and hardened
 # as the manifests promise (tests/container/validate_manifests.mjs); the PrometheusRule made from
-# alerts/pglock.rules.yml and equal to it, its groups through `promtool check rules` and the
-# rules' promtool tests; every dashboard a ConfigMap labelled for Grafana's sidecar.
+# alerts/pglock.rules.yml and equal to it (overlays/replicas: from alerts/pglock.replicas.rules.yml,
+# and a StatefulSet of 2 pods polling every target, each with its own state volume), its groups
+# through `promtool check rules` and the rules' promtool tests; every dashboard a ConfigMap
+# labelled for Grafana's sidecar.
 # Usage: tests/container/manifests_test.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,20 +35,39 @@ if [[ $(cat "$npm_dir/.installed" 2>/dev/null) != "${packages[*]}" ]]; then
   echo "${packages[*]}" >"$npm_dir/.installed"
 fi
 
-packaging/kubernetes/prometheusrule.py --check || fail "the PrometheusRule is not the rules file's"
+packaging/kubernetes/prometheusrule.py --check || fail "a PrometheusRule is not its rules file's"
 mkdir -p "$work/alerts/tests"
-cp alerts/tests/pglock.rules.test.yml "$work/alerts/tests/"
+cp alerts/tests/pglock.rules.test.yml alerts/tests/pglock.replicas.test.yml "$work/alerts/tests/"
 for dir in packaging/kubernetes/base packaging/kubernetes/overlays/*/; do
   dir=${dir%/}
   name=${dir##*/}
+  # The availability pair pages once per incident with the replicas' rules; the rest, the shipped.
+  rules=alerts/pglock.rules.yml
+  [[ $name == replicas ]] && rules=alerts/pglock.replicas.rules.yml
   kubectl kustomize "$dir" >"$work/$name.yaml" || fail "kubectl kustomize $dir"
   note "$dir: $(grep -c '^kind:' "$work/$name.yaml") objects"
-  rm -f "$work/alerts/pglock.rules.yml"
+  rm -f "$work/$rules"
   node tests/container/validate_manifests.mjs "$npm_dir/node_modules" "$work/$name.yaml" \
-    alerts/pglock.rules.yml "$work/alerts/pglock.rules.yml" | sed 's/^/  /' ||
+    "$rules" "$work/$rules" | sed 's/^/  /' ||
     fail "$dir: an object is invalid (see above)"
-  [[ -s $work/alerts/pglock.rules.yml ]] || fail "$dir has no PrometheusRule"
-  promtool check rules "$work/alerts/pglock.rules.yml" >/dev/null || fail "$dir: promtool check rules"
+  [[ -s $work/$rules ]] || fail "$dir has no PrometheusRule"
+  promtool check rules "$work/$rules" >/dev/null || fail "$dir: promtool check rules"
+  if [[ $name == replicas ]]; then
+    # Two exporters of every target (no shard flag), each with its own state volume.
+    shape=$(node -e '
+      const [modules, file] = process.argv.slice(1);
+      const yaml = require(require("node:path").join(modules, "js-yaml"));
+      for (const d of yaml.loadAll(require("node:fs").readFileSync(file, "utf8"))) {
+        if (d?.kind !== "StatefulSet") continue;
+        const args = d.spec.template.spec.containers.flatMap((c) => c.args ?? []);
+        const claims = (d.spec.volumeClaimTemplates ?? []).map((t) => t.metadata.name).join(",") || "none";
+        const shard = args.filter((a) => a.startsWith("--shard")).length;
+        console.log(`replicas ${d.spec.replicas}, volumeClaimTemplates ${claims}, --shard flags ${shard}`);
+      }' "$npm_dir/node_modules" "$work/$name.yaml") || fail "$dir: reading the StatefulSet"
+    want="replicas 2, volumeClaimTemplates state, --shard flags 0"
+    [[ $shape == "$want" ]] || fail "$dir: the StatefulSet has ${shape:-no StatefulSet}; want $want"
+    note "$dir: the StatefulSet has $shape"
+  fi
   for f in dashboards/*.json; do
     grep -q "^  ${f##*/}: |" "$work/$name.yaml" || fail "$dir: no ConfigMap holds $f"
   done
@@ -54,8 +75,11 @@ for dir in packaging/kubernetes/base packaging/kubernetes/overlays/*/; do
   [[ $(grep -c '^    grafana_dashboard: "1"$' "$work/$name.yaml") == "${#dashboards[@]}" ]] ||
     fail "$dir: not every dashboard ConfigMap is labelled grafana_dashboard: \"1\""
 done
-# The groups are equal in every render (checked above): the rules' own tests, run once on them.
-promtool test rules "$work/alerts/tests/pglock.rules.test.yml" >/dev/null ||
-  fail "promtool test rules on the PrometheusRule's groups"
-note "the PrometheusRule's groups pass promtool check rules and the rules' tests"
+# The groups are equal in every render of the same rules (checked above): the rules' own tests,
+# run once on them.
+for tests in pglock.rules.test.yml pglock.replicas.test.yml; do
+  promtool test rules "$work/alerts/tests/$tests" >/dev/null ||
+    fail "promtool test rules $tests on the PrometheusRule's groups"
+done
+note "the PrometheusRules' groups pass promtool check rules and the rules' tests (shipped and replicas')"
 note "ok"
