@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "exporter/events/events.h"
@@ -571,20 +572,25 @@ TEST(AdvisoryHoldsTest, ServerRestartLosesEverythingAndTheNextHolderTakesOver) {
 }
 
 // kMaxLostKeys bounds the keys remembered for takeovers; past it the oldest losses are forgotten
-// first. 6,000 keys lost in one restart, 5,000 in a later one: 1,000 of the first are forgotten,
-// and a session taking all 11,000 afterwards is 10,000 takeovers, every key of the later loss among
-// them.
+// first, whatever their keys. 6,000 keys lost in one restart, 5,000 in a later one (the lowest keys
+// and the highest, so that forgetting by key rather than by age would forget some of them): 1,000
+// of the first are forgotten, and a session taking all 11,000 afterwards is 10,000 takeovers, every
+// key of the later loss among them.
 TEST(AdvisoryHoldsTest, LostKeysAreBoundedAndTheOldestAreForgottenFirst) {
   static_assert(kMaxLostKeys == 10'000);
-  Events e;
-  const auto holds = [](int pid, int64_t from, int64_t to) {
+  using Keys = std::vector<std::pair<int64_t, int64_t>>;  // ranges, ends included
+  const Keys first_loss = {{2501, 8500}};
+  const Keys later_loss = {{1, 2500}, {8501, 11000}};
+  const auto holds = [](int pid, const Keys& keys) {
     std::vector<AdvisoryLock> locks;
-    for (int64_t k = from; k <= to; ++k) locks.push_back(Held(pid, k));
+    for (const auto& [from, to] : keys) {
+      for (int64_t k = from; k <= to; ++k) locks.push_back(Held(pid, k));
+    }
     return locks;
   };
-  e.Observe(Poll(kStart, {MakeSession(10, "idle", kStart - 5)}, holds(10, 1, 6000)));
-  PollData first =
-      Poll(kStart + 30, {MakeSession(11, "idle", kStart + 25)}, holds(11, 6001, 11000));
+  Events e;
+  e.Observe(Poll(kStart, {MakeSession(10, "idle", kStart - 5)}, holds(10, first_loss)));
+  PollData first = Poll(kStart + 30, {MakeSession(11, "idle", kStart + 25)}, holds(11, later_loss));
   first.postmaster_start = kStart + 20;
   e.Observe(first);
   EXPECT_EQ(e.Lost("server_restart"), 6000);
@@ -593,14 +599,13 @@ TEST(AdvisoryHoldsTest, LostKeysAreBoundedAndTheOldestAreForgottenFirst) {
   e.Observe(second);
   EXPECT_EQ(e.Lost("server_restart"), 11000);
   // The later loss's keys first: every one a takeover.
-  PollData later =
-      Poll(kStart + 65, {MakeSession(12, "idle", kStart + 55)}, holds(12, 6001, 11000));
+  PollData later = Poll(kStart + 65, {MakeSession(12, "idle", kStart + 55)}, holds(12, later_loss));
   later.postmaster_start = kStart + 50;
   e.Observe(later);
   EXPECT_EQ(e.Takeovers(), 5000);
   // Then the first loss's: 1,000 of them were forgotten.
   later.now = kStart + 70;
-  later.locks = holds(12, 1, 11000);
+  later.locks = holds(12, {{1, 11000}});
   e.Observe(later);
   EXPECT_EQ(e.Takeovers(), 10000);
 }
