@@ -176,8 +176,8 @@ void Poller::Run() {
     const auto started = SteadyClock::now();
     const bool ok = PollOnce();
     consecutive_failures_ = ok ? 0 : consecutive_failures_ + 1;
-    const auto delay = std::chrono::duration_cast<SteadyClock::duration>(
-        RetryDelay(consecutive_failures_, poll_.interval));
+    const auto delay = std::chrono::duration_cast<SteadyClock::duration>(SpreadRetryDelay(
+        consecutive_failures_, poll_.interval, std::uniform_real_distribution<double>()(jitter_)));
     MutexLock lock(&mu_);
     const auto wake = started + delay;
     while (!stop_ && SteadyClock::now() < wake) cv_.wait_until(mu_, wake);
@@ -258,9 +258,19 @@ Status Poller::EnsureConnected(SteadyClock::time_point deadline) {
   return Status::Ok();
 }
 
-Status Poller::Collect(SteadyClock::time_point deadline, PollData* data,
-                       std::vector<CollectorStatus>* statuses) {
-  if (Status s = EnsureConnected(deadline); !s.ok()) return s;
+Status Poller::Collect(SteadyClock::time_point started, SteadyClock::time_point* deadline,
+                       PollData* data, std::vector<CollectorStatus>* statuses) {
+  if (!conn_ || conn_->Broken()) {
+    // A new session's setup has a budget of its own (util/backoff.h), and the poll's statements
+    // the whole timeout after it.
+    const auto setup_deadline =
+        started + std::chrono::duration_cast<SteadyClock::duration>(
+                      SessionSetupTimeout(consecutive_failures_, poll_.timeout, poll_.interval));
+    if (Status s = EnsureConnected(setup_deadline); !s.ok()) return s;
+    *deadline = std::max(*deadline, SteadyClock::now() + poll_.timeout);
+  } else if (Status s = EnsureConnected(*deadline); !s.ok()) {
+    return s;
+  }
   const auto& collectors = Collectors();
   PollPlan plan;
   plan.server_version_num = conn_->ServerVersionNum();
@@ -272,7 +282,7 @@ Status Poller::Collect(SteadyClock::time_point deadline, PollData* data,
   StatementBatch batch;
   for (const Collector* c : collectors) c->Plan(plan, &batch);
   BatchResults results;
-  if (Status s = batch.Run(*conn_, timeouts, deadline, &results); !s.ok()) return s;
+  if (Status s = batch.Run(*conn_, timeouts, *deadline, &results); !s.ok()) return s;
 
   statuses->clear();
   for (const Collector* c : collectors) {
@@ -280,7 +290,7 @@ Status Poller::Collect(SteadyClock::time_point deadline, PollData* data,
     if (Status s = c->Parse(plan, results, data); !s.ok()) return s;
     statuses->push_back({c->name(), true, SecondsSince(started)});
   }
-  const PollContext ctx{conn_.get(), &target_, &poll_, timeouts, deadline, &abort_};
+  const PollContext ctx{conn_.get(), &target_, &poll_, timeouts, *deadline, &abort_};
   for (size_t i = 0; i < collectors.size(); ++i) {
     const auto started = SteadyClock::now();
     if (Status s = collectors[i]->Collect(ctx, collector_states_[i].get(), data); !s.ok()) {
@@ -387,14 +397,14 @@ bool Poller::PollOnce() {
   preflight_->SetAnswerWithin(
       std::chrono::duration<double>(poll_.interval + 2 * poll_.timeout).count() + 1);
   const auto started = SteadyClock::now();
-  const auto deadline = started + poll_.timeout;
+  auto deadline = started + poll_.timeout;  // later for a poll that opens a session
   // Where the log reader is before this poll reads the server: a restart resumes there, so the
   // ends of sessions this poll sees alive are read again (lock records were taken: not again).
   const std::optional<LogPosition> log_position =
       server_log_ ? server_log_->Position() : std::nullopt;
   auto data = std::make_shared<PollData>();
   std::vector<CollectorStatus> statuses;
-  const Status status = Collect(deadline, data.get(), &statuses);
+  const Status status = Collect(started, &deadline, data.get(), &statuses);
 
   auto snap = std::make_shared<TargetSnapshot>();
   snap->target = target_.name;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -88,8 +89,9 @@ class Poller {
   // Resolves [[targets.locks]] on `conn`; an expression that fails is logged once and left unnamed.
   Status ResolveNames(PgConnection& conn, SteadyClock::time_point deadline);
   // Runs every collector's statements and round trips into *data; *statuses gets each
-  // collector's outcome and time.
-  Status Collect(SteadyClock::time_point deadline, PollData* data,
+  // collector's outcome and time. A poll that opens a session (the poll `started` then) gives its
+  // setup SessionSetupTimeout and moves *deadline to a whole timeout after it.
+  Status Collect(SteadyClock::time_point started, SteadyClock::time_point* deadline, PollData* data,
                  std::vector<CollectorStatus>* statuses);
   // The session end counters again, right after a poll that judged lock holders' sessions closed
   // with no end counted (EventTracker::Settle), within what is left of the poll's `deadline`;
@@ -184,6 +186,7 @@ class Poller {
   std::optional<SettingsRead> settings_read_;
   SteadyClock::time_point last_lock_table_at_{};
   int consecutive_failures_ = 0;
+  std::minstd_rand jitter_{std::random_device{}()};  // spreads the reconnects (SpreadRetryDelay)
   bool ever_polled_ = false;
   bool was_up_ = false;
   bool warned_hidden_ = false;

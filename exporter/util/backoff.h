@@ -1,6 +1,7 @@
-// The backoffs of the exporter's retries, in one place: the reconnect of a target and of its other
-// databases' sessions (RetryDelay), and the retry of one statement that keeps failing on a live
-// connection (StatementBackoff). Pure; StatementBackoff is thread-compatible.
+// The backoffs of the exporter's retries, in one place: the reconnect of a target
+// (SpreadRetryDelay, with the time a new session's setup may take: SessionSetupTimeout) and of its
+// other databases' sessions (RetryDelay), and the retry of one statement that keeps failing on a
+// live connection (StatementBackoff). Pure; StatementBackoff is thread-compatible.
 #pragma once
 
 #include <algorithm>
@@ -25,6 +26,33 @@ inline Duration RetryDelay(int consecutive_failures, Duration interval,
   const int shift = std::min(consecutive_failures - 1, 20);
   if (interval.count() > 0 && cap.count() / interval.count() < (int64_t{1} << shift)) return cap;
   return interval * (int64_t{1} << shift);
+}
+
+// RetryDelay for a target's reconnects, spread: `unit` is a number drawn uniformly from [0, 1),
+// and after a failure the delay is between half of RetryDelay's and all of it. Targets that fail
+// together (a cold start of many targets whose servers share the host, a network blip) would
+// otherwise retry together at every step of the schedule and keep failing together; spread over
+// half of each step, they come back one by one. No failure: the interval, unspread (the poll's
+// cadence).
+inline Duration SpreadRetryDelay(int consecutive_failures, Duration interval, double unit,
+                                 Duration cap = kMaxBackoff) {
+  const Duration delay = RetryDelay(consecutive_failures, interval, cap);
+  if (consecutive_failures <= 0) return delay;
+  unit = std::clamp(unit, 0.0, 1.0);
+  return delay / 2 +
+         Duration(static_cast<int64_t>(static_cast<double>((delay / 2).count()) * unit));
+}
+
+// How long the setup of a new session (connection, authentication, prepared statements, the
+// locks' names, the server's identity) may take, after `consecutive_failures` failed polls: the
+// poll's timeout at first, then as long as the reconnect's delay (interval, 2x, 4x, ... up to
+// max(interval, cap)). A server too busy to open a session within one timeout gets more time at
+// each try instead of failing at every one; a server that accepts and never answers costs one
+// timeout at first and one delay's worth per try after, on its own poller only.
+inline Duration SessionSetupTimeout(int consecutive_failures, Duration timeout, Duration interval,
+                                    Duration cap = kMaxBackoff) {
+  if (consecutive_failures <= 0) return timeout;
+  return std::max(timeout, RetryDelay(consecutive_failures, interval, cap));
 }
 
 // When to run again a statement that failed on a live connection: after one interval, then 2x,
