@@ -44,20 +44,27 @@ std::string WantedHtml(const WaitNode& n) {
   return o;
 }
 
-// The verdict on a root: the command to copy, what it frees and what it costs.
-void VerdictHtml(const Verdict& v, std::string* o) {
-  *o += "<div class=verdict><b>Do:</b> ";
-  if (v.command.empty()) {
-    const bool wait = v.action == VerdictAction::kWait || v.action == VerdictAction::kWaitForHolder;
-    *o += v.action == VerdictAction::kLeaveAlone ? "<b>leave it alone</b>"
-          : wait                                 ? "<b>wait</b>"
-                                                 : "investigate";
-  } else {
-    *o += "<code class=cmd>" + H(v.command) + "</code>";
+// What to do: the verdict's words (VerdictAdvice, what the alerts print), escaped, with its
+// command and its next step's command set as code to copy.
+std::string AdviceHtml(const Verdict& v) {
+  std::string o = H(VerdictAdvice(v));
+  size_t from = 0;
+  for (const std::string* cmd : {&v.command, &v.then_command}) {
+    if (cmd->empty()) continue;
+    const std::string code = H(*cmd);
+    const size_t at = o.find(code, from);
+    if (at == std::string::npos) continue;
+    const std::string wrapped = "<code class=cmd>" + code + "</code>";
+    o.replace(at, code.size(), wrapped);
+    from = at + wrapped.size();
   }
-  if (!v.then.empty()) *o += " &mdash; then " + H(v.then);
-  *o += "<br><b>Frees</b> " + std::to_string(v.frees) + " &middot; <b>Cost:</b> " + H(v.cost) +
-        "</div>";
+  return o;
+}
+
+// The verdict on a root: what to do, what it frees and what it costs.
+void VerdictHtml(const Verdict& v, std::string* o) {
+  *o += "<div class=verdict><b>Do:</b> " + AdviceHtml(v) + "<br><b>Frees</b> " +
+        std::to_string(v.frees) + " &middot; <b>Cost:</b> " + H(v.cost) + "</div>";
 }
 
 void NodeHtml(const WaitNode& n, std::string* o) {
@@ -145,10 +152,8 @@ void LockTableHtml(const TargetSnapshot& s, const LockTableView& v, std::string*
   const auto [top, entries] = TopFiller(v);
   if (top == nullptr) return;
   const Verdict verdict = LockTableVerdict(*top, entries);
-  *o += "<div class=verdict><b>Do:</b> <code class=cmd>" + H(verdict.command) + "</code>";
-  if (!verdict.then.empty()) *o += " &mdash; then " + H(verdict.then);
-  *o += "<br><b>Frees</b> " + std::to_string(entries) + " entries &middot; <b>Cost:</b> " +
-        H(verdict.cost) + "</div>\n";
+  *o += "<div class=verdict><b>Do:</b> " + AdviceHtml(verdict) + "<br><b>Frees</b> " +
+        std::to_string(entries) + " entries &middot; <b>Cost:</b> " + H(verdict.cost) + "</div>\n";
 }
 
 // Session locks on pooled connections and the leases that need a look.
