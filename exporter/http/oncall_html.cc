@@ -118,12 +118,17 @@ void HoldersHtml(const TargetPart& t, std::string* o) {
   if (!t.idle.empty()) {
     *o +=
         "<table><tr><th>time left</th><th>idle</th><th>session</th><th>db</th><th>holds</th>"
-        "</tr>\n";
+        "<th>do, if it is abandoned</th></tr>\n";
+    // The verdict its alerts print (pglock_session_verdict_info, seen_as
+    // idle_in_transaction_holder): its end, or its pooler's RECONNECT.
+    const std::vector<PoolerView> none;
+    const std::vector<PoolerView>& poolers = t.snap->view ? t.snap->view->poolers : none;
     for (const IdleHolder* h : t.idle) {
       *o += "<tr><td" + std::string(h->remaining && *h->remaining < 60 ? " class=down" : "") + ">" +
             (h->remaining ? H(Secs(*h->remaining)) : "no timeout") + "</td><td>" +
             H(Secs(h->seconds)) + "</td><td>" + WhoHtml(h->holder) + "</td><td>" + H(h->datname) +
-            "</td><td>" + H(h->holds) + "</td></tr>\n";
+            "</td><td>" + H(h->holds) + "</td><td class=detail>" +
+            AdviceHtml(IdleHolderVerdict(*h, poolers)) + "</td></tr>\n";
     }
     *o += "</table>\n";
   }

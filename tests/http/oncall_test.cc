@@ -81,18 +81,21 @@ TEST(WaitForest, RootsCarryTheirVerdictIntoThePageAndTheJson) {
   EXPECT_NE(EventJson(*episode).find("\"peak_blocked\":4"), std::string::npos);
 }
 
-// The words after "Do:" in the first verdict box of a page, without the code tags of its
+// The text of `html` from the first `start` to the next `end`, without the code tags of its
 // commands: still HTML-escaped.
-std::string DoText(const std::string& html) {
-  const std::string start = "<b>Do:</b> ";
-  const size_t from = html.find(start);
-  if (from == std::string::npos) return "(no verdict)";
-  std::string o = html.substr(from + start.size(), html.find("<br>", from) - from - start.size());
+std::string TextBetween(const std::string& html, const std::string& start, const std::string& end) {
+  const size_t at = html.find(start);
+  if (at == std::string::npos) return "(no " + start + ")";
+  const size_t from = at + start.size();
+  std::string o = html.substr(from, html.find(end, from) - from);
   for (const std::string tag : {"<code class=cmd>", "</code>"}) {
-    for (size_t at; (at = o.find(tag)) != std::string::npos;) o.erase(at, tag.size());
+    for (size_t t; (t = o.find(tag)) != std::string::npos;) o.erase(t, tag.size());
   }
   return o;
 }
+
+// The words after "Do:" in the first verdict box of a page.
+std::string DoText(const std::string& html) { return TextBetween(html, "<b>Do:</b> ", "<br>"); }
 
 // The advice label of the verdict series an alert reads for `v`.
 std::string AdviceLabel(VerdictSubject subject, const Verdict& v) {
@@ -151,6 +154,36 @@ TEST(WaitForest, ThePagesWordsForAVerdictAreTheAlertsAdviceLabel) {
           << html;
     }
     EXPECT_NE(RenderLocksJson({snap}, {}).find(",\"advice\":" + J(label) + ","), std::string::npos);
+  }
+
+  // An idle-in-transaction holder, pooled or not: the last cell of its row.
+  for (const bool pooled : {false, true}) {
+    auto snap = std::make_shared<TargetSnapshot>();
+    snap->target = "main";
+    snap->up = true;
+    auto view = std::make_shared<TargetView>();
+    IdleHolder h;
+    h.datname = "app";
+    h.holder = {6569, "web", "10.0.2.10", "app", "idle in transaction", ""};
+    h.seconds = 300;
+    h.holds = "advisory";
+    view->idle_holders = {h};
+    if (pooled) {
+      PoolerView p;
+      p.name = "pgbouncer-main";
+      PooledLockRow row;
+      row.pid = 6569;
+      row.database = "app";
+      row.user = "app";
+      p.locks.push_back(row);
+      view->poolers = {p};
+    }
+    snap->view = view;
+    const std::string label =
+        AdviceLabel(VerdictSubject::kIdleInTransactionHolder, IdleHolderVerdict(h, view->poolers));
+    EXPECT_EQ(label.starts_with("RECONNECT app"), pooled) << label;
+    EXPECT_EQ(TextBetween(RenderLocksPage({snap}, {}), "<td class=detail>", "</td></tr>"), H(label))
+        << pooled;
   }
 
   // The session filling the lock table, pooled or not.
