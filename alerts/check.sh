@@ -144,24 +144,34 @@ if grep -nE '^[[:space:]]*expr:.*pglock_(blocking_episode|deadlocks|logged_lock_
 fi
 echo "  no alert uses the blocking episode, deadlock or logged wait counters"
 
-# One source of advice (docs/blocking-verdicts.md): an alert whose description names a command for a
-# pid reads it from pglock_session_verdict_info, the verdict /locks and /api/v1/locks show; its own
-# command is only the fallback for an exporter that has no verdict on that pid.
-python3 - "$rules" <<'PY' || fail "an alert names pg_terminate_backend or pg_cancel_backend without reading pglock_session_verdict_info"
+# One source of advice (docs/blocking-verdicts.md): the verdict's words come from the exporter. An
+# alert whose description says what to do about a pid prints the advice label of
+# pglock_session_verdict_info (the words /locks prints after "Do:"); without that series it says
+# where the verdict is. No description words a verdict of its own: none names pg_terminate_backend(
+# or pg_cancel_backend(, none reads the verdict's action or command labels, none chooses a command
+# from the blocker's state.
+python3 - "$rules" <<'PY' || fail "an alert description words a verdict of its own instead of printing the exporter's advice"
 import re, sys
 text = open(sys.argv[1]).read()
 bad = []
 for block in re.split(r"\n\s*- alert: ", text)[1:]:
     name = block.split()[0]
     description = block.split("description:", 1)[-1].split("runbook_url:", 1)[0]
-    names_command = re.search(r"pg_(terminate|cancel)_backend\(", description)
-    if names_command and "pglock_session_verdict_info" not in description:
-        bad.append(name)
-for name in bad:
-    print("  " + name + ": names a command but not the verdict's", file=sys.stderr)
+    why = []
+    if re.search(r"pg_(terminate|cancel)_backend\(", description):
+        why.append("names a command for a pid")
+    if re.search(r"\.Labels\.(action|command|then_command|pooler)\b", description):
+        why.append("words the verdict's labels itself")
+    if re.search(r"\$labels\.(blocker|root)_state\s*\"", description):
+        why.append("chooses by the blocker's state")
+    if ".Labels.advice" in description and "advice!=" not in description:
+        why.append("prints advice from a series that may lack it")
+    bad += ["  " + name + ": " + w for w in why]
+for line in bad:
+    print(line, file=sys.stderr)
 sys.exit(1 if bad else 0)
 PY
-echo "  every description that names a command for a pid takes it from pglock_session_verdict_info first"
+echo "  every description that says what to do prints the verdict's advice, or where it is"
 
 echo "== replicas: alerts/pglock.replicas.rules.yml (alerts/replicas.py)"
 python3 alerts/replicas.py --check
@@ -204,10 +214,14 @@ echo "  amtool check-config passes; $(wc -w <<<"$inhibit_names") alert names, al
 echo "== rebase_urls.sh"
 base='https://pglock.example.com/{{ $labels.instance }}'
 alerts/rebase_urls.sh "$rules" "$tmp/rebased.rules.yml" "$base"
-left=$(grep -cE '^[[:space:]]*(runbook_url|locks_url): "http://\{\{ \$labels\.instance' "$tmp/rebased.rules.yml" || true)
-moved=$(grep -cF "$base/" "$tmp/rebased.rules.yml" || true)
-want=$(grep -cE '^[[:space:]]*(runbook_url|locks_url):' "$rules")
-[[ $left == 0 && $moved == "$want" ]] || fail "rebase_urls.sh moved $moved of $want links ($left left)"
-echo "  all $want links moved to $base"
+# Every link to the exporter: the runbook_url and locks_url annotations, and the locks page a
+# description names when there is no verdict to print.
+left=$(grep -cF 'http://{{ $labels.instance }}/' "$tmp/rebased.rules.yml" || true)
+moved=$(grep -oF "$base/" "$tmp/rebased.rules.yml" | wc -l)
+want=$(grep -oF 'http://{{ $labels.instance }}/' "$rules" | wc -l)
+annotations=$(grep -cE '^[[:space:]]*(runbook_url|locks_url):' "$rules")
+[[ $left == 0 && $moved == "$want" && $want -gt $annotations ]] ||
+  fail "rebase_urls.sh moved $moved of $want links ($left lines left; $annotations url annotations)"
+echo "  all $want links ($annotations url annotations, $((want - annotations)) in descriptions) moved to $base"
 
 echo "== all alert checks passed"

@@ -10,9 +10,10 @@ const MetricDesc kSessionVerdict{
     prometheus::MetricType::Gauge,
     "The verdict on a session that an alert names (seen_as: blocking_root, "
     "idle_in_transaction_holder, lock_table_session): action, the command, the next command "
-    "when that is not enough, and the pooler whose admin console takes a pooler command. "
-    "Always 1; the alert rules take their command from it.",
-    {"target", "datname", "pid", "seen_as", "action", "command", "then_command", "pooler"}};
+    "when that is not enough, the pooler whose admin console takes a pooler command, and "
+    "advice, the words /locks prints after Do:. Always 1; the alert rules print its advice.",
+    {"target", "datname", "pid", "seen_as", "action", "command", "then_command", "pooler",
+     "advice"}};
 
 const char* SubjectName(VerdictSubject s) {
   switch (s) {
@@ -33,7 +34,8 @@ void AddVerdictSeries(const std::string& target, VerdictSubject subject, const s
   if (pid == 0) return;
   f->Add(kSessionVerdict,
          {target, datname, std::to_string(pid), SubjectName(subject),
-          VerdictActionName(verdict.action), verdict.command, verdict.then_command, verdict.pooler},
+          VerdictActionName(verdict.action), verdict.command, verdict.then_command, verdict.pooler,
+          VerdictAdvice(verdict)},
          1);
 }
 

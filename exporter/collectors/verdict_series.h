@@ -1,8 +1,9 @@
-// pglock_session_verdict_info: the verdict's command (exporter/snapshot/verdict.h) for each
-// session that an alert with a command names: a root blocker (the wait and queue alerts), an
-// idle-in-transaction lock holder, a session filling the shared lock table. The alert rules read
-// their command from this series, so that an alert, /locks and /api/v1/locks never disagree (a
-// pooled connection's leak is the pooler's RECONNECT everywhere, never pg_terminate_backend).
+// pglock_session_verdict_info: the verdict (exporter/snapshot/verdict.h) for each session that an
+// alert with a command names: a root blocker (the wait and queue alerts), an idle-in-transaction
+// lock holder, a session filling the shared lock table. Its `advice` label is VerdictAdvice(), the
+// words /locks prints after "Do:"; the alert rules print that label and word no verdict of their
+// own, so that an alert, /locks and /api/v1/locks never disagree (a pooled connection's leak is
+// the pooler's RECONNECT everywhere, never pg_terminate_backend).
 // Each collector that exposes such a session adds its verdict next to it, with the same pid.
 #pragma once
 

@@ -44,20 +44,27 @@ std::string WantedHtml(const WaitNode& n) {
   return o;
 }
 
-// The verdict on a root: the command to copy, what it frees and what it costs.
-void VerdictHtml(const Verdict& v, std::string* o) {
-  *o += "<div class=verdict><b>Do:</b> ";
-  if (v.command.empty()) {
-    const bool wait = v.action == VerdictAction::kWait || v.action == VerdictAction::kWaitForHolder;
-    *o += v.action == VerdictAction::kLeaveAlone ? "<b>leave it alone</b>"
-          : wait                                 ? "<b>wait</b>"
-                                                 : "investigate";
-  } else {
-    *o += "<code class=cmd>" + H(v.command) + "</code>";
+// What to do: the verdict's words (VerdictAdvice, what the alerts print), escaped, with its
+// command and its next step's command set as code to copy.
+std::string AdviceHtml(const Verdict& v) {
+  std::string o = H(VerdictAdvice(v));
+  size_t from = 0;
+  for (const std::string* cmd : {&v.command, &v.then_command}) {
+    if (cmd->empty()) continue;
+    const std::string code = H(*cmd);
+    const size_t at = o.find(code, from);
+    if (at == std::string::npos) continue;
+    const std::string wrapped = "<code class=cmd>" + code + "</code>";
+    o.replace(at, code.size(), wrapped);
+    from = at + wrapped.size();
   }
-  if (!v.then.empty()) *o += " &mdash; then " + H(v.then);
-  *o += "<br><b>Frees</b> " + std::to_string(v.frees) + " &middot; <b>Cost:</b> " + H(v.cost) +
-        "</div>";
+  return o;
+}
+
+// The verdict on a root: what to do, what it frees and what it costs.
+void VerdictHtml(const Verdict& v, std::string* o) {
+  *o += "<div class=verdict><b>Do:</b> " + AdviceHtml(v) + "<br><b>Frees</b> " +
+        std::to_string(v.frees) + " &middot; <b>Cost:</b> " + H(v.cost) + "</div>";
 }
 
 void NodeHtml(const WaitNode& n, std::string* o) {
@@ -111,12 +118,17 @@ void HoldersHtml(const TargetPart& t, std::string* o) {
   if (!t.idle.empty()) {
     *o +=
         "<table><tr><th>time left</th><th>idle</th><th>session</th><th>db</th><th>holds</th>"
-        "</tr>\n";
+        "<th>do, if it is abandoned</th></tr>\n";
+    // The verdict its alerts print (pglock_session_verdict_info, seen_as
+    // idle_in_transaction_holder): its end, or its pooler's RECONNECT.
+    const std::vector<PoolerView> none;
+    const std::vector<PoolerView>& poolers = t.snap->view ? t.snap->view->poolers : none;
     for (const IdleHolder* h : t.idle) {
       *o += "<tr><td" + std::string(h->remaining && *h->remaining < 60 ? " class=down" : "") + ">" +
             (h->remaining ? H(Secs(*h->remaining)) : "no timeout") + "</td><td>" +
             H(Secs(h->seconds)) + "</td><td>" + WhoHtml(h->holder) + "</td><td>" + H(h->datname) +
-            "</td><td>" + H(h->holds) + "</td></tr>\n";
+            "</td><td>" + H(h->holds) + "</td><td class=detail>" +
+            AdviceHtml(IdleHolderVerdict(*h, poolers)) + "</td></tr>\n";
     }
     *o += "</table>\n";
   }
@@ -145,10 +157,8 @@ void LockTableHtml(const TargetSnapshot& s, const LockTableView& v, std::string*
   const auto [top, entries] = TopFiller(v);
   if (top == nullptr) return;
   const Verdict verdict = LockTableVerdict(*top, entries);
-  *o += "<div class=verdict><b>Do:</b> <code class=cmd>" + H(verdict.command) + "</code>";
-  if (!verdict.then.empty()) *o += " &mdash; then " + H(verdict.then);
-  *o += "<br><b>Frees</b> " + std::to_string(entries) + " entries &middot; <b>Cost:</b> " +
-        H(verdict.cost) + "</div>\n";
+  *o += "<div class=verdict><b>Do:</b> " + AdviceHtml(verdict) + "<br><b>Frees</b> " +
+        std::to_string(entries) + " entries &middot; <b>Cost:</b> " + H(verdict.cost) + "</div>\n";
 }
 
 // Session locks on pooled connections and the leases that need a look.

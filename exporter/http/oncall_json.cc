@@ -24,9 +24,9 @@ std::string VerdictJson(const Verdict& v) {
   for (const std::string& l : v.dropped_locks.listed) locks += (locks.size() > 1 ? "," : "") + J(l);
   return "{\"action\":" + J(VerdictActionName(v.action)) + ",\"pid\":" + std::to_string(v.pid) +
          ",\"command\":" + J(v.command) + ",\"then\":" + J(v.then) +
-         ",\"then_command\":" + J(v.then_command) + ",\"pooler\":" + J(v.pooler) +
-         ",\"frees\":" + std::to_string(v.frees) + ",\"cost\":" + J(v.cost) +
-         ",\"dropped_locks\":" + locks + "]" +
+         ",\"then_command\":" + J(v.then_command) + ",\"advice\":" + J(VerdictAdvice(v)) +
+         ",\"pooler\":" + J(v.pooler) + ",\"frees\":" + std::to_string(v.frees) +
+         ",\"cost\":" + J(v.cost) + ",\"dropped_locks\":" + locks + "]" +
          ",\"dropped_locks_total\":" + std::to_string(v.dropped_locks.total) +
          ",\"lock_timeout_seconds\":" + (v.lock_timeout > 0 ? Num(v.lock_timeout) : "null") +
          ",\"lock_timeout_source\":" + J(v.lock_timeout_source) + "}";

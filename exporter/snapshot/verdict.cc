@@ -115,7 +115,9 @@ Verdict PooledVerdict(const RootFacts& f) {
   v.cost = "the pool " + p.database + "/" + p.user + " closes its server connections as they " +
            "are released, so the session lock leaked on server pid " + Pid(v.pid) +
            " (first taken by " + p.first_client + ", now serving " + p.current_client +
-           ") is released cleanly; clients reconnect through the pool.";
+           ") is released cleanly; clients reconnect through the pool. On the admin console "
+           "(psql -p <port> pgbouncer), SHOW SERVERS says close_needed 1 while RECONNECT waits "
+           "for the client; KILL also closes every other connection of that database's pools.";
   v.dropped_locks = f.advisory_locks;
   return v;
 }
@@ -274,6 +276,42 @@ const char* VerdictActionName(VerdictAction a) {
       return "investigate";
   }
   return "investigate";
+}
+
+std::string VerdictAdvice(const Verdict& v) {
+  // The next step, after a joint that reads after what comes before it.
+  const auto then = [&](const char* joint) -> std::string {
+    return v.then.empty() ? "" : joint + v.then;
+  };
+  switch (v.action) {
+    case VerdictAction::kPoolerReconnect:
+      // The pooler's console, not the server: RECONNECT waits for the client to release the
+      // connection, KILL does not.
+      return v.command + " on PgBouncer " + v.pooler + "'s admin console, or " + v.then_command +
+             " if a client keeps that connection in a transaction; not pg_terminate_backend, "
+             "which counts a loss and pages";
+    case VerdictAction::kCancelStrongRequest:
+      return v.command + " (the DDL waiting at the head of the queue, not the root)" +
+             then(", then ");
+    case VerdictAction::kWait:
+      return "wait" + then(", then ");
+    case VerdictAction::kWaitForHolder:
+      return "wait for it: it is a migration holding its tool's lock and making progress, and its "
+             "waiters are its duplicates (a second deploy)" +
+             then("; ");
+    case VerdictAction::kRollbackPrepared:
+      return v.command + then("; ");
+    case VerdictAction::kLeaveAlone:
+      return "leave it alone: an autovacuum to prevent wraparound comes back at once" +
+             then(", then ");
+    case VerdictAction::kTerminate:
+    case VerdictAction::kCancel:
+    case VerdictAction::kCancelAutovacuum:
+    case VerdictAction::kInvestigate:
+      break;
+  }
+  if (v.command.empty()) return "investigate: no command is known to be safe" + then(", then ");
+  return v.command + then(", then ");
 }
 
 std::optional<PooledConnection> PooledConnectionOf(int pid,

@@ -95,4 +95,12 @@ std::optional<PooledConnection> PooledConnectionOf(int pid, const std::vector<Po
 // The name of an action as /api/v1/locks writes it: "terminate", "cancel", ...
 const char* VerdictActionName(VerdictAction a);
 
+// The verdict's words, the one sentence on-call reads: what to do, with the command and the next
+// step (then_command), on which pooler's admin console for a pooled connection. /locks prints it
+// after "Do:", /api/v1/locks as `advice`, and pglock_session_verdict_info as its `advice` label,
+// which the alert descriptions print: no template words a verdict of its own. One line; it names
+// no duration or count that changes from poll to poll, so that the series it labels stays one
+// series per session and verdict, and for ordinary names it fits a label value (256 bytes).
+std::string VerdictAdvice(const Verdict& v);
+
 }  // namespace pglock

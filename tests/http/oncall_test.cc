@@ -4,11 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include "exporter/collectors/verdict_series.h"
 #include "exporter/events/event_log.h"
 #include "exporter/http/markdown.h"
 #include "exporter/http/page_cache.h"
+#include "exporter/http/page_text.h"
 #include "exporter/http/runbooks.h"
 #include "exporter/http/wait_forest.h"
+#include "exporter/snapshot/verdict.h"
 
 namespace pglock {
 namespace {
@@ -76,6 +79,133 @@ TEST(WaitForest, RootsCarryTheirVerdictIntoThePageAndTheJson) {
             std::string::npos);
   EXPECT_NE(EventJson(*episode).find("\"outcome\":\"waiters_left\""), std::string::npos);
   EXPECT_NE(EventJson(*episode).find("\"peak_blocked\":4"), std::string::npos);
+}
+
+// The text of `html` from the first `start` to the next `end`, without the code tags of its
+// commands: still HTML-escaped.
+std::string TextBetween(const std::string& html, const std::string& start, const std::string& end) {
+  const size_t at = html.find(start);
+  if (at == std::string::npos) return "(no " + start + ")";
+  const size_t from = at + start.size();
+  std::string o = html.substr(from, html.find(end, from) - from);
+  for (const std::string tag : {"<code class=cmd>", "</code>"}) {
+    for (size_t t; (t = o.find(tag)) != std::string::npos;) o.erase(t, tag.size());
+  }
+  return o;
+}
+
+// The words after "Do:" in the first verdict box of a page.
+std::string DoText(const std::string& html) { return TextBetween(html, "<b>Do:</b> ", "<br>"); }
+
+// The advice label of the verdict series an alert reads for `v`.
+std::string AdviceLabel(VerdictSubject subject, const Verdict& v) {
+  Families f;
+  AddVerdictSeries("main", subject, "app", v.pid, v, &f);
+  for (const auto& family : f.Take()) {
+    for (const auto& l : family.metric.at(0).label) {
+      if (l.name == "advice") return l.value;
+    }
+  }
+  return "(no advice label)";
+}
+
+// One source of words: what /locks says after "Do:" for a root, and what /api/v1/locks gives as
+// advice, is the advice label of pglock_session_verdict_info, which the alert descriptions print.
+TEST(WaitForest, ThePagesWordsForAVerdictAreTheAlertsAdviceLabel) {
+  std::vector<RootFacts> roots(5);
+  for (RootFacts& f : roots) {
+    f.root.id = {6569, "web", "10.0.2.10", "app", "idle in transaction", ""};
+    f.root.backend_type = "client backend";
+    f.root.state_seconds = 300;
+    f.state_seconds = 300;
+    f.blocked = 2;
+  }
+  roots[1].pooled = PooledConnection{"pgb<1>", "app", "app", "web@10.0.2.10", "web@x"};
+  roots[2].root.id.state = "active";
+  roots[3].root.id.state = "active";
+  roots[3].state_seconds = 5;
+  roots[4].strong_request = StrongRequest{};
+  roots[4].strong_request->waiter.id.pid = 7000;
+  roots[4].strong_request->queued_behind = 2;
+  roots[4].strong_request->mode = "AccessExclusiveLock";
+  std::vector<std::string> actions;
+  for (const RootFacts& f : roots) actions.push_back(VerdictActionName(DecideVerdict(f).action));
+  EXPECT_EQ(actions, (std::vector<std::string>{"terminate", "pooler_reconnect", "cancel", "wait",
+                                               "cancel_waiting_ddl"}));
+  for (const RootFacts& f : roots) {
+    auto snap = std::make_shared<TargetSnapshot>();
+    snap->target = "main";
+    snap->up = true;
+    auto view = std::make_shared<TargetView>();
+    view->lock_waits = {Edge(2, 6569, 5)};
+    BlockingRoot root;
+    root.root = f.root;
+    root.blocked_pids = {2};
+    root.verdict = DecideVerdict(f);
+    view->blocking_roots = {root};
+    snap->view = view;
+    const std::string label = AdviceLabel(VerdictSubject::kBlockingRoot, root.verdict);
+    EXPECT_EQ(label, VerdictAdvice(root.verdict));
+    const std::string html = RenderLocksPage({snap}, {});
+    EXPECT_EQ(DoText(html), H(label)) << VerdictActionName(root.verdict.action);
+    if (!root.verdict.command.empty()) {
+      EXPECT_NE(html.find("<code class=cmd>" + H(root.verdict.command) + "</code>"),
+                std::string::npos)
+          << html;
+    }
+    EXPECT_NE(RenderLocksJson({snap}, {}).find(",\"advice\":" + J(label) + ","), std::string::npos);
+  }
+
+  // An idle-in-transaction holder, pooled or not: the last cell of its row.
+  for (const bool pooled : {false, true}) {
+    auto snap = std::make_shared<TargetSnapshot>();
+    snap->target = "main";
+    snap->up = true;
+    auto view = std::make_shared<TargetView>();
+    IdleHolder h;
+    h.datname = "app";
+    h.holder = {6569, "web", "10.0.2.10", "app", "idle in transaction", ""};
+    h.seconds = 300;
+    h.holds = "advisory";
+    view->idle_holders = {h};
+    if (pooled) {
+      PoolerView p;
+      p.name = "pgbouncer-main";
+      PooledLockRow row;
+      row.pid = 6569;
+      row.database = "app";
+      row.user = "app";
+      p.locks.push_back(row);
+      view->poolers = {p};
+    }
+    snap->view = view;
+    const std::string label =
+        AdviceLabel(VerdictSubject::kIdleInTransactionHolder, IdleHolderVerdict(h, view->poolers));
+    EXPECT_EQ(label.starts_with("RECONNECT app"), pooled) << label;
+    EXPECT_EQ(TextBetween(RenderLocksPage({snap}, {}), "<td class=detail>", "</td></tr>"), H(label))
+        << pooled;
+  }
+
+  // The session filling the lock table, pooled or not.
+  auto table = std::make_shared<LockTableView>();
+  table->counted = true;
+  table->entries = table->slots = 6400;
+  SessionLockTableEntries leak;
+  leak.datname = "app";
+  leak.session = {19492, "leaker", "10.0.0.9", "app", "active", ""};
+  leak.locktype = "advisory";
+  leak.entries = 6087;
+  table->sessions = {leak};
+  auto snap = std::make_shared<TargetSnapshot>();
+  snap->target = "main";
+  snap->lock_table_full = true;
+  snap->lock_table = table;
+  for (const bool pooled : {false, true}) {
+    if (pooled) table->sessions[0].pooled = PooledConnection{"pgb", "app", "app", "a", "b"};
+    const std::string label =
+        AdviceLabel(VerdictSubject::kLockTableSession, LockTableVerdict(table->sessions[0], 6087));
+    EXPECT_EQ(DoText(RenderLocksPage({snap}, {})), H(label)) << pooled;
+  }
 }
 
 TEST(Markdown, EscapesEverythingAndKeepsOnlySafeLinks) {

@@ -16,7 +16,9 @@
 #include <thread>
 
 #include "exporter/http/oncall.h"
+#include "exporter/http/page_text.h"
 #include "exporter/poll/poller.h"
+#include "exporter/snapshot/verdict.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/pgbouncer.h"
@@ -642,9 +644,10 @@ TEST(PooledLocks, AThousandsOfLocksLeakIsOneEventPerStepAndKeepsWhatCameBefore) 
   std::cout << "/locks " << page << " bytes, /api/v1/locks " << api << " bytes\n";
   EXPECT_LT(page, 200u << 10);
   EXPECT_LT(api, 200u << 10);
-  // One source of advice: a session waiting for a leaked lock, and the series the alerts read their
-  // command from, say the pooler's RECONNECT (KILL while a client keeps the connection in a
-  // transaction) for the leaking connection, as a blocking root and as the lock table's filler.
+  // One source of advice: a session waiting for a leaked lock, and the series whose advice the
+  // alerts print, say the pooler's RECONNECT (KILL while a client keeps the connection in a
+  // transaction) for the leaking connection, as a blocking root and as the lock table's filler, in
+  // the words /locks prints after "Do:".
   TestSession blocked(Pg().Dsn() + " application_name=blocked");
   blocked.Send("SELECT pg_advisory_lock(100000)");
   ASSERT_TRUE(WaitFor(20, [&] {
@@ -662,10 +665,19 @@ TEST(PooledLocks, AThousandsOfLocksLeakIsOneEventPerStepAndKeepsWhatCameBefore) 
                      {"action", "pooler_reconnect"},
                      {"command", "RECONNECT postgres"},
                      {"then_command", "KILL postgres"},
-                     {"pooler", "pgb"}}),
+                     {"pooler", "pgb"},
+                     {"advice", VerdictAdvice(root.verdict)}}),
               1)
         << seen_as;
   }
+  EXPECT_TRUE(VerdictAdvice(root.verdict).starts_with("RECONNECT postgres on PgBouncer pgb's"))
+      << VerdictAdvice(root.verdict);
+  std::string locks = RenderLocksPage({poller.Latest()}, {});
+  for (const std::string tag : {"<code class=cmd>", "</code>"}) {
+    for (size_t at; (at = locks.find(tag)) != std::string::npos;) locks.erase(at, tag.size());
+  }
+  EXPECT_NE(locks.find("<b>Do:</b> " + H(VerdictAdvice(root.verdict)) + "<br>"), std::string::npos)
+      << locks;
   TestSession admin(bouncer.Dsn("pgbouncer"));
   admin.Query("RECONNECT postgres");
   heir.Query("SELECT 1");  // returned to the pool after this: RECONNECT closes it

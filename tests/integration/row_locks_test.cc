@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "exporter/http/oncall.h"
+#include "exporter/http/page_text.h"
 #include "exporter/poll/poller.h"
 #include "exporter/snapshot/verdict.h"
 #include "tests/support/log_capture.h"
@@ -712,8 +713,16 @@ TEST(RowLocks, DuplicateDeployBehindAMigrationWaitsForTheMigration) {
   EXPECT_NE(v.cost.find("knex_migrations_lock migrations-1"), std::string::npos) << v.cost;
   const auto samples = PollAndScrape(poller);
   EXPECT_EQ(Value(samples, "pglock_session_verdict_info",
-                  {{"pid", std::to_string(migrate.Pid())}, {"action", "wait_for_holder"}}),
+                  {{"pid", std::to_string(migrate.Pid())},
+                   {"action", "wait_for_holder"},
+                   {"advice", VerdictAdvice(v)}}),
             1);
+  // The page's words for it are the label's (the command to copy set as code).
+  std::string page = RenderLocksPage({poller.Latest()}, {});
+  for (const std::string tag : {"<code class=cmd>", "</code>"}) {
+    for (size_t at; (at = page.find(tag)) != std::string::npos;) page.erase(at, tag.size());
+  }
+  EXPECT_NE(page.find("<b>Do:</b> " + H(VerdictAdvice(v)) + "<br>"), std::string::npos) << page;
   ASSERT_TRUE(testing::WaitFor(10, [&] { return migrate.SendDone(); }));
   migrate.Query("COMMIT");
   ASSERT_TRUE(testing::WaitFor(5, [&] { return duplicate.SendDone(); }));

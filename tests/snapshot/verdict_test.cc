@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "exporter/collectors/registry.h"
@@ -380,6 +381,83 @@ TEST(Verdict, ARootWithThousandsOfLocksNamesFiveAndCountsTheRest) {
   EXPECT_EQ(v.dropped_locks.total, 6000);
   EXPECT_EQ(v.dropped_locks.listed.size(), HeldLockList::kListed);
   EXPECT_LT(v.cost.size(), 1000u);
+}
+
+// The verdict's words (VerdictAdvice): what /locks prints after "Do:", /api/v1/locks as advice
+// and pglock_session_verdict_info as its advice label, which the alert descriptions print. The
+// strings below are the ones alerts/tests/pglock.rules.test.yml gives that label.
+TEST(VerdictAdvice, SaysWhatToDoWithTheCommandAndTheNextStep) {
+  PollData d = DdlBehindIdleCheckout();
+  EXPECT_EQ(VerdictAdvice(ViewOf(d).blocking_roots[0].verdict),
+            "SELECT pg_cancel_backend(200) (the DDL waiting at the head of the queue, not the "
+            "root), then retry it with SET lock_timeout = '5s' so that it gives up instead of "
+            "queueing readers");
+  d.sessions.resize(2);
+  d.lock_waits.resize(1);
+  EXPECT_EQ(VerdictAdvice(ViewOf(d).blocking_roots[0].verdict), "SELECT pg_terminate_backend(100)");
+  d.sessions[0] = Client(100, "active", kWaitersAlertSeconds + 1);
+  d.sessions[1] = Waiter(200, {100}, 10);
+  d.lock_waits[0] = Wants(200, "AccessShareLock", 10);
+  EXPECT_EQ(VerdictAdvice(ViewOf(d).blocking_roots[0].verdict),
+            "SELECT pg_cancel_backend(100), then if it is still there a few seconds later: "
+            "SELECT pg_terminate_backend(100)");
+  d.sessions[0] = Client(100, "active", 15);
+  EXPECT_EQ(VerdictAdvice(ViewOf(d).blocking_roots[0].verdict),
+            "wait, then if it still runs when its waiters have waited 30 s (their alerts' "
+            "threshold): SELECT pg_cancel_backend(100)");
+  EXPECT_EQ(
+      VerdictAdvice(ViewOf(KnexDeployBehindMigration("active", 100)).blocking_roots[0].verdict),
+      "wait for it: it is a migration holding its tool's lock and making progress, and its "
+      "waiters are its duplicates (a second deploy); to stop a duplicate instead (the run "
+      "waiting longest, pid 200): SELECT pg_cancel_backend(200)");
+  EXPECT_EQ(
+      VerdictAdvice(
+          ViewOf(BehindAutovacuum("autovacuum: VACUUM public.orders")).blocking_roots[0].verdict),
+      "SELECT pg_cancel_backend(55)");
+  EXPECT_EQ(VerdictAdvice(ViewOf(BehindAutovacuum("autovacuum: VACUUM public.orders (to prevent "
+                                                  "wraparound)"))
+                              .blocking_roots[0]
+                              .verdict),
+            "leave it alone: an autovacuum to prevent wraparound comes back at once");
+  RootFacts f;
+  f.root.id = {6569, "web", "10.0.2.10", "app", "idle in transaction", ""};
+  f.pooled = PooledConnection{"pgbouncer-main", "app", "app", "web@10.0.2.10", "web@10.0.2.11"};
+  EXPECT_EQ(VerdictAdvice(DecideVerdict(f)),
+            "RECONNECT app on PgBouncer pgbouncer-main's admin console, or KILL app if a client "
+            "keeps that connection in a transaction; not pg_terminate_backend, which counts a "
+            "loss and pages");
+  f = RootFacts{};
+  f.root.id.pid = 4242;
+  EXPECT_EQ(VerdictAdvice(DecideVerdict(f)), "investigate: no command is known to be safe");
+  f.root.id.pid = 0;
+  f.root.id.usename = "billing";
+  f.root.gid = "pay-o'42";
+  EXPECT_EQ(VerdictAdvice(DecideVerdict(f)),
+            "ROLLBACK PREPARED 'pay-o''42'; check with its owner (billing) first: its transaction "
+            "manager may be about to COMMIT PREPARED it");
+}
+
+// The advice labels a series per session: it names no time, so the series stays one while the
+// verdict stays, however long the session holds or waits.
+TEST(VerdictAdvice, StaysTheSameFromPollToPoll) {
+  for (const auto& [state, early, late] : std::vector<std::tuple<std::string, double, double>>{
+           {"idle in transaction", 240, 4000}, {"active", 40, 4000}, {"active", 5, 20}}) {
+    PollData d = DdlBehindIdleCheckout();
+    d.sessions.resize(2);
+    d.lock_waits.resize(1);
+    d.sessions[0] = Client(100, state, early);
+    d.sessions[1] = Waiter(200, {100}, 1);
+    d.lock_waits[0] = Wants(200, "AccessShareLock", 1);
+    const Verdict a = ViewOf(d).blocking_roots[0].verdict;
+    d.sessions[0] = Client(100, state, late);
+    d.sessions[1] = Waiter(200, {100}, late < kWaitersAlertSeconds ? late - 1 : 1);
+    d.lock_waits[0] = Wants(200, "AccessShareLock", d.now - *d.sessions[1].state_change);
+    const Verdict b = ViewOf(d).blocking_roots[0].verdict;
+    EXPECT_EQ(a.action, b.action) << state;
+    EXPECT_NE(a.cost, b.cost) << state;
+    EXPECT_EQ(VerdictAdvice(a), VerdictAdvice(b)) << state;
+    EXPECT_EQ(VerdictAdvice(a).find('\n'), std::string::npos);
+  }
 }
 
 TEST(Verdict, InvisibleRootGetsNoCommand) {
