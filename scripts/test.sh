@@ -87,18 +87,34 @@ scripts/check_metric_names_test.py -q
 scripts/check_metric_names.py
 step "links between README.md and docs/"
 scripts/check_doc_links.py
+# The end-to-end scripts and the manifests' test side by side: each has its own servers, free
+# ports and temporary directory, and they mostly wait on real time (the live alerts wait for real
+# `for:` durations). Each one's output is printed whole when it ends.
+side_by_side=(tests/container/manifests_test.sh)
 for t in tests/e2e/*.sh; do
   # A script that lost its mode would be skipped without a word: refuse it instead.
   [[ -x $t ]] || { echo "$t is not executable (chmod +x, git update-index --chmod=+x)" >&2; exit 1; }
-  step "end-to-end: $t"
-  "$t"
+  side_by_side+=("$t")
 done
+step "side by side: ${side_by_side[*]}"
+logs_dir=$(mktemp -d -t pglock-test-logs.XXXXXX)
+declare -A job_of=()
+for t in "${side_by_side[@]}"; do
+  "$t" >"$logs_dir/$(basename "$t").log" 2>&1 &
+  job_of[$!]=$t
+done
+failed=()
+for pid in "${!job_of[@]}"; do
+  t=${job_of[$pid]}
+  if wait "$pid"; then result=passed; else result=FAILED; failed+=("$t"); fi
+  printf '\n--- %s: %s (%ss)\n' "$t" "$result" "$(($(date +%s) - start))"
+  cat "$logs_dir/$(basename "$t").log"
+done
+rm -rf "$logs_dir"
+((${#failed[@]} == 0)) || { echo "failed: ${failed[*]}" >&2; exit 1; }
 
 step "package: cpack -G DEB, dpkg -i, the installed exporter, dpkg --purge"
 tests/package/package_test.sh build
-
-step "Kubernetes manifests: kubectl kustomize, schemas, promtool (tests/container/manifests_test.sh)"
-tests/container/manifests_test.sh
 # The images are built once (packaging/container/build.sh, into build/container) by the first test
 # that needs them; the next reuses them.
 step "container: the image under podman (tests/container/container_test.sh)"
