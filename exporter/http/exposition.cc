@@ -139,11 +139,11 @@ std::vector<MetricFamily> BuildFamilies(
   return f.Take();
 }
 
-std::vector<MetricFamily> SnapshotCollectable::Collect() const {
+std::vector<MetricFamily> SnapshotMetrics::Families() const {
   try {
     return BuildFamilies(source_(), build_);
   } catch (...) {
-    // Collect runs inside CivetWeb's C callback: nothing may escape. An empty scrape is visible
+    // Families runs inside CivetWeb's C callback: nothing may escape. An empty scrape is visible
     // (pglock_up missing fires PglockTargetDown); a crash would not be.
     return {};
   }

@@ -1,11 +1,10 @@
 // Snapshot -> prometheus::MetricFamily: every series rebuilt from the latest snapshots, so a lock
 // that went away simply is not there (no Family::Remove bookkeeping) and no database work is done.
-// The HTTP server (server.cc, ServeMetrics) calls SnapshotCollectable::Collect() once per new set
-// of snapshots and serves that text to every scrape until the next (metrics_cache.h); the
-// Collectable is not registered with prometheus-cpp's Exposer. Collect() never throws.
+// The HTTP server (server.cc, ServeMetrics) calls SnapshotMetrics::Families() once per new set of
+// snapshots and serves that text to every scrape until the next (metrics_cache.h). Nothing here
+// is registered with prometheus-cpp's Exposer. Families() never throws.
 #pragma once
 
-#include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
 #include <functional>
@@ -38,15 +37,15 @@ std::vector<prometheus::MetricFamily> BuildFamilies(
     const std::vector<std::shared_ptr<const TargetSnapshot>>& targets,
     const ExporterInfo& exporter);
 
-// Reads the latest snapshots through `source` (which must be thread-safe and non-throwing) on
-// every scrape.
-class SnapshotCollectable : public prometheus::Collectable {
+// Builds the families of the latest snapshots, read through `source` (which must be thread-safe
+// and non-throwing) at each call. Thread-safe.
+class SnapshotMetrics {
  public:
   using Source = std::function<std::vector<std::shared_ptr<const TargetSnapshot>>()>;
-  SnapshotCollectable(Source source, ExporterInfo build)
+  SnapshotMetrics(Source source, ExporterInfo build)
       : source_(std::move(source)), build_(std::move(build)) {}
 
-  std::vector<prometheus::MetricFamily> Collect() const override;
+  std::vector<prometheus::MetricFamily> Families() const;
 
  private:
   const Source source_;

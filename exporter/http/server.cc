@@ -163,7 +163,7 @@ std::string Ipv6Unavailable() {
   return "";
 }
 
-HttpServer::HttpServer(const WebConfig& web, SnapshotCollectable::Source source, ExporterInfo build)
+HttpServer::HttpServer(const WebConfig& web, SnapshotMetrics::Source source, ExporterInfo build)
     : web_(web),
       source_(std::move(source)),
       build_(std::move(build)),
@@ -217,7 +217,7 @@ bool WriteTlsPem(const WebConfig& web, std::string* pem_path, std::string* error
 }  // namespace
 
 std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
-                                              const SnapshotCollectable::Source& source,
+                                              const SnapshotMetrics::Source& source,
                                               const ExporterInfo& build, std::string* error) {
   if (g_server.load() != nullptr) {
     *error = "an HTTP server is already running in this process";
@@ -246,10 +246,10 @@ std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
     spdlog::debug("http: {}", message);
     return 1;
   };
-  // The telemetry path is answered in BeginRequest from a per-snapshot cache of this
-  // Collectable's output (see ServeMetrics()), so it is not registered with the Exposer. It
-  // exists before the first request can arrive.
-  server->collectable_ = std::make_shared<SnapshotCollectable>(source, build);
+  // The telemetry path is answered in BeginRequest from a per-snapshot cache of these families
+  // (see ServeMetrics()); nothing is registered with the Exposer. It exists before the first
+  // request can arrive.
+  server->metrics_ = std::make_shared<SnapshotMetrics>(source, build);
   g_server.store(server.get());
   try {
     server->exposer_ = std::make_unique<prometheus::Exposer>(options, &callbacks);
@@ -323,7 +323,7 @@ void HttpServer::ServeMetrics(mg_connection* conn) {
   constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
   const auto render = [this] {
     std::ostringstream out;
-    prometheus::TextSerializer().Serialize(out, collectable_->Collect());
+    prometheus::TextSerializer().Serialize(out, metrics_->Families());
     return out.str();
   };
   const char* accept_encoding = mg_get_header(conn, "Accept-Encoding");

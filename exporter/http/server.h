@@ -1,4 +1,4 @@
-// The HTTP side: prometheus-cpp's Exposer (CivetWeb) serving the SnapshotCollectable on the
+// The HTTP side: prometheus-cpp's Exposer (CivetWeb) serving the SnapshotMetrics' families on the
 // telemetry path, plus the landing page, the on-call view (/locks, /api/v1/locks,
 // /api/v1/events), the runbooks (/runbooks/<name>), /-/healthy, /-/ready, basic auth and TLS.
 // Scrapes only read snapshots; they never touch the database. One HttpServer per process
@@ -32,7 +32,7 @@ class HttpServer {
   // Binds and starts serving. nullptr and *error when the address cannot be bound or TLS files
   // cannot be used.
   static std::unique_ptr<HttpServer> Start(const WebConfig& web,
-                                           const SnapshotCollectable::Source& source,
+                                           const SnapshotMetrics::Source& source,
                                            const ExporterInfo& build, std::string* error);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
@@ -41,7 +41,7 @@ class HttpServer {
   std::vector<int> ListeningPorts() const;
 
  private:
-  HttpServer(const WebConfig& web, SnapshotCollectable::Source source, ExporterInfo build);
+  HttpServer(const WebConfig& web, SnapshotMetrics::Source source, ExporterInfo build);
   static int BeginRequest(mg_connection* conn);
   int Handle(mg_connection* conn);
   std::string LandingPage() const;
@@ -62,11 +62,11 @@ class HttpServer {
   std::string PagePreflight(const SnapshotList& snapshots, const LocksFilter& filter);
 
   const WebConfig web_;
-  const SnapshotCollectable::Source source_;
+  const SnapshotMetrics::Source source_;
   const ExporterInfo build_;
   BasicAuth auth_;
   std::string tls_pem_path_;  // key + certificate joined for CivetWeb; removed on destruction
-  std::shared_ptr<SnapshotCollectable> collectable_;
+  std::shared_ptr<SnapshotMetrics> metrics_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   // The exposition text of the current snapshots, rendered once per new set of snapshots (a poll
   // publishes one per interval) and compressed at most once.

@@ -526,29 +526,29 @@ TEST(BuildFamiliesTest, EventCounters) {
   EXPECT_EQ(pooled[0]->gauge.value, 2);
 }
 
-TEST(SnapshotCollectableTest, ReadsTheSourceOnEveryCollect) {
+TEST(SnapshotMetricsTest, ReadsTheSourceOnEveryCall) {
   int calls = 0;
-  SnapshotCollectable c(
+  SnapshotMetrics c(
       [&calls] {
         ++calls;
         return Targets({FullSnapshot("a")});
       },
       kBuild);
-  const auto first = c.Collect();
-  const auto second = c.Collect();
+  const auto first = c.Families();
+  const auto second = c.Families();
   EXPECT_EQ(calls, 2);
   EXPECT_NE(Find(first, "pglock_up"), nullptr);
   EXPECT_EQ(first.size(), second.size());
 }
 
-TEST(SnapshotCollectableTest, ThrowingSourceGivesAnEmptyScrape) {
-  SnapshotCollectable c(
+TEST(SnapshotMetricsTest, ThrowingSourceGivesAnEmptyScrape) {
+  SnapshotMetrics c(
       []() -> std::vector<std::shared_ptr<const TargetSnapshot>> {
         throw std::runtime_error("boom");
       },
       kBuild);
   std::vector<MetricFamily> families;
-  EXPECT_NO_THROW(families = c.Collect());
+  EXPECT_NO_THROW(families = c.Families());
   EXPECT_TRUE(families.empty());
 }
 
