@@ -305,7 +305,7 @@ Status Poller::Collect(SteadyClock::time_point started, SteadyClock::time_point*
 void Poller::CountCollectorErrors(const PollData& data) {
   // Optional collectors report on their own; they never fail the poll.
   auto note = [&](const std::string& key, bool ok_now, const std::string& err) {
-    std::string& last = collector_state_[key];
+    std::string& last = collector_last_error_[key];
     if (!ok_now) {
       counters_.collector_errors[key] += 1;
       if (last != err) spdlog::warn("target {}: {}: {}", target_.name, key, err);

@@ -193,7 +193,7 @@ class Poller {
   std::string role_;  // "primary" or "standby" at the last good poll; "" before it
   // Lock-name expression failures already logged (each once per poller, whatever the reconnects).
   std::set<std::string> logged_lock_problems_;
-  std::map<std::string, std::string> collector_state_;  // collector -> last error ("" = ok)
+  std::map<std::string, std::string> collector_last_error_;  // collector -> last error, "" = ok
 
   // [storage]: the state read at start, until the first good poll applies or refuses it.
   std::unique_ptr<SavedTarget> saved_;
