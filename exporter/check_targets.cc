@@ -15,7 +15,7 @@
 #include "exporter/pg/columns.h"
 #include "exporter/pg/conninfo.h"
 #include "exporter/pg/session.h"
-#include "exporter/poll/lock_names.h"
+#include "exporter/poll/resolve_lock_names.h"
 #include "exporter/queries.h"
 
 namespace pglock {

@@ -26,7 +26,7 @@
 #include "exporter/events/logged_locks.h"
 #include "exporter/events/timeline.h"
 #include "exporter/pg/connection.h"
-#include "exporter/poll/lock_names.h"
+#include "exporter/poll/resolve_lock_names.h"
 #include "exporter/poll/relation_names.h"
 #include "exporter/poll/server_identity.h"
 #include "exporter/serverlog/server_log.h"

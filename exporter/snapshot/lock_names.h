@@ -1,4 +1,4 @@
-// The configured names of advisory keys, as the keys pg_locks shows (exporter/poll/lock_names.h
+// The configured names of advisory keys, as the keys pg_locks shows (exporter/poll/resolve_lock_names.h
 // resolves them on the server). Pure; thread-compatible.
 #pragma once
 

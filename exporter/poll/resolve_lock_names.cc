@@ -1,4 +1,4 @@
-#include "exporter/poll/lock_names.h"
+#include "exporter/poll/resolve_lock_names.h"
 
 #include "exporter/queries.h"
 

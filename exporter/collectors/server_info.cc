@@ -1,4 +1,4 @@
-#include "exporter/collectors/server.h"
+#include "exporter/collectors/server_info.h"
 
 #include "exporter/pg/columns.h"
 #include "exporter/queries.h"
