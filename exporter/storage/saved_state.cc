@@ -1110,6 +1110,8 @@ std::string EncodeTimeline(const TimelineSaved& t, size_t skip_closed, size_t ke
   // The rows first, then what refers to them: the table is built by a first pass.
   RowTable rows;
   Writer body;
+  // About 100 bytes an interval or marker with names of ordinary length: grown once, not doubled.
+  body.Reserve(128 * (t.open.size() + t.closed.size() + markers.size()));
   body.Key("open");
   body.Open('[');
   for (const TimelineSavedOpen& o : t.open) {
@@ -1168,9 +1170,13 @@ std::string EncodeTimeline(const TimelineSaved& t, size_t skip_closed, size_t ke
     w.Close(']');
   }
   w.Close(']');
-  std::string out = w.Take();
+  const std::string head = w.Take();
+  const std::string tail = body.Take();
+  std::string out;
+  out.reserve(head.size() + tail.size() + 2);
+  out += head;
   out += ',';
-  out += body.Take();
+  out += tail;
   out += '}';
   return out;
 }
@@ -1379,6 +1385,7 @@ std::string EncodeSavedTarget(const SavedTarget& state) {
         *state.timeline,
         std::min(kMaxSavedTimelineBytes, kMaxSavedStateBytes - kTail - out.size()));
     if (!timeline.empty()) {
+      out.reserve(out.size() + timeline.size() + 16);
       out += ",\"timeline\":";
       out += timeline;
     }
