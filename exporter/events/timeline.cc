@@ -487,6 +487,15 @@ TimelineWindow Timeline::Query(double seconds) const {
   return w;
 }
 
+TimelineInterval Timeline::Restored(const TimelineInterval& saved) {
+  TimelineInterval i = saved;
+  // Interned again (one shared row per kind, scope and name), the texts within their bound.
+  i.row = Row(saved.row->kind, saved.row->scope, saved.row->name);
+  i.who = Clip(std::move(i.who));
+  i.detail = Clip(std::move(i.detail));
+  return i;
+}
+
 TimelineSaved Timeline::Save() const {
   MutexLock lock(&mu_);
   TimelineSaved s;
@@ -525,16 +534,6 @@ TimelineSaved Timeline::Save() const {
 
 void Timeline::Restore(const TimelineSaved& saved) {
   MutexLock lock(&mu_);
-  // Rows interned again from what was written: one shared row per (kind, scope, name).
-  auto intern = [&](const std::shared_ptr<const TimelineRow>& r) {
-    std::weak_ptr<const TimelineRow>& slot = rows_[*r];
-    std::shared_ptr<const TimelineRow> row = slot.lock();
-    if (!row) {
-      row = std::make_shared<const TimelineRow>(*r);
-      slot = row;
-    }
-    return row;
-  };
   open_.clear();
   closed_.clear();
   markers_.clear();
@@ -565,8 +564,7 @@ void Timeline::Restore(const TimelineSaved& saved) {
     if (!fresh) continue;
     if (held_lock) ++open_held_locks_;
     Open& o = it->second;
-    o.interval = so.interval;
-    o.interval.row = intern(so.interval.row);
+    o.interval = Restored(so.interval);
     o.interval.open = true;
     o.seen = poll_;
     o.opened = poll_;
@@ -574,8 +572,7 @@ void Timeline::Restore(const TimelineSaved& saved) {
   }
   for (const TimelineInterval& i : saved.closed) {
     if (!i.row) continue;
-    closed_.push_back(i);
-    closed_.back().row = intern(i.row);
+    closed_.push_back(Restored(i));
     closed_.back().open = false;
   }
   while (closed_.size() > kClosedIntervals) {
@@ -586,7 +583,10 @@ void Timeline::Restore(const TimelineSaved& saved) {
     if (!m.row) continue;
     auto& ring = markers_[m.kind];
     ring.push_back(m);
-    ring.back().row = intern(m.row);
+    TimelineMarker& back = ring.back();
+    back.row = Row(m.row->kind, m.row->scope, m.row->name);
+    back.previous = Clip(std::move(back.previous));
+    back.current = Clip(std::move(back.current));
     if (ring.size() > kMarkersPerKind) {
       ring.pop_front();
       ++dropped_markers_;

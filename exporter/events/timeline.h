@@ -257,6 +257,8 @@ class Timeline {
   void ObserveExpired(const PollData& data, const LeaseTableData& t, const LeaseRow& row)
       REQUIRES(mu_);
   void AddMarker(TimelineMarker m) REQUIRES(mu_);
+  // A saved interval as Restore() keeps it.
+  TimelineInterval Restored(const TimelineInterval& saved) REQUIRES(mu_);
 
   mutable Mutex mu_;
   double now_ GUARDED_BY(mu_) = 0;
