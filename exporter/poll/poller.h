@@ -214,6 +214,9 @@ class Poller {
   // The lease tables' reads before the stop were restored: the transitions of the first poll's
   // reads are judged across the gap (cleared after that poll).
   bool gap_leases_ = false;
+  // The episodes in progress at the stop (root pid, start): their events, whenever they end,
+  // carry the gap.
+  std::set<std::pair<int, double>> gap_episodes_;
 };
 
 }  // namespace pglock

@@ -184,6 +184,12 @@ void Poller::ApplySavedState(const PollData& first) {
   if (saved->leases) events_.RestoreLeases(*saved->leases);
   if (saved->timeline) timeline_->Restore(*saved->timeline);
   gap_leases_ = saved->leases.has_value();
+  gap_episodes_.clear();
+  if (saved->episodes) {
+    for (const SavedEpisode& e : saved->episodes->episodes) {
+      gap_episodes_.emplace(e.episode.root.id.pid, e.episode.started);
+    }
+  }
   history_.first_seen = saved->first_seen;
   // The saved inventory is the poll before this one: the first judgement spans the gap.
   auto baseline = std::make_shared<PollData>(*saved->inventory);
@@ -222,7 +228,8 @@ void Poller::StampGap(Event* e) {
   const bool across =
       (gap_polls_left_ > 0 && IsLockEvent(e->kind) && gap_pids_.count(e->previous.pid) != 0) ||
       (gap_leases_ && IsLeaseEvent(e->kind)) ||
-      (e->kind == EventKind::kBlockingEpisode && e->started <= gap_from_);
+      (e->kind == EventKind::kBlockingEpisode &&
+       gap_episodes_.erase({e->previous.pid, e->started}) != 0);
   if (!across) return;
   e->gap_from = gap_from_;
   e->gap_to = gap_to_;
