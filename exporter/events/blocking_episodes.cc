@@ -77,7 +77,30 @@ void BlockingEpisodeTracker::Observe(const PollData& data, const TargetView& vie
   Judge(data, blocking, counters, events);
   SeeCycles(data, view, events);
   postmaster_start_ = data.postmaster_start;
-  last_now_ = data.now;
+}
+
+EpisodeTrackerSaved BlockingEpisodeTracker::Save() const {
+  EpisodeTrackerSaved s;
+  for (const auto& [key, e] : episodes_) {
+    s.episodes.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), e});
+  }
+  for (const auto& [datid, stats] : last_stats_) s.last_stats.push_back(stats);
+  s.postmaster_start = postmaster_start_;
+  for (const std::set<int>& c : cycles_) s.cycles.emplace_back(c.begin(), c.end());
+  return s;
+}
+
+void BlockingEpisodeTracker::Restore(const EpisodeTrackerSaved& saved) {
+  episodes_.clear();
+  for (const SavedEpisode& e : saved.episodes) {
+    episodes_[{e.pid, e.backend_start, e.gid}] = e.episode;
+  }
+  last_stats_.clear();
+  for (const DatabaseStats& d : saved.last_stats) last_stats_[d.datid] = d;
+  deltas_.clear();
+  postmaster_start_ = saved.postmaster_start;
+  cycles_.clear();
+  for (const std::vector<int>& c : saved.cycles) cycles_.emplace(c.begin(), c.end());
 }
 
 void BlockingEpisodeTracker::See(const PollData& data, const BlockingRoot& r, const RootKey& key) {

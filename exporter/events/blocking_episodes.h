@@ -93,6 +93,22 @@ struct EpisodeEnd {
   EndEvidence evidence = EndEvidence::kNone;
 };
 
+// An episode in progress as a restart keeps it, with its root's key (pid, backend start, gid).
+struct SavedEpisode {
+  int pid = 0;
+  double backend_start = 0;
+  std::string gid;
+  Episode episode;
+};
+
+// What a restart keeps of the tracker (plain data; exporter/storage/saved_state.h writes it).
+struct EpisodeTrackerSaved {
+  std::vector<SavedEpisode> episodes;
+  std::vector<DatabaseStats> last_stats;  // the session end and deadlock counters last read
+  double postmaster_start = 0;
+  std::vector<std::vector<int>> cycles;  // the deadlock cycles the last poll saw, by pids
+};
+
 class BlockingEpisodeTracker {
  public:
   BlockingEpisodeTracker() = default;
@@ -111,6 +127,14 @@ class BlockingEpisodeTracker {
 
   // The server's log, asked first for how a root's session ended; null: none configured.
   void set_log(std::shared_ptr<const SessionEndLog> log) { log_ = std::move(log); }
+
+  // The episodes in progress and what the next poll is judged against, for the state file; and
+  // put back at a start (replacing what the tracker had). The next Observe() judges a restored
+  // episode as after a long poll interval: its root still blocking carries it on with its start
+  // and peak; a root that blocks no one, or is gone, ends it by the rules above (the counters
+  // read since the stop and the server's log say how its session ended).
+  EpisodeTrackerSaved Save() const;
+  void Restore(const EpisodeTrackerSaved& saved);
 
  private:
   // pid and backend_start for a client session; pid 0 and the gid for a prepared transaction;
@@ -136,7 +160,6 @@ class BlockingEpisodeTracker {
   std::map<uint32_t, DatabaseStats> last_stats_;
   std::map<uint32_t, DatabaseStats> deltas_;  // of this poll, consumed by root ends
   double postmaster_start_ = 0;
-  double last_now_ = 0;
   std::set<std::set<int>> cycles_;  // the pids of each cycle the last poll saw
 };
 

@@ -79,6 +79,10 @@ class EventTracker {
   // Those saved before a restart (PooledLockTracker::Restore).
   void RestorePooled(const std::vector<PooledLock>& locks) { pooled_.Restore(locks); }
 
+  // The lease tables' state between reads, for the state file and back at a start.
+  LeaseTransitions::Saved SaveLeases() const { return leases_.Save(); }
+  void RestoreLeases(LeaseTransitions::Saved saved) { leases_.Restore(std::move(saved)); }
+
   // The lease tables found to be queues by their names (LeaseTransitions::detected_queues).
   const std::set<std::string>& detected_queues() const { return leases_.detected_queues(); }
 

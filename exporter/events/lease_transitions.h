@@ -114,6 +114,25 @@ class LeaseTransitions {
     uint64_t returned = 0;
   };
 
+  // What a restart keeps (exporter/storage/saved_state.h writes it): each table's last good read
+  // and its evidence, the tables found to be queues and the names given zero counters. Put back
+  // at a start, the first read after it is judged against the last read before the stop as any
+  // read against the one before: a lease still held by the same holder is no transition; one
+  // that changed holder in the gap is a hand-over, expired takeover or overlap by the rules above
+  // (the table's write counters, kept by the server across the exporter's restart, say whether
+  // it was given back; a counter reset, or none, is a hand-over).
+  struct Saved {
+    std::map<std::string, LeaseTableState> tables;
+    std::set<std::string> detected;
+    std::map<std::string, size_t> seeded_names;
+  };
+  Saved Save() const { return {tables_, detected_, seeded_names_}; }
+  void Restore(Saved saved) {
+    tables_ = std::move(saved.tables);
+    detected_ = std::move(saved.detected);
+    seeded_names_ = std::move(saved.seeded_names);
+  }
+
  private:
   // Compares one table's rows with its last good read; adds what they explain to *mark.
   // `sessions_now` name the sessions of row_lock holders in the events.

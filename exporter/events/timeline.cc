@@ -119,7 +119,12 @@ void Timeline::MarkSeen(const OpenKey& key, Open* o) {
   o->seen = poll_;
 }
 
-TimelineInterval* Timeline::See(OpenKey key, double now) {
+const PollIndex& Timeline::Index(const PollData& data) {
+  if (!index_) index_ = std::make_unique<PollIndex>(data);
+  return *index_;
+}
+
+TimelineInterval* Timeline::See(OpenKey key, double now, const PollData& data) {
   auto it = open_.find(key);
   if (it != open_.end()) {
     it->second.interval.end = std::max(it->second.interval.end, now);
@@ -135,13 +140,18 @@ TimelineInterval* Timeline::See(OpenKey key, double now) {
     return nullptr;
   }
   if (IsHeldLock(key)) ++open_held_locks_;
+  const int pid = key.pid;
   Open& o = open_[std::move(key)];
   o.interval.open = true;
   o.interval.start = now;
   o.interval.end = now;
   o.seen = poll_;
   o.opened = poll_;
+  if (pid > 0) {
+    if (const Session* s = Index(data).Find(pid)) o.backend_start = s->backend_start;
+  }
   ++seen_now_;
+  ++changes_;
   return &o.interval;
 }
 
@@ -166,7 +176,8 @@ void Timeline::ObserveLocks(const PollData& data, const LockNames* names) {
   // looked up, nor even visited, a lock at a time (15k lookups were a sixth of a poll's CPU,
   // visiting 4,000 intervals still a tenth).
   const bool room = open_.size() < kOpenIntervals - kOpenReserved;
-  if ((last_locks_untracked_ == 0 || !room) && SameLocksAsLastPoll(data)) {
+  // Right after a restore no poll saw the locks of the intervals restored: looked up once.
+  if (!restored_ && (last_locks_untracked_ == 0 || !room) && SameLocksAsLastPoll(data)) {
     locks_seen_ = poll_;
     locks_end_ = std::max(locks_end_, data.now);
     seen_now_ += open_held_locks_;
@@ -175,18 +186,17 @@ void Timeline::ObserveLocks(const PollData& data, const LockNames* names) {
   }
   const uint64_t untracked_before = untracked_;
   last_locks_.clear();
-  std::unique_ptr<PollIndex> index;  // built when a new holder needs its identity
   for (const AdvisoryLock& l : data.locks) {
     if (!l.granted) continue;
     last_locks_.emplace_back(l.key, l.pid);
     OpenKey key{TimelineRowKind::kLock, l.key.datid, l.key.classid, l.key.objid,
                 l.key.objsubid,         l.pid,       false,         {}};
-    TimelineInterval* i = See(std::move(key), data.now);
+    TimelineInterval* i = See(std::move(key), data.now, data);
     if (i == nullptr) continue;
-    if (!index) index = std::make_unique<PollIndex>(data);
-    i->row = Row(TimelineRowKind::kLock, index->Datname(l.key.datid), LockLabel(l.key, names));
+    const PollIndex& index = Index(data);  // built when a new holder needs its identity
+    i->row = Row(TimelineRowKind::kLock, index.Datname(l.key.datid), LockLabel(l.key, names));
     i->pid = l.pid;
-    i->who = Clip(IdentityOf(index->Find(l.pid), l.pid).application_name);
+    i->who = Clip(IdentityOf(index.Find(l.pid), l.pid).application_name);
   }
   last_locks_untracked_ = untracked_ - untracked_before;
   // The list follows the load down: a fall from 100k locks to a few does not keep 2 MB.
@@ -196,7 +206,8 @@ void Timeline::ObserveLocks(const PollData& data, const LockNames* names) {
 void Timeline::ObserveWaits(const PollData& data, const TargetView& view) {
   for (const WaitEdge& w : view.waits) {
     const std::string text = w.datname + kSep + w.lock + kSep + std::to_string(w.blocker.pid);
-    TimelineInterval* i = See(TextKey(TimelineRowKind::kLock, w.waiter.pid, true, text), data.now);
+    TimelineInterval* i =
+        See(TextKey(TimelineRowKind::kLock, w.waiter.pid, true, text), data.now, data);
     if (i == nullptr) continue;
     i->row = Row(TimelineRowKind::kLock, w.datname, w.lock);
     i->wait = true;
@@ -205,12 +216,11 @@ void Timeline::ObserveWaits(const PollData& data, const TargetView& view) {
     i->who = Clip(w.waiter.application_name);
     i->blocker_pid = w.blocker.pid;
   }
-  std::unique_ptr<PollIndex> index;
   for (const BlockingRoot& r : view.all_blocking_roots) {
     const LockParticipant& p = r.root;
     const std::string scope = p.datname + kSep + p.gid;
     if (TimelineInterval* i =
-            See(TextKey(TimelineRowKind::kRoot, p.id.pid, false, scope), data.now)) {
+            See(TextKey(TimelineRowKind::kRoot, p.id.pid, false, scope), data.now, data)) {
       i->row = Row(TimelineRowKind::kRoot, p.datname, RootName(p.id.pid, p.gid));
       i->pid = p.id.pid;
       i->who = Clip(p.id.application_name);
@@ -218,13 +228,13 @@ void Timeline::ObserveWaits(const PollData& data, const TargetView& view) {
     }
     for (int blocked : r.blocked_pids) {
       const std::string text = scope + kSep + std::to_string(p.id.pid);
-      TimelineInterval* i = See(TextKey(TimelineRowKind::kRoot, blocked, true, text), data.now);
+      TimelineInterval* i =
+          See(TextKey(TimelineRowKind::kRoot, blocked, true, text), data.now, data);
       if (i == nullptr) continue;
-      if (!index) index = std::make_unique<PollIndex>(data);
       i->row = Row(TimelineRowKind::kRoot, p.datname, RootName(p.id.pid, p.gid));
       i->wait = true;
       i->pid = blocked;
-      i->who = Clip(IdentityOf(index->Find(blocked), blocked).application_name);
+      i->who = Clip(IdentityOf(Index(data).Find(blocked), blocked).application_name);
       i->blocker_pid = p.id.pid;
     }
   }
@@ -256,11 +266,12 @@ void Timeline::ObserveLeases(const PollData& data, const TargetView& view) {
     if (!t.ok) continue;
     for (const LeaseRow& row : t.rows) {
       if (t.has_expiry && row.expires_at <= t.now) {
-        if (!row.holder.empty()) ObserveExpired(t, row);
+        if (!row.holder.empty()) ObserveExpired(data, t, row);
         continue;
       }
       const std::string text = t.table + kSep + Clip(row.name) + kSep + Clip(row.holder);
-      TimelineInterval* i = See(TextKey(TimelineRowKind::kLease, row.pid, false, text), t.now);
+      TimelineInterval* i =
+          See(TextKey(TimelineRowKind::kLease, row.pid, false, text), t.now, data);
       if (i == nullptr) continue;
       i->row = Row(TimelineRowKind::kLease, t.table, row.name);
       i->start = std::min(t.now, row.taken_at);
@@ -270,7 +281,8 @@ void Timeline::ObserveLeases(const PollData& data, const TargetView& view) {
   }
   for (const RowLockHolder& r : view.row_locks) {
     const std::string text = r.table + kSep + Clip(r.lease);
-    TimelineInterval* i = See(TextKey(TimelineRowKind::kRowLocks, r.holder.pid, false, text), now_);
+    TimelineInterval* i =
+        See(TextKey(TimelineRowKind::kRowLocks, r.holder.pid, false, text), now_, data);
     if (i == nullptr) continue;
     i->row = Row(TimelineRowKind::kRowLocks, r.table, "");
     i->start = now_ - std::max(0.0, r.seconds);
@@ -280,10 +292,10 @@ void Timeline::ObserveLeases(const PollData& data, const TargetView& view) {
   }
 }
 
-void Timeline::ObserveExpired(const LeaseTableData& t, const LeaseRow& row) {
+void Timeline::ObserveExpired(const PollData& data, const LeaseTableData& t, const LeaseRow& row) {
   // Keyed apart from the holder's own interval (`wait` set), drawn in the holds.
   const std::string text = t.table + kSep + Clip(row.name) + kSep + Clip(row.holder);
-  TimelineInterval* i = See(TextKey(TimelineRowKind::kLease, row.pid, true, text), t.now);
+  TimelineInterval* i = See(TextKey(TimelineRowKind::kLease, row.pid, true, text), t.now, data);
   if (i == nullptr) return;
   i->row = Row(TimelineRowKind::kLease, t.table, row.name);
   i->expired = true;
@@ -299,6 +311,16 @@ void Timeline::ObserveExpired(const LeaseTableData& t, const LeaseRow& row) {
   AddMarker(std::move(m));
 }
 
+std::unordered_map<Timeline::OpenKey, Timeline::Open, Timeline::OpenKeyHash>::iterator
+Timeline::Close(std::unordered_map<OpenKey, Open, OpenKeyHash>::iterator it) {
+  if (IsHeldLock(it->first)) --open_held_locks_;
+  it->second.interval.end = EndOf(it->first, it->second);
+  it->second.interval.open = false;
+  closed_.push_back(std::move(it->second.interval));
+  ++changes_;
+  return open_.erase(it);
+}
+
 void Timeline::CloseUnseen() {
   // Every open interval seen by this poll (most polls at a steady load): none to visit.
   for (auto it = open_.begin(); seen_now_ < open_.size() && it != open_.end();) {
@@ -306,11 +328,7 @@ void Timeline::CloseUnseen() {
       ++it;
       continue;
     }
-    if (IsHeldLock(it->first)) --open_held_locks_;
-    it->second.interval.end = EndOf(it->first, it->second);
-    it->second.interval.open = false;
-    closed_.push_back(std::move(it->second.interval));
-    it = open_.erase(it);
+    it = Close(it);
   }
   while (closed_.size() > kClosedIntervals) {
     closed_.pop_front();
@@ -318,8 +336,28 @@ void Timeline::CloseUnseen() {
   }
 }
 
+void Timeline::ResumeAfterRestore(const PollData& data) {
+  if (now_ > 0 && data.now > now_) {
+    gaps_.push_back({now_, data.now});
+    if (gaps_.size() > kTimelineGaps) gaps_.pop_front();
+    ++changes_;
+  }
+  // A holder the restored interval names is the same only as the same session: pids are reused.
+  std::set<std::pair<int, double>> alive;
+  for (const Session& s : data.sessions) alive.emplace(s.pid, s.backend_start);
+  for (auto it = open_.begin(); it != open_.end();) {
+    const Open& o = it->second;
+    if (o.backend_start != 0 && alive.count({it->first.pid, o.backend_start}) == 0) {
+      it = Close(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void Timeline::Observe(const PollData& data, const TargetView& view, const LockNames* names) {
   MutexLock lock(&mu_);
+  if (restored_) ResumeAfterRestore(data);  // before now_ moves: the gap starts there
   now_ = std::max(now_, data.now);
   if (poll_ == 0) first_poll_ = data.now;
   ++poll_;
@@ -329,9 +367,12 @@ void Timeline::Observe(const PollData& data, const TargetView& view, const LockN
   ObserveWaits(data, view);
   ObserveLeases(data, view);
   CloseUnseen();
+  restored_ = false;
+  index_.reset();  // it borrows `data`
 }
 
 void Timeline::AddMarker(TimelineMarker m) {
+  ++changes_;
   auto& ring = markers_[m.kind];
   ring.push_back(std::move(m));
   if (ring.size() > kMarkersPerKind) {
@@ -392,6 +433,9 @@ TimelineWindow Timeline::Query(double seconds) const {
     if (dropped_intervals_ > 0 && !closed_.empty()) kept = std::max(kept, closed_.front().end);
     w.kept_since = kept;
     w.from = std::max(now_ - seconds, w.kept_since);
+    for (const TimelineGap& g : gaps_) {
+      if (g.to >= w.from) w.gaps.push_back(g);
+    }
     auto row_of = [&](const std::shared_ptr<const TimelineRow>& r) -> TimelineRowWindow& {
       TimelineRowWindow& rw = rows[r.get()];
       rw.row = r;
@@ -441,6 +485,120 @@ TimelineWindow Timeline::Query(double seconds) const {
     return *a.row < *b.row;
   });
   return w;
+}
+
+TimelineInterval Timeline::Restored(const TimelineInterval& saved) {
+  TimelineInterval i = saved;
+  // Interned again (one shared row per kind, scope and name), the texts within their bound.
+  i.row = Row(saved.row->kind, saved.row->scope, saved.row->name);
+  i.who = Clip(std::move(i.who));
+  i.detail = Clip(std::move(i.detail));
+  return i;
+}
+
+TimelineSaved Timeline::Save() const {
+  MutexLock lock(&mu_);
+  TimelineSaved s;
+  s.now = now_;
+  s.first_poll = first_poll_;
+  s.dropped_intervals = dropped_intervals_;
+  s.dropped_markers = dropped_markers_;
+  s.gaps.assign(gaps_.begin(), gaps_.end());
+  s.open.reserve(open_.size());
+  for (const auto& [key, o] : open_) {
+    TimelineSavedOpen so;
+    so.key_kind = key.kind;
+    so.datid = key.datid;
+    so.classid = key.classid;
+    so.objid = key.objid;
+    so.objsubid = key.objsubid;
+    so.pid = key.pid;
+    so.wait = key.wait;
+    so.text = key.text;
+    so.backend_start = o.backend_start;
+    so.interval = o.interval;
+    so.interval.end = EndOf(key, o);
+    s.open.push_back(std::move(so));
+  }
+  // In a stable order (the map's is not): a state unchanged is written the same.
+  std::sort(s.open.begin(), s.open.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.interval.start, a.key_kind, a.datid, a.classid, a.objid, a.objsubid, a.pid,
+                    a.wait, a.text) < std::tie(b.interval.start, b.key_kind, b.datid, b.classid,
+                                               b.objid, b.objsubid, b.pid, b.wait, b.text);
+  });
+  s.closed.assign(closed_.begin(), closed_.end());
+  for (const auto& [kind, ring] : markers_)
+    s.markers.insert(s.markers.end(), ring.begin(), ring.end());
+  return s;
+}
+
+void Timeline::Restore(const TimelineSaved& saved) {
+  MutexLock lock(&mu_);
+  open_.clear();
+  closed_.clear();
+  markers_.clear();
+  gaps_.clear();
+  last_locks_.clear();
+  last_locks_untracked_ = 0;
+  locks_seen_ = 0;
+  locks_end_ = 0;
+  open_held_locks_ = 0;
+  unread_since_.clear();
+  untracked_ = 0;
+  now_ = saved.now;
+  first_poll_ = saved.first_poll;
+  poll_ = saved.now > 0 ? 1 : 0;
+  dropped_intervals_ = saved.dropped_intervals;
+  dropped_markers_ = saved.dropped_markers;
+  for (const TimelineGap& g : saved.gaps) gaps_.push_back(g);
+  while (gaps_.size() > kTimelineGaps) gaps_.pop_front();
+  for (const TimelineSavedOpen& so : saved.open) {
+    if (!so.interval.row) continue;
+    if (open_.size() >= kOpenIntervals) {
+      ++dropped_intervals_;
+      continue;
+    }
+    OpenKey key{so.key_kind, so.datid, so.classid, so.objid, so.objsubid, so.pid, so.wait, so.text};
+    const bool held_lock = IsHeldLock(key);
+    auto [it, fresh] = open_.try_emplace(std::move(key));
+    if (!fresh) continue;
+    if (held_lock) ++open_held_locks_;
+    Open& o = it->second;
+    o.interval = Restored(so.interval);
+    o.interval.open = true;
+    o.seen = poll_;
+    o.opened = poll_;
+    o.backend_start = so.backend_start;
+  }
+  for (const TimelineInterval& i : saved.closed) {
+    if (!i.row) continue;
+    closed_.push_back(Restored(i));
+    closed_.back().open = false;
+  }
+  while (closed_.size() > kClosedIntervals) {
+    closed_.pop_front();
+    ++dropped_intervals_;
+  }
+  for (const TimelineMarker& m : saved.markers) {
+    if (!m.row) continue;
+    auto& ring = markers_[m.kind];
+    ring.push_back(m);
+    TimelineMarker& back = ring.back();
+    back.row = Row(m.row->kind, m.row->scope, m.row->name);
+    back.previous = Clip(std::move(back.previous));
+    back.current = Clip(std::move(back.current));
+    if (ring.size() > kMarkersPerKind) {
+      ring.pop_front();
+      ++dropped_markers_;
+    }
+  }
+  restored_ = poll_ > 0;
+  ++changes_;
+}
+
+uint64_t Timeline::changes() const {
+  MutexLock lock(&mu_);
+  return changes_;
 }
 
 size_t Timeline::ApproxBytes() const {

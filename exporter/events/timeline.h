@@ -23,6 +23,12 @@
 // Times are the database server's clock (PollData::now, Event::time). A failed poll leaves the
 // open intervals as they were; the next good poll extends those it still sees across the gap.
 //
+// A restart of the exporter ([storage] path, docs/restarts.md) keeps the history: Save() before
+// the stop, Restore() at the start. The first poll after it records the exporter's gap (shown
+// on the page), closes the open intervals of sessions it no longer sees (by pid and backend
+// start: a reused pid is not the same holder) at their last sighting before the stop, and
+// extends the others across the gap as it would across failed polls.
+//
 // Thread-safe: the poller calls Observe() and AddMarkers(); HTTP threads call Query() through
 // the snapshot, which shares the live object (the page shows the history up to the latest poll).
 #pragma once
@@ -39,6 +45,7 @@
 
 #include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
+#include "exporter/snapshot/poll_index.h"
 #include "exporter/snapshot/session_end.h"
 #include "exporter/snapshot/snapshot.h"
 #include "exporter/util/thread_annotations.h"
@@ -57,6 +64,8 @@ inline constexpr size_t kTimelineTextBytes = 128;
 // A lease table that polls cannot read keeps its leases' intervals open (not extended) this long
 // from its first failed read, then closes them: a table that stays unreadable holds no open slot.
 inline constexpr double kUnreadLeaseTableSeconds = 60;
+// The exporter's own gaps (from a stop to the next start's first poll) kept, the newest.
+inline constexpr size_t kTimelineGaps = 16;
 
 enum class TimelineRowKind { kLock, kLease, kRowLocks, kRoot, kDeadlocks };
 // True for the marker kinds that need a look (a loss, a takeover, an expiry, an overlap, an
@@ -118,6 +127,13 @@ struct TimelineRowWindow {
   double last = 0;    // the latest time anything happened on it
 };
 
+// The exporter was not running from `from` (its last poll before a stop) to `to` (the first poll
+// after the start): nothing was observed then.
+struct TimelineGap {
+  double from = 0;
+  double to = 0;
+};
+
 struct TimelineWindow {
   double now = 0;         // the latest poll's now(); 0 before the first
   double from = 0;        // now - the window asked for, never before kept_since
@@ -126,7 +142,34 @@ struct TimelineWindow {
   // Holders and waits the latest poll saw that got no interval: kOpenIntervals were open.
   uint64_t untracked = 0;
   uint64_t dropped_markers = 0;
+  std::vector<TimelineGap> gaps;        // of the exporter, overlapping the window, oldest first
   std::vector<TimelineRowWindow> rows;  // what needs attention first
+};
+
+// An open interval as a restart keeps it: the interval and what the poller follows it by.
+struct TimelineSavedOpen {
+  TimelineRowKind key_kind = TimelineRowKind::kLock;
+  uint32_t datid = 0, classid = 0, objid = 0;
+  int objsubid = 0;
+  int pid = 0;
+  bool wait = false;
+  std::string text;
+  // The backend start of the session `pid` when the interval opened (0: not a client session's,
+  // or none was listed): after a restart the interval goes on only under the same session.
+  double backend_start = 0;
+  TimelineInterval interval;
+};
+
+// What a restart keeps of a timeline (plain data; exporter/storage/saved_state.h writes it).
+struct TimelineSaved {
+  double now = 0;
+  double first_poll = 0;
+  uint64_t dropped_intervals = 0;
+  uint64_t dropped_markers = 0;
+  std::vector<TimelineGap> gaps;         // oldest first
+  std::vector<TimelineSavedOpen> open;   // at most kOpenIntervals
+  std::vector<TimelineInterval> closed;  // oldest first, at most kClosedIntervals
+  std::vector<TimelineMarker> markers;   // oldest first within each kind
 };
 
 class Timeline {
@@ -145,6 +188,15 @@ class Timeline {
 
   // What overlaps the last `seconds` before the latest poll (a copy).
   TimelineWindow Query(double seconds) const EXCLUDES(mu_);
+
+  // A copy of the history for the state file; Restore() on a fresh timeline puts it back (the
+  // bounds enforced again: what is past them is dropped and counted). The next Observe() judges
+  // its open intervals against that poll's sessions and records the gap.
+  TimelineSaved Save() const EXCLUDES(mu_);
+  void Restore(const TimelineSaved& saved) EXCLUDES(mu_);
+  // Moves with every interval opened or closed, marker added and gap recorded (not with an open
+  // interval extended): whether a write of the state has something new to keep.
+  uint64_t changes() const EXCLUDES(mu_);
 
   // Approximate heap bytes held (the measured bound of the tests).
   size_t ApproxBytes() const EXCLUDES(mu_);
@@ -166,8 +218,9 @@ class Timeline {
   };
   struct Open {
     TimelineInterval interval;
-    uint64_t seen = 0;    // the poll that last saw it
-    uint64_t opened = 0;  // the poll that opened it
+    uint64_t seen = 0;         // the poll that last saw it
+    uint64_t opened = 0;       // the poll that opened it
+    double backend_start = 0;  // of the session `pid` when it opened (TimelineSavedOpen)
   };
 
   // REQUIRES: mu_ held.
@@ -176,8 +229,17 @@ class Timeline {
   static OpenKey TextKey(TimelineRowKind kind, int pid, bool wait, std::string text);
   // Extends the open interval of `key` to `now` and returns null; or opens one from `now` and
   // returns it for the caller to fill (null too when kOpenIntervals are open: counted untracked).
-  TimelineInterval* See(OpenKey key, double now) REQUIRES(mu_);
+  // The opened one gets the backend start of `key.pid`'s session in `data`.
+  TimelineInterval* See(OpenKey key, double now, const PollData& data) REQUIRES(mu_);
   void CloseUnseen() REQUIRES(mu_);
+  // Closes `it` at its end; returns the next.
+  std::unordered_map<OpenKey, Open, OpenKeyHash>::iterator Close(
+      std::unordered_map<OpenKey, Open, OpenKeyHash>::iterator it) REQUIRES(mu_);
+  // The first poll after Restore(): the gap, and the restored intervals of sessions `data` no
+  // longer lists closed.
+  void ResumeAfterRestore(const PollData& data) REQUIRES(mu_);
+  // The lazily built index of the poll being observed (reset by each Observe()).
+  const PollIndex& Index(const PollData& data) REQUIRES(mu_);
   void ObserveLocks(const PollData& data, const LockNames* names) REQUIRES(mu_);
   // Whether `data` has the very granted locks (key and pid, in order) of the poll before.
   bool SameLocksAsLastPoll(const PollData& data) const REQUIRES(mu_);
@@ -192,8 +254,11 @@ class Timeline {
   void ObserveLeases(const PollData& data, const TargetView& view) REQUIRES(mu_);
   // A lease row still naming its holder past its expiry: an interval from the expiry on, and a
   // lease_expiry marker when first seen.
-  void ObserveExpired(const LeaseTableData& t, const LeaseRow& row) REQUIRES(mu_);
+  void ObserveExpired(const PollData& data, const LeaseTableData& t, const LeaseRow& row)
+      REQUIRES(mu_);
   void AddMarker(TimelineMarker m) REQUIRES(mu_);
+  // A saved interval as Restore() keeps it.
+  TimelineInterval Restored(const TimelineInterval& saved) REQUIRES(mu_);
 
   mutable Mutex mu_;
   double now_ GUARDED_BY(mu_) = 0;
@@ -221,6 +286,10 @@ class Timeline {
   // Lease tables whose last read failed: since when (the poll of the first failed read).
   std::map<std::string, double> unread_since_ GUARDED_BY(mu_);
   uint64_t dropped_markers_ GUARDED_BY(mu_) = 0;
+  std::unique_ptr<PollIndex> index_ GUARDED_BY(mu_);  // of the poll being observed
+  std::deque<TimelineGap> gaps_ GUARDED_BY(mu_);      // oldest first
+  bool restored_ GUARDED_BY(mu_) = false;             // until the first Observe() after Restore()
+  uint64_t changes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace pglock

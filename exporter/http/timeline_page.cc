@@ -131,6 +131,20 @@ void AxisSvg(const Scale& s, std::string* o) {
   }
 }
 
+// The exporter's own gaps (stopped, then started again) across every row: nothing was observed
+// there, and a bar drawn through one only says that its holder was there on both sides.
+void GapsSvg(const std::vector<TimelineGap>& gaps, const Scale& s, std::string* o) {
+  for (const TimelineGap& g : gaps) {
+    const double x = s.X(g.from);
+    const double w = std::max(kMinBarPercent, s.X(g.to) - x);
+    *o += "<rect class=\"gap\" x=\"" + Pct(x) + "\" y=\"12\" width=\"" + Pct(w) +
+          "\" height=\"100%\"><title>" +
+          H("the exporter was not running, " + Clock(g.from) + "–" + Clock(g.to) + " (" +
+            Span(g.to - g.from) + "): nothing observed") +
+          "</title></rect>";
+  }
+}
+
 // One row: its label, the holders' bars, the waits under them, the markers on the bars.
 int RowSvg(const TimelineRowWindow& r, const Scale& s, int y, const std::string& target,
            const MarkerHref& href, std::string* o) {
@@ -211,7 +225,9 @@ const char kTimelineStyle[] =
     "svg.m path{fill:#456}svg.m.bad path{fill:#c00}"
     "tr:target{background:#ffe58a}span.key{display:inline-block;width:1.2em;height:.7em}"
     "span.key.h{background:#6a9fd4}span.key.w{background:#e8a33d}span.key.x{background:#bbb}"
-    "span.key.bad{color:#c00;height:auto}span.key.ev{color:#456;height:auto}";
+    "span.key.bad{color:#c00;height:auto}span.key.ev{color:#456;height:auto}"
+    "svg.tl rect.gap{fill:#fff;fill-opacity:.7;stroke:#999;stroke-dasharray:3 3}"
+    "span.key.gap{background:#fff;border:1px dashed #999}";
 
 std::optional<double> ParseTimelineSince(const std::string& text, std::string* error) {
   if (text.empty()) return kTimelineDefaultSeconds;
@@ -266,14 +282,20 @@ void TimelineHtml(const TargetSnapshot& snap, const LocksFilter& filter, double 
         "\" role=img aria-label=\"holders, waits and events from " + Clock(w.from) + " to " +
         Clock(w.now) + " UTC\">";
   AxisSvg(s, o);
-  *o += body + "</svg></div>\n";
+  *o += body;
+  GapsSvg(w.gaps, s, o);
+  *o += "</svg></div>\n";
   // What the colours mean, in the page's own classes (no image, no script).
   *o +=
       "<p class=note><span class=\"key h\"></span> held &middot; <span class=\"key w\"></span> "
       "waiting under its holder &middot; <span class=\"key x\"></span> lease expired under its "
       "holder &middot; <span class=\"key bad\">&#9660;</span> a loss, takeover, overlap, "
       "inheritance, expiry, deadlock or timeout &middot; <span class=\"key ev\">&#9660;</span> "
-      "other events (hover for details, click for the event)</p>\n";
+      "other events (hover for details, click for the event)" +
+      std::string(w.gaps.empty() ? ""
+                                 : " &middot; <span class=\"key gap\"></span> the exporter was "
+                                   "not running (nothing observed)") +
+      "</p>\n";
   if (rows.size() > kTimelineRows) {
     *o += "<p class=note>" + std::to_string(rows.size() - kTimelineRows) + " more rows of " +
           std::to_string(rows.size()) + " not drawn (all of them: the JSON).</p>\n";
@@ -296,7 +318,14 @@ std::string RenderTimelineJson(const SnapshotList& snapshots, const LocksFilter&
          ",\"kept_since\":" + Num(w.kept_since) +
          ",\"dropped_intervals\":" + std::to_string(w.dropped_intervals) +
          ",\"dropped_markers\":" + std::to_string(w.dropped_markers) +
-         ",\"untracked\":" + std::to_string(w.untracked) + ",\"rows\":[";
+         ",\"untracked\":" + std::to_string(w.untracked) + ",\"exporter_gaps\":";
+    JsonArray(
+        w.gaps,
+        [&](const TimelineGap& g) {
+          o += "{\"from\":" + Num(g.from) + ",\"to\":" + Num(g.to) + "}";
+        },
+        &o);
+    o += ",\"rows\":[";
     first = false;
     bool first_row = true;
     size_t budget = kTimelineJsonItems, rows_left_out = 0, items_left_out = 0;

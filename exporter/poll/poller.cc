@@ -445,6 +445,7 @@ bool Poller::PollOnce() {
                      &counters_, &events);
   }
   RecordEvents(std::move(events));
+  gap_leases_ = false;  // the reads on either side of a restart's gap are judged
   auto view = BuildView(*data, &statuses);
   timeline_->Observe(*data, *view, &names_);
   AnswerPreflights(*data, *view);

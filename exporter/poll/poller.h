@@ -123,13 +123,15 @@ class Poller {
   // [storage] (poller_state.cc). Reads the target's state file into saved_ (constructor).
   void LoadState();
   // At the first good poll after a start (`first`, not judged yet): applies saved_ when it is of
-  // this server: counters, events, when holds were first seen, and its inventory as the baseline
-  // the first poll is judged against. Then saved_ is gone either way.
+  // this server: counters, events, when holds were first seen, the blocking episodes in
+  // progress, the lease tables' last reads, the timeline, and its inventory as the baseline the
+  // first poll is judged against. Then saved_ is gone either way.
   void ApplySavedState(const PollData& first);
   // Writes the state file: at most every kStateWriteInterval after a good poll, and once more at
   // Stop() (`final`); never before a poll applied (or refused) the saved state.
   void SaveState(bool final);
-  // An event about a session whose holds ended while the exporter was down: says so.
+  // An event judged across the exporter's gap (a holder gone in it, a lease transition of the
+  // first read after it, an episode in progress at the stop): says so.
   void StampGap(Event* e);
 
   // Preflight requests (poller_preflight.cc): answers those waiting on the desk from this good
@@ -212,6 +214,12 @@ class Poller {
   double gap_to_ = 0;
   std::set<int> gap_pids_;
   int gap_polls_left_ = 0;
+  // The lease tables' reads before the stop were restored: the transitions of the first poll's
+  // reads are judged across the gap (cleared after that poll).
+  bool gap_leases_ = false;
+  // The episodes in progress at the stop (root pid, start): their events, whenever they end,
+  // carry the gap.
+  std::set<std::pair<int, double>> gap_episodes_;
 };
 
 }  // namespace pglock

@@ -28,7 +28,10 @@ double WallNow() {
 }
 
 // FNV-1a over what a write keeps that changes with what happens: the holds (who holds which key
-// since when), the counters, the event log (its length and newest event), the log's file.
+// since when), the counters, the event log (its length and newest event), the log's file, the
+// blocking episodes in progress, the lease tables' last reads and the timeline's intervals and
+// markers (not an open interval growing, nor an episode's longest wait: the next write keeps
+// them, and the one at SIGTERM keeps them exact).
 class Fingerprint {
  public:
   void Add(const void* data, size_t n) {
@@ -69,8 +72,29 @@ class Fingerprint {
 };
 
 uint64_t FingerprintOf(const HoldHistory& history, const Counters& c, const EventList* events,
-                       const std::optional<LogPosition>& log, const PooledLockTracker& pooled) {
+                       const std::optional<LogPosition>& log, const PooledLockTracker& pooled,
+                       const EpisodeTrackerSaved& episodes, const LeaseTransitions::Saved& leases,
+                       uint64_t timeline_changes) {
   Fingerprint f;
+  f.Value(timeline_changes);
+  for (const SavedEpisode& e : episodes.episodes) {
+    f.Value(e.pid);
+    f.Value(e.backend_start);
+    f.Value(e.gid);
+    f.Value(static_cast<int>(e.episode.state));
+    f.Value(e.episode.peak_blocked);
+  }
+  for (const auto& [table, st] : leases.tables) {
+    f.Value(table);
+    for (const auto& [name, seen] : st.leases) {
+      f.Value(name);
+      f.Value(seen.row.holder);
+      f.Value(seen.row.expires_at);
+      f.Value(seen.row.taken_at);
+      f.Value(static_cast<int>(seen.state));
+    }
+    f.Value(st.pending.size());
+  }
   // A pooled lock proven session-scoped is worth a write: a restart need not prove it again.
   for (const PooledLock* l : pooled.Locks()) {
     f.Value(l->pid);
@@ -105,6 +129,12 @@ uint64_t FingerprintOf(const HoldHistory& history, const Counters& c, const Even
 bool IsLockEvent(EventKind k) {
   return k == EventKind::kLockReleased || k == EventKind::kLockLost ||
          k == EventKind::kLockTakeover || k == EventKind::kLockHandover;
+}
+
+bool IsLeaseEvent(EventKind k) {
+  return k == EventKind::kLeaseAcquired || k == EventKind::kLeaseReleased ||
+         k == EventKind::kLeaseHandover || k == EventKind::kLeaseExpiredTakeover ||
+         k == EventKind::kLeaseOverlap;
 }
 
 }  // namespace
@@ -148,6 +178,18 @@ void Poller::ApplySavedState(const PollData& first) {
   counters_ = saved->counters;
   event_log_.Append(saved->events);
   events_.RestorePooled(saved->pooled);
+  // The episodes in progress, the lease tables' last reads and the timeline, judged by this poll
+  // as after a long interval (their own headers say how).
+  if (saved->episodes) episodes_.Restore(*saved->episodes);
+  if (saved->leases) events_.RestoreLeases(*saved->leases);
+  if (saved->timeline) timeline_->Restore(*saved->timeline);
+  gap_leases_ = saved->leases.has_value();
+  gap_episodes_.clear();
+  if (saved->episodes) {
+    for (const SavedEpisode& e : saved->episodes->episodes) {
+      gap_episodes_.emplace(e.episode.root.id.pid, e.episode.started);
+    }
+  }
   history_.first_seen = saved->first_seen;
   // The saved inventory is the poll before this one: the first judgement spans the gap.
   auto baseline = std::make_shared<PollData>(*saved->inventory);
@@ -169,15 +211,26 @@ void Poller::ApplySavedState(const PollData& first) {
   }
   gap_polls_left_ = kGapPolls;
   spdlog::info(
-      "target {}: saved state applied ({} locks held, {} events, saved {:.0f} s ago); judging "
-      "the {:.0f} s since its last poll, {} lock holders gone meanwhile",
+      "target {}: saved state applied ({} locks held, {} events, {} blocking episodes in "
+      "progress, {} timeline intervals, saved {:.0f} s ago); judging the {:.0f} s since its last "
+      "poll, {} lock holders gone meanwhile",
       target_.name, saved->inventory->locks.size(), saved->events.size(),
+      saved->episodes ? saved->episodes->episodes.size() : 0,
+      saved->timeline ? saved->timeline->open.size() + saved->timeline->closed.size() : 0,
       WallNow() - saved->saved_at, gap_to_ - gap_from_, gap_pids_.size());
 }
 
 void Poller::StampGap(Event* e) {
-  if (gap_polls_left_ <= 0 || !IsLockEvent(e->kind)) return;
-  if (gap_pids_.count(e->previous.pid) == 0) return;
+  if (gap_from_ == 0) return;
+  // Judged across the gap: a lock event of a holder gone in it, a lease transition between the
+  // reads on either side, an episode that was in progress at the stop (its peak and longest
+  // wait do not see the gap).
+  const bool across =
+      (gap_polls_left_ > 0 && IsLockEvent(e->kind) && gap_pids_.count(e->previous.pid) != 0) ||
+      (gap_leases_ && IsLeaseEvent(e->kind)) ||
+      (e->kind == EventKind::kBlockingEpisode &&
+       gap_episodes_.erase({e->previous.pid, e->started}) != 0);
+  if (!across) return;
   e->gap_from = gap_from_;
   e->gap_to = gap_to_;
 }
@@ -204,8 +257,11 @@ void Poller::SaveState(bool final) {
   // Within the interval nothing is hashed: most polls at 1 s return here.
   if (!final && !first && since < kStateWriteInterval) return;
   const std::shared_ptr<const EventList> events = event_log_.Contents();
+  EpisodeTrackerSaved episodes = episodes_.Save();
+  LeaseTransitions::Saved leases = events_.SaveLeases();
   const uint64_t fingerprint =
-      FingerprintOf(history_, counters_, events.get(), log_position_, events_.pooled());
+      FingerprintOf(history_, counters_, events.get(), log_position_, events_.pooled(), episodes,
+                    leases, timeline_->changes());
   if (!final && !first && fingerprint == written_fingerprint_ &&
       since < kUnchangedStateWriteInterval) {
     return;
@@ -226,6 +282,9 @@ void Poller::SaveState(bool final) {
   }
   if (log_position_) s.log = SavedLogPosition{*log_position_, records_taken_until_};
   for (const PooledLock* l : events_.pooled().Locks()) s.pooled.push_back(*l);
+  s.episodes = std::move(episodes);
+  s.leases = std::move(leases);
+  s.timeline = timeline_->Save();
   const Status written = WriteFileAtomically(path, EncodeSavedTarget(s));
   CountStateWrite(written.ok(), s.saved_at);
   if (written.ok() == !state_write_failing_) return;

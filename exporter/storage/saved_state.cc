@@ -127,6 +127,17 @@ void WriteLock(const AdvisoryLock& l, Writer* w) {
   w->Close(']');
 }
 
+void WriteStats(const DatabaseStats& d, Writer* w) {
+  w->Open('[');
+  w->Int(d.datid);
+  w->Str(d.datname);
+  w->Int(d.sessions_fatal);
+  w->Int(d.sessions_killed);
+  w->Int(d.sessions_abandoned);
+  w->Int(d.deadlocks);
+  w->Close(']');
+}
+
 void WritePoll(const PollData& p, Writer* w) {
   w->Open('{');
   w->Key("now");
@@ -152,16 +163,7 @@ void WritePoll(const PollData& p, Writer* w) {
   w->Key("database_stats");
   if (p.database_stats) {
     w->Open('[');
-    for (const DatabaseStats& d : *p.database_stats) {
-      w->Open('[');
-      w->Int(d.datid);
-      w->Str(d.datname);
-      w->Int(d.sessions_fatal);
-      w->Int(d.sessions_killed);
-      w->Int(d.sessions_abandoned);
-      w->Int(d.deadlocks);
-      w->Close(']');
-    }
+    for (const DatabaseStats& d : *p.database_stats) WriteStats(d, w);
     w->Close(']');
   } else {
     w->Null();
@@ -444,6 +446,19 @@ AdvisoryLock ReadLock(Reader& r, dom::element e) {
   return l;
 }
 
+DatabaseStats ReadStats(Reader& r, dom::element e) {
+  DatabaseStats s;
+  const auto t = r.Tuple(e, 6, "database_stats");
+  if (!r.ok()) return s;
+  s.datid = r.Oid(t[0], "stats datid");
+  s.datname = r.Str(t[1], "stats datname");
+  s.sessions_fatal = r.Int(t[2], "sessions_fatal", 0, INT64_MAX);
+  s.sessions_killed = r.Int(t[3], "sessions_killed", 0, INT64_MAX);
+  s.sessions_abandoned = r.Int(t[4], "sessions_abandoned", 0, INT64_MAX);
+  s.deadlocks = r.Int(t[5], "deadlocks", 0, INT64_MAX);
+  return s;
+}
+
 std::shared_ptr<PollData> ReadPoll(Reader& r, dom::element e) {
   auto p = std::make_shared<PollData>();
   const dom::object o = r.Obj(e, "inventory");
@@ -465,15 +480,8 @@ std::shared_ptr<PollData> ReadPoll(Reader& r, dom::element e) {
   if (r.ok() && !stats.is_null()) {
     p->database_stats.emplace();
     for (dom::element d : r.Arr(stats, "database_stats")) {
-      const auto t = r.Tuple(d, 6, "database_stats");
+      DatabaseStats s = ReadStats(r, d);
       if (!r.ok()) break;
-      DatabaseStats s;
-      s.datid = r.Oid(t[0], "stats datid");
-      s.datname = r.Str(t[1], "stats datname");
-      s.sessions_fatal = r.Int(t[2], "sessions_fatal", 0, INT64_MAX);
-      s.sessions_killed = r.Int(t[3], "sessions_killed", 0, INT64_MAX);
-      s.sessions_abandoned = r.Int(t[4], "sessions_abandoned", 0, INT64_MAX);
-      s.deadlocks = r.Int(t[5], "deadlocks", 0, INT64_MAX);
       p->database_stats->push_back(std::move(s));
     }
   }
@@ -582,6 +590,15 @@ E Named(Reader& r, const std::string& name, std::span<const E> all, const char* 
   return E::kNone;
 }
 
+EndEvidence ReadEvidence(Reader& r, const std::string& label, std::string_view what) {
+  if (!r.ok() || label.empty()) return EndEvidence::kNone;
+  for (EndEvidence x : kEndEvidences) {
+    if (label == EndEvidenceLabel(x)) return x;
+  }
+  r.Fail(std::string(what) + " \"" + label + "\" is not known");
+  return EndEvidence::kNone;
+}
+
 Event ReadEvent(Reader& r, dom::element e) {
   Event ev;
   const dom::object o = r.Obj(e, "event");
@@ -597,17 +614,7 @@ Event ReadEvent(Reader& r, dom::element e) {
                                &EventCauseName, "event cause");
   ev.outcome = Named<EventOutcome>(r, r.Str(r.Field(o, "outcome"), "event outcome"),
                                    EventOutcomes(), &EventOutcomeName, "event outcome");
-  const std::string evidence = r.Str(r.Field(o, "evidence"), "event evidence");
-  if (r.ok() && !evidence.empty()) {
-    bool found = false;
-    for (EndEvidence x : kEndEvidences) {
-      if (evidence == EndEvidenceLabel(x)) {
-        ev.evidence = x;
-        found = true;
-      }
-    }
-    if (!found) r.Fail("event evidence \"" + evidence + "\" is not known");
-  }
+  ev.evidence = ReadEvidence(r, r.Str(r.Field(o, "evidence"), "event evidence"), "event evidence");
   const auto strings = r.Tuple(r.Field(o, "strings"), 9, "event strings");
   if (!r.ok()) return ev;
   std::string* into[] = {&ev.target, &ev.datname,         &ev.lock,           &ev.table, &ev.lease,
@@ -661,6 +668,642 @@ PooledLock ReadPooled(Reader& r, dom::element e) {
   l.first_seen = r.Num(t[14], "pooled first_seen");
   l.inherited = r.Int(t[15], "pooled inherited", 0, INT64_MAX);
   return l;
+}
+
+// ---- episodes in progress, lease tables, timeline (sections absent from older files) ---------
+
+constexpr HoldEnd kHoldEnds[] = {
+    HoldEnd::kStillConnected,     HoldEnd::kCleanClose,         HoldEnd::kIdleInTransactionTimeout,
+    HoldEnd::kIdleSessionTimeout, HoldEnd::kTransactionTimeout, HoldEnd::kTerminated,
+    HoldEnd::kConnectionLost,     HoldEnd::kServerRestart,      HoldEnd::kUnknown,
+    HoldEnd::kUndetermined};
+
+constexpr TimelineRowKind kRowKinds[] = {TimelineRowKind::kLock, TimelineRowKind::kLease,
+                                         TimelineRowKind::kRowLocks, TimelineRowKind::kRoot,
+                                         TimelineRowKind::kDeadlocks};
+
+void WriteEpisode(const SavedEpisode& s, Writer* w) {
+  const Episode& e = s.episode;
+  w->Open('{');
+  w->Key("root_key");
+  w->Open('[');
+  w->Int(s.pid);
+  w->Num(s.backend_start);
+  w->Str(s.gid);
+  w->Close(']');
+  w->Key("ending");
+  w->Bool(e.state == EpisodeState::kEnding);
+  w->Key("root");
+  WriteIdentity(e.root.id, w);
+  w->Key("root_place");
+  w->Open('[');
+  w->Str(e.root.datname);
+  w->Str(e.root.backend_type);
+  w->Str(e.root.gid);
+  w->OptNum(e.root.state_seconds);
+  w->Close(']');
+  w->Key("started");
+  w->Num(e.started);
+  w->Key("peak_blocked");
+  w->Int(e.peak_blocked);
+  w->Key("longest_wait");
+  w->Num(e.longest_wait);
+  w->Key("lock");
+  w->Str(e.lock);
+  w->Key("last_seen");
+  if (e.last_seen) {
+    WriteSession(*e.last_seen, w);
+  } else {
+    w->Null();
+  }
+  w->Key("last_seen_at");
+  w->Num(e.last_seen_at);
+  w->Key("party_since");
+  w->OptNum(e.party_since);
+  w->Key("counters_end");
+  if (e.counters_end) {
+    w->Str(HoldEndLabel(*e.counters_end));
+  } else {
+    w->Null();
+  }
+  w->Key("share");
+  if (e.share) {
+    const AbandonedShare& a = *e.share;
+    w->Open('{');
+    w->Key("datid");
+    w->Int(a.datid);
+    w->Key("datname");
+    w->Str(a.datname);
+    w->Key("from");
+    w->Num(a.from);
+    w->Key("to");
+    w->Num(a.to);
+    w->Key("counted");
+    w->Bool(a.counted);
+    w->Key("abandoned");
+    w->Int(a.abandoned);
+    w->Key("gone");
+    w->Open('[');
+    for (const SessionId& g : a.gone) {
+      w->Open('[');
+      w->Int(g.first);
+      w->Num(g.second);
+      w->Close(']');
+    }
+    w->Close(']');
+    w->Close('}');
+  } else {
+    w->Null();
+  }
+  w->Close('}');
+}
+
+SavedEpisode ReadEpisode(Reader& r, dom::element x) {
+  SavedEpisode s;
+  Episode& e = s.episode;
+  const dom::object o = r.Obj(x, "episode");
+  const auto key = r.Tuple(r.Field(o, "root_key"), 3, "episode root_key");
+  if (!r.ok()) return s;
+  s.pid = r.Pid(key[0], "episode pid");
+  s.backend_start = r.Num(key[1], "episode backend_start");
+  s.gid = r.Str(key[2], "episode gid");
+  e.state = r.Bool(r.Field(o, "ending"), "episode ending") ? EpisodeState::kEnding
+                                                           : EpisodeState::kBlocking;
+  e.root.id = ReadIdentity(r, r.Field(o, "root"));
+  const auto place = r.Tuple(r.Field(o, "root_place"), 4, "episode root_place");
+  if (!r.ok()) return s;
+  e.root.datname = r.Str(place[0], "episode datname");
+  e.root.backend_type = r.Str(place[1], "episode backend_type");
+  e.root.gid = r.Str(place[2], "episode root gid");
+  e.root.state_seconds = r.OptNum(place[3], "episode state_seconds");
+  e.started = r.Num(r.Field(o, "started"), "episode started");
+  e.peak_blocked = r.Int(r.Field(o, "peak_blocked"), "episode peak_blocked", 0, INT64_MAX);
+  e.longest_wait = r.Num(r.Field(o, "longest_wait"), "episode longest_wait");
+  e.lock = r.Str(r.Field(o, "lock"), "episode lock");
+  const dom::element last = r.Field(o, "last_seen");
+  if (r.ok() && !last.is_null()) e.last_seen = ReadSession(r, last);
+  e.last_seen_at = r.Num(r.Field(o, "last_seen_at"), "episode last_seen_at");
+  e.party_since = r.OptNum(r.Field(o, "party_since"), "episode party_since");
+  const dom::element end = r.Field(o, "counters_end");
+  if (r.ok() && !end.is_null()) {
+    const std::string label = r.Str(end, "episode counters_end");
+    for (HoldEnd h : kHoldEnds) {
+      if (label == HoldEndLabel(h)) e.counters_end = h;
+    }
+    if (r.ok() && !e.counters_end) r.Fail("episode counters_end \"" + label + "\" is not known");
+  }
+  const dom::element share = r.Field(o, "share");
+  if (r.ok() && !share.is_null()) {
+    const dom::object so = r.Obj(share, "episode share");
+    AbandonedShare a;
+    a.datid = r.Oid(r.Field(so, "datid"), "share datid");
+    a.datname = r.Str(r.Field(so, "datname"), "share datname");
+    a.from = r.Num(r.Field(so, "from"), "share from");
+    a.to = r.Num(r.Field(so, "to"), "share to");
+    a.counted = r.Bool(r.Field(so, "counted"), "share counted");
+    a.abandoned = r.Int(r.Field(so, "abandoned"), "share abandoned", INT64_MIN, INT64_MAX);
+    for (dom::element g : r.Arr(r.Field(so, "gone"), "share gone")) {
+      const auto t = r.Tuple(g, 2, "share gone");
+      if (!r.ok()) break;
+      a.gone.emplace_back(r.Pid(t[0], "share gone pid"), r.Num(t[1], "share gone start"));
+    }
+    e.share = std::move(a);
+  }
+  return s;
+}
+
+void WriteEpisodes(const EpisodeTrackerSaved& s, Writer* w) {
+  w->Open('{');
+  w->Key("postmaster_start");
+  w->Num(s.postmaster_start);
+  w->Key("last_stats");
+  w->Open('[');
+  for (const DatabaseStats& d : s.last_stats) WriteStats(d, w);
+  w->Close(']');
+  w->Key("cycles");
+  w->Open('[');
+  for (const std::vector<int>& c : s.cycles) {
+    w->Open('[');
+    for (int pid : c) w->Int(pid);
+    w->Close(']');
+  }
+  w->Close(']');
+  w->Key("open");
+  w->Open('[');
+  for (const SavedEpisode& e : s.episodes) WriteEpisode(e, w);
+  w->Close(']');
+  w->Close('}');
+}
+
+EpisodeTrackerSaved ReadEpisodes(Reader& r, dom::element e) {
+  EpisodeTrackerSaved s;
+  const dom::object o = r.Obj(e, "episodes");
+  s.postmaster_start = r.Num(r.Field(o, "postmaster_start"), "episodes postmaster_start");
+  for (dom::element x : r.Arr(r.Field(o, "last_stats"), "episodes last_stats")) {
+    s.last_stats.push_back(ReadStats(r, x));
+    if (!r.ok()) break;
+  }
+  for (dom::element x : r.Arr(r.Field(o, "cycles"), "episodes cycles")) {
+    std::vector<int> cycle;
+    for (dom::element pid : r.Arr(x, "episodes cycle")) cycle.push_back(r.Pid(pid, "cycle pid"));
+    if (!r.ok()) break;
+    s.cycles.push_back(std::move(cycle));
+  }
+  for (dom::element x : r.Arr(r.Field(o, "open"), "episodes open")) {
+    s.episodes.push_back(ReadEpisode(r, x));
+    if (!r.ok()) break;
+  }
+  return s;
+}
+
+void WriteLeaseTable(const std::string& table, const LeaseTransitions::LeaseTableState& st,
+                     Writer* w) {
+  w->Open('{');
+  w->Key("table");
+  w->Str(table);
+  w->Key("complete");
+  w->Bool(st.complete);
+  w->Key("next_seq");
+  w->Int(static_cast<int64_t>(st.next_seq));
+  w->Key("queue");
+  w->Bool(st.queue);
+  w->Key("detecting");
+  w->Bool(st.detecting);
+  w->Key("new_names");
+  w->Int(static_cast<int64_t>(st.new_names));
+  w->Key("returned");
+  w->Int(static_cast<int64_t>(st.returned));
+  w->Key("gone");
+  w->Open('[');
+  for (const std::string& name : st.gone) w->Str(name);
+  w->Close(']');
+  w->Key("rows");
+  w->Open('[');
+  for (const auto& [name, seen] : st.leases) {
+    const LeaseRow& row = seen.row;
+    w->Open('[');
+    w->Str(row.name);
+    w->Str(row.holder);
+    w->Num(row.taken_at);
+    w->Num(row.expires_at);
+    w->Bool(row.row_locked);
+    w->Int(row.pid);
+    w->Int(row.xid);
+    w->Bool(seen.state == LeaseState::kGivenBack);
+    w->Close(']');
+  }
+  w->Close(']');
+  w->Key("marks");
+  w->Open('[');
+  for (const LeaseTransitions::LeaseWriteMark& m : st.marks) {
+    w->Open('[');
+    w->Int(static_cast<int64_t>(m.seq));
+    w->Num(m.now);
+    if (m.writes) {
+      w->Open('[');
+      w->Int(m.writes->updated);
+      w->Int(m.writes->deleted);
+      w->Close(']');
+    } else {
+      w->Null();
+    }
+    w->Open('[');
+    w->Int(m.explained.updated);
+    w->Int(m.explained.deleted);
+    w->Close(']');
+    w->Close(']');
+  }
+  w->Close(']');
+  w->Key("pending");
+  w->Open('[');
+  for (const LeaseTransitions::PendingHolderChange& p : st.pending) {
+    w->Open('[');
+    w->Str(p.lease);
+    w->Int(static_cast<int64_t>(p.base_seq));
+    w->Int(static_cast<int64_t>(p.seen_seq));
+    w->Str(p.previous_holder);
+    w->Str(p.current_holder);
+    w->Close(']');
+  }
+  w->Close(']');
+  w->Close('}');
+}
+
+TableWrites ReadWrites(Reader& r, dom::element e, std::string_view what) {
+  TableWrites t;
+  const auto v = r.Tuple(e, 2, what);
+  if (!r.ok()) return t;
+  t.updated = r.Int(v[0], what, INT64_MIN, INT64_MAX);
+  t.deleted = r.Int(v[1], what, INT64_MIN, INT64_MAX);
+  return t;
+}
+
+void ReadLeaseTable(Reader& r, dom::element e, LeaseTransitions::Saved* out) {
+  const dom::object o = r.Obj(e, "lease table");
+  const std::string table = r.Str(r.Field(o, "table"), "lease table");
+  LeaseTransitions::LeaseTableState st;
+  st.complete = r.Bool(r.Field(o, "complete"), "lease complete");
+  st.next_seq =
+      static_cast<uint64_t>(r.Int(r.Field(o, "next_seq"), "lease next_seq", 0, INT64_MAX));
+  st.queue = r.Bool(r.Field(o, "queue"), "lease queue");
+  st.detecting = r.Bool(r.Field(o, "detecting"), "lease detecting");
+  st.new_names =
+      static_cast<uint64_t>(r.Int(r.Field(o, "new_names"), "lease new_names", 0, INT64_MAX));
+  st.returned =
+      static_cast<uint64_t>(r.Int(r.Field(o, "returned"), "lease returned", 0, INT64_MAX));
+  for (dom::element x : r.Arr(r.Field(o, "gone"), "lease gone"))
+    st.gone.insert(r.Str(x, "lease gone"));
+  for (dom::element x : r.Arr(r.Field(o, "rows"), "lease rows")) {
+    const auto t = r.Tuple(x, 8, "lease row");
+    if (!r.ok()) break;
+    LeaseTransitions::LeaseSeen seen;
+    seen.row.name = r.Str(t[0], "lease name");
+    seen.row.holder = r.Str(t[1], "lease holder");
+    seen.row.taken_at = r.Num(t[2], "lease taken_at");
+    seen.row.expires_at = r.Num(t[3], "lease expires_at");
+    seen.row.row_locked = r.Bool(t[4], "lease row_locked");
+    seen.row.pid = r.Pid(t[5], "lease pid");
+    seen.row.xid = r.Oid(t[6], "lease xid");
+    seen.state = r.Bool(t[7], "lease given_back") ? LeaseState::kGivenBack : LeaseState::kHeld;
+    const std::string name = seen.row.name;
+    st.leases[name] = std::move(seen);
+  }
+  // The marks in order of their reads, each before the next read's number: a pending change is
+  // judged against two of them, which must be there.
+  for (dom::element x : r.Arr(r.Field(o, "marks"), "lease marks")) {
+    const auto t = r.Tuple(x, 4, "lease mark");
+    if (!r.ok()) break;
+    LeaseTransitions::LeaseWriteMark m;
+    m.seq = static_cast<uint64_t>(r.Int(t[0], "lease mark seq", 0, INT64_MAX));
+    m.now = r.Num(t[1], "lease mark now");
+    if (r.ok() && !t[2].is_null()) m.writes = ReadWrites(r, t[2], "lease mark writes");
+    m.explained = ReadWrites(r, t[3], "lease mark explained");
+    if (r.ok() && (m.seq >= st.next_seq || (!st.marks.empty() && m.seq <= st.marks.back().seq))) {
+      r.Fail("lease marks out of order");
+    }
+    st.marks.push_back(m);
+  }
+  for (dom::element x : r.Arr(r.Field(o, "pending"), "lease pending")) {
+    const auto t = r.Tuple(x, 5, "lease pending");
+    if (!r.ok()) break;
+    LeaseTransitions::PendingHolderChange p;
+    p.lease = r.Str(t[0], "pending lease");
+    p.base_seq = static_cast<uint64_t>(r.Int(t[1], "pending base_seq", 0, INT64_MAX));
+    p.seen_seq = static_cast<uint64_t>(r.Int(t[2], "pending seen_seq", 0, INT64_MAX));
+    p.previous_holder = r.Str(t[3], "pending previous_holder");
+    p.current_holder = r.Str(t[4], "pending current_holder");
+    const auto has = [&](uint64_t seq) {
+      return std::any_of(st.marks.begin(), st.marks.end(),
+                         [&](const LeaseTransitions::LeaseWriteMark& m) { return m.seq == seq; });
+    };
+    if (r.ok() && (!has(p.base_seq) || !has(p.seen_seq))) r.Fail("lease pending: no such read");
+    st.pending.push_back(std::move(p));
+  }
+  if (r.ok()) out->tables[table] = std::move(st);
+}
+
+void WriteLeases(const LeaseTransitions::Saved& s, Writer* w) {
+  w->Open('{');
+  w->Key("tables");
+  w->Open('[');
+  for (const auto& [table, st] : s.tables) WriteLeaseTable(table, st, w);
+  w->Close(']');
+  w->Key("detected");
+  w->Open('[');
+  for (const std::string& t : s.detected) w->Str(t);
+  w->Close(']');
+  w->Key("seeded");
+  w->Open('[');
+  for (const auto& [table, n] : s.seeded_names) {
+    w->Open('[');
+    w->Str(table);
+    w->Int(static_cast<int64_t>(n));
+    w->Close(']');
+  }
+  w->Close(']');
+  w->Close('}');
+}
+
+LeaseTransitions::Saved ReadLeases(Reader& r, dom::element e) {
+  LeaseTransitions::Saved s;
+  const dom::object o = r.Obj(e, "leases");
+  for (dom::element x : r.Arr(r.Field(o, "tables"), "lease tables")) {
+    ReadLeaseTable(r, x, &s);
+    if (!r.ok()) break;
+  }
+  for (dom::element x : r.Arr(r.Field(o, "detected"), "leases detected")) {
+    s.detected.insert(r.Str(x, "leases detected"));
+  }
+  for (dom::element x : r.Arr(r.Field(o, "seeded"), "leases seeded")) {
+    const auto t = r.Tuple(x, 2, "leases seeded");
+    if (!r.ok()) break;
+    s.seeded_names[r.Str(t[0], "seeded table")] =
+        static_cast<size_t>(r.Int(t[1], "seeded names", 0, INT64_MAX));
+  }
+  return s;
+}
+
+// The timeline's rows once, in order of first use; intervals and markers name them by index.
+class RowTable {
+ public:
+  int Index(const TimelineRow& row) {
+    const auto [it, fresh] = index_.try_emplace(row, static_cast<int>(rows_.size()));
+    if (fresh) rows_.push_back(&it->first);
+    return it->second;
+  }
+  const std::vector<const TimelineRow*>& rows() const { return rows_; }
+
+ private:
+  std::map<TimelineRow, int> index_;
+  std::vector<const TimelineRow*> rows_;
+};
+
+void WriteInterval(const TimelineInterval& i, RowTable* rows, Writer* w) {
+  w->Open('[');
+  w->Int(rows->Index(*i.row));
+  w->Bool(i.wait);
+  w->Num(i.start);
+  w->Num(i.end);
+  w->Bool(i.expired);
+  w->Int(i.pid);
+  w->Str(i.who);
+  w->Str(i.detail);
+  w->Int(i.blocker_pid);
+  w->Close(']');
+}
+
+void WriteMarker(const TimelineMarker& m, RowTable* rows, Writer* w) {
+  w->Open('[');
+  w->Int(rows->Index(*m.row));
+  w->Num(m.time);
+  w->Str(m.kind);
+  w->Str(m.cause);
+  w->Str(EndEvidenceLabel(m.evidence));
+  w->Str(m.outcome);
+  w->Num(m.duration);
+  w->Int(m.count);
+  w->Int(m.previous_pid);
+  w->Str(m.previous);
+  w->Int(m.current_pid);
+  w->Str(m.current);
+  w->Str(m.event_kind);
+  w->Num(m.event_time);
+  w->Close(']');
+}
+
+// The timeline without its `skip_closed` oldest closed intervals and with at most `keep_markers`
+// markers of each kind (the newest), the ones left out counted as dropped.
+std::string EncodeTimeline(const TimelineSaved& t, size_t skip_closed, size_t keep_markers) {
+  std::map<std::string, size_t> of_kind;
+  for (const TimelineMarker& m : t.markers) ++of_kind[m.kind];
+  std::vector<const TimelineMarker*> markers;
+  uint64_t markers_left_out = 0;
+  std::map<std::string, size_t> seen;
+  for (const TimelineMarker& m : t.markers) {
+    if (!m.row) continue;
+    if (seen[m.kind]++ + keep_markers < of_kind[m.kind]) {
+      ++markers_left_out;
+    } else {
+      markers.push_back(&m);
+    }
+  }
+  // The rows first, then what refers to them: the table is built by a first pass.
+  RowTable rows;
+  Writer body;
+  // About 100 bytes an interval or marker with names of ordinary length: grown once, not doubled.
+  body.Reserve(128 * (t.open.size() + t.closed.size() + markers.size()));
+  body.Key("open");
+  body.Open('[');
+  for (const TimelineSavedOpen& o : t.open) {
+    if (!o.interval.row) continue;
+    body.Open('[');
+    body.Str(TimelineRowKindLabel(o.key_kind));
+    body.Int(o.datid);
+    body.Int(o.classid);
+    body.Int(o.objid);
+    body.Int(o.objsubid);
+    body.Int(o.pid);
+    body.Bool(o.wait);
+    body.Str(o.text);
+    body.Num(o.backend_start);
+    WriteInterval(o.interval, &rows, &body);
+    body.Close(']');
+  }
+  body.Close(']');
+  body.Key("closed");
+  body.Open('[');
+  for (size_t i = std::min(skip_closed, t.closed.size()); i < t.closed.size(); ++i) {
+    if (t.closed[i].row) WriteInterval(t.closed[i], &rows, &body);
+  }
+  body.Close(']');
+  body.Key("markers");
+  body.Open('[');
+  for (const TimelineMarker* m : markers) WriteMarker(*m, &rows, &body);
+  body.Close(']');
+
+  Writer w;
+  w.Open('{');
+  w.Key("now");
+  w.Num(t.now);
+  w.Key("first_poll");
+  w.Num(t.first_poll);
+  w.Key("dropped_intervals");
+  w.Int(static_cast<int64_t>(t.dropped_intervals + std::min(skip_closed, t.closed.size())));
+  w.Key("dropped_markers");
+  w.Int(static_cast<int64_t>(t.dropped_markers + markers_left_out));
+  w.Key("gaps");
+  w.Open('[');
+  for (const TimelineGap& g : t.gaps) {
+    w.Open('[');
+    w.Num(g.from);
+    w.Num(g.to);
+    w.Close(']');
+  }
+  w.Close(']');
+  w.Key("rows");
+  w.Open('[');
+  for (const TimelineRow* r : rows.rows()) {
+    w.Open('[');
+    w.Str(TimelineRowKindLabel(r->kind));
+    w.Str(r->scope);
+    w.Str(r->name);
+    w.Close(']');
+  }
+  w.Close(']');
+  const std::string head = w.Take();
+  const std::string tail = body.Take();
+  std::string out;
+  out.reserve(head.size() + tail.size() + 2);
+  out += head;
+  out += ',';
+  out += tail;
+  out += '}';
+  return out;
+}
+
+// The timeline within `budget` bytes (its oldest history left out first); "" when even its open
+// intervals alone do not fit.
+std::string EncodeTimelineWithin(const TimelineSaved& t, size_t budget) {
+  size_t skip_closed = 0;
+  size_t keep_markers = SIZE_MAX;
+  for (;;) {
+    std::string out = EncodeTimeline(t, skip_closed, keep_markers);
+    if (out.size() <= budget) return out;
+    if (skip_closed < t.closed.size()) {
+      skip_closed += std::max<size_t>(1, (t.closed.size() - skip_closed + 1) / 2);
+    } else if (keep_markers > 0) {
+      keep_markers = keep_markers == SIZE_MAX ? kMarkersPerKind / 2 : keep_markers / 2;
+    } else {
+      return "";
+    }
+  }
+}
+
+TimelineRowKind ReadRowKind(Reader& r, dom::element e, std::string_view what) {
+  const std::string label = r.Str(e, what);
+  if (!r.ok()) return TimelineRowKind::kLock;
+  for (TimelineRowKind k : kRowKinds) {
+    if (label == TimelineRowKindLabel(k)) return k;
+  }
+  r.Fail(std::string(what) + " \"" + label + "\" is not known");
+  return TimelineRowKind::kLock;
+}
+
+std::shared_ptr<const TimelineRow> RowAt(
+    Reader& r, dom::element e, const std::vector<std::shared_ptr<const TimelineRow>>& rows) {
+  const int64_t i = r.Int(e, "timeline row", 0, static_cast<int64_t>(rows.size()) - 1);
+  return r.ok() ? rows[static_cast<size_t>(i)] : nullptr;
+}
+
+TimelineInterval ReadInterval(Reader& r, dom::element e,
+                              const std::vector<std::shared_ptr<const TimelineRow>>& rows) {
+  TimelineInterval i;
+  const auto t = r.Tuple(e, 9, "timeline interval");
+  if (!r.ok()) return i;
+  i.row = RowAt(r, t[0], rows);
+  i.wait = r.Bool(t[1], "interval wait");
+  i.start = r.Num(t[2], "interval start");
+  i.end = r.Num(t[3], "interval end");
+  i.expired = r.Bool(t[4], "interval expired");
+  i.pid = r.Pid(t[5], "interval pid");
+  i.who = r.Str(t[6], "interval who");
+  i.detail = r.Str(t[7], "interval detail");
+  i.blocker_pid = r.Pid(t[8], "interval blocker_pid");
+  return i;
+}
+
+TimelineMarker ReadMarker(Reader& r, dom::element e,
+                          const std::vector<std::shared_ptr<const TimelineRow>>& rows) {
+  TimelineMarker m;
+  const auto t = r.Tuple(e, 14, "timeline marker");
+  if (!r.ok()) return m;
+  m.row = RowAt(r, t[0], rows);
+  m.time = r.Num(t[1], "marker time");
+  m.kind = r.Str(t[2], "marker kind");
+  m.cause = r.Str(t[3], "marker cause");
+  m.evidence = ReadEvidence(r, r.Str(t[4], "marker evidence"), "marker evidence");
+  m.outcome = r.Str(t[5], "marker outcome");
+  m.duration = r.Num(t[6], "marker duration");
+  m.count = r.Int(t[7], "marker count", INT64_MIN, INT64_MAX);
+  m.previous_pid = r.Pid(t[8], "marker previous_pid");
+  m.previous = r.Str(t[9], "marker previous");
+  m.current_pid = r.Pid(t[10], "marker current_pid");
+  m.current = r.Str(t[11], "marker current");
+  m.event_kind = r.Str(t[12], "marker event_kind");
+  m.event_time = r.Num(t[13], "marker event_time");
+  return m;
+}
+
+TimelineSaved ReadTimeline(Reader& r, dom::element e) {
+  TimelineSaved t;
+  const dom::object o = r.Obj(e, "timeline");
+  t.now = r.Num(r.Field(o, "now"), "timeline now");
+  t.first_poll = r.Num(r.Field(o, "first_poll"), "timeline first_poll");
+  t.dropped_intervals = static_cast<uint64_t>(
+      r.Int(r.Field(o, "dropped_intervals"), "timeline dropped_intervals", 0, INT64_MAX));
+  t.dropped_markers = static_cast<uint64_t>(
+      r.Int(r.Field(o, "dropped_markers"), "timeline dropped_markers", 0, INT64_MAX));
+  for (dom::element x : r.Arr(r.Field(o, "gaps"), "timeline gaps")) {
+    const auto g = r.Tuple(x, 2, "timeline gap");
+    if (!r.ok()) break;
+    t.gaps.push_back({r.Num(g[0], "gap from"), r.Num(g[1], "gap to")});
+  }
+  std::vector<std::shared_ptr<const TimelineRow>> rows;
+  for (dom::element x : r.Arr(r.Field(o, "rows"), "timeline rows")) {
+    const auto row = r.Tuple(x, 3, "timeline row");
+    if (!r.ok()) break;
+    TimelineRow tr;
+    tr.kind = ReadRowKind(r, row[0], "timeline row kind");
+    tr.scope = r.Str(row[1], "timeline row scope");
+    tr.name = r.Str(row[2], "timeline row name");
+    rows.push_back(std::make_shared<const TimelineRow>(std::move(tr)));
+  }
+  for (dom::element x : r.Arr(r.Field(o, "open"), "timeline open")) {
+    const auto k = r.Tuple(x, 10, "timeline open");
+    if (!r.ok()) break;
+    TimelineSavedOpen so;
+    so.key_kind = ReadRowKind(r, k[0], "open kind");
+    so.datid = r.Oid(k[1], "open datid");
+    so.classid = r.Oid(k[2], "open classid");
+    so.objid = r.Oid(k[3], "open objid");
+    so.objsubid = r.Pid(k[4], "open objsubid");
+    so.pid = r.Pid(k[5], "open pid");
+    so.wait = r.Bool(k[6], "open wait");
+    so.text = r.Str(k[7], "open text");
+    so.backend_start = r.Num(k[8], "open backend_start");
+    so.interval = ReadInterval(r, k[9], rows);
+    so.interval.open = true;
+    t.open.push_back(std::move(so));
+  }
+  for (dom::element x : r.Arr(r.Field(o, "closed"), "timeline closed")) {
+    t.closed.push_back(ReadInterval(r, x, rows));
+    if (!r.ok()) break;
+  }
+  for (dom::element x : r.Arr(r.Field(o, "markers"), "timeline markers")) {
+    t.markers.push_back(ReadMarker(r, x, rows));
+    if (!r.ok()) break;
+  }
+  return t;
 }
 
 }  // namespace
@@ -725,9 +1368,29 @@ std::string EncodeSavedTarget(const SavedTarget& state) {
   w.Open('[');
   for (const PooledLock& l : state.pooled) WritePooled(l, &w);
   w.Close(']');
-  w.Close('}');
+  if (state.episodes) {
+    w.Key("episodes");
+    WriteEpisodes(*state.episodes, &w);
+  }
+  if (state.leases) {
+    w.Key("leases");
+    WriteLeases(*state.leases, &w);
+  }
   std::string out = w.Take();
-  out += '\n';
+  // Last, in what room the rest left (kMaxSavedTimelineBytes at most): a long history never
+  // makes a file that the next start refuses whole.
+  constexpr size_t kTail = 64;
+  if (state.timeline && out.size() + kTail < kMaxSavedStateBytes) {
+    const std::string timeline = EncodeTimelineWithin(
+        *state.timeline,
+        std::min(kMaxSavedTimelineBytes, kMaxSavedStateBytes - kTail - out.size()));
+    if (!timeline.empty()) {
+      out.reserve(out.size() + timeline.size() + 16);
+      out += ",\"timeline\":";
+      out += timeline;
+    }
+  }
+  out += "}\n";
   return out;
 }
 
@@ -791,6 +1454,17 @@ Status DecodeSavedTarget(std::string_view bytes, SavedTarget* out) {
       s.pooled.push_back(ReadPooled(r, x));
       if (!r.ok()) break;
     }
+  }
+  // Absent from files written before the episodes, the lease tables and the timeline were kept.
+  dom::element section;
+  if (r.ok() && o.at_key("episodes").get(section) == simdjson::SUCCESS) {
+    s.episodes = ReadEpisodes(r, section);
+  }
+  if (r.ok() && o.at_key("leases").get(section) == simdjson::SUCCESS) {
+    s.leases = ReadLeases(r, section);
+  }
+  if (r.ok() && o.at_key("timeline").get(section) == simdjson::SUCCESS) {
+    s.timeline = ReadTimeline(r, section);
   }
   if (!r.ok()) return Status::InvalidData(r.error());
   *out = std::move(s);

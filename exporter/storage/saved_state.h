@@ -1,7 +1,8 @@
 // What a target's poller keeps across a restart of the exporter ([storage] path, docs/restarts.md):
 // the last inventory's holds and sessions, when each hold was first seen, the counters, the event
-// log, where the server-log reader was and the session locks proven on pooled connections; and the
-// server it was all read from. The next start judges its first poll against it as against any
+// log, where the server-log reader was, the session locks proven on pooled connections, the
+// blocking episodes in progress, the lease tables' last reads and the timeline; and the server it
+// was all read from. The next start judges its first poll against it as against any
 // earlier poll (docs/restarts.md). Encoding and decoding are pure; DecodeSavedTarget takes any
 // bytes (a torn, truncated, corrupt or foreign file) and answers an error, never a crash and never
 // a partial state.
@@ -15,8 +16,11 @@
 #include <string_view>
 #include <vector>
 
+#include "exporter/events/blocking_episodes.h"
 #include "exporter/events/event_log.h"
+#include "exporter/events/lease_transitions.h"
 #include "exporter/events/pooled_locks.h"
+#include "exporter/events/timeline.h"
 #include "exporter/serverlog/log_follower.h"
 #include "exporter/snapshot/analyze.h"
 #include "exporter/snapshot/poll_data.h"
@@ -29,6 +33,11 @@ namespace pglock {
 inline constexpr int kSavedStateVersion = 1;
 // A file larger than this is not read (at 100k held locks a state file is about 12 MB).
 inline constexpr size_t kMaxSavedStateBytes = 64u << 20;
+// The timeline is written last, within this many bytes and the room the rest left under
+// kMaxSavedStateBytes: past them its oldest closed intervals, then its oldest markers, are left
+// out (counted as dropped), and the timeline as a whole when even its open intervals do not fit.
+// Names of ordinary length take a few MB at the timeline's bounds (docs/restarts.md).
+inline constexpr size_t kMaxSavedTimelineBytes = 16u << 20;
 
 // Where the server-log reader was, and until when its lock records were judged.
 struct SavedLogPosition {
@@ -51,6 +60,10 @@ struct SavedTarget {
   std::optional<SavedLogPosition> log;
   // Session locks on pooled server connections, with what proved them (absent in older files).
   std::vector<PooledLock> pooled;
+  // Absent from files written before they were kept (nullopt: they start afresh, as then).
+  std::optional<EpisodeTrackerSaved> episodes;
+  std::optional<LeaseTransitions::Saved> leases;
+  std::optional<TimelineSaved> timeline;
 };
 
 std::string EncodeSavedTarget(const SavedTarget& state);

@@ -157,6 +157,70 @@ TEST_F(Episodes, RootGoneBeforeItsEndIsCountedWaitsOnePollInEnding) {
   EXPECT_EQ(events[0].cause, EventCause::kTerminated);
 }
 
+// A restart of the exporter keeps the episodes in progress (Save, then Restore in the tracker of
+// the next start): the first poll after it judges them as after a long interval.
+std::vector<Event> JudgeWith(BlockingEpisodeTracker* tracker, Counters* counters,
+                             const PollData& d) {
+  HoldHistory history;
+  std::map<std::string, int64_t> dropped;
+  const TargetView view = Analyze(d, AnalyzeOptions{}, &history, &dropped);
+  std::vector<Event> events;
+  JudgeBlocking(d, view, tracker, counters, &events);
+  return events;
+}
+
+TEST_F(Episodes, AnEpisodeKeptAcrossARestartGoesOnWithItsStartAndPeak) {
+  Judge(Poll(0, 2));
+  Judge(Poll(5, 3));
+  BlockingEpisodeTracker after;
+  Counters counters;
+  after.Restore(tracker_.Save());
+  EXPECT_EQ(after.open(), 1u);
+  // Down 60 s; the same root (pid and backend start) still blocks one session.
+  EXPECT_TRUE(JudgeWith(&after, &counters, Poll(65, 1)).empty());
+  const std::vector<Event> events = JudgeWith(&after, &counters, Poll(70, 0));
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].outcome, EventOutcome::kWaitersLeft);
+  EXPECT_DOUBLE_EQ(events[0].started, kStart);
+  EXPECT_DOUBLE_EQ(events[0].duration, 70);
+  EXPECT_EQ(events[0].peak_blocked, 3);
+  // Without it, the same polls are an episode that began after the restart.
+  BlockingEpisodeTracker fresh;
+  JudgeWith(&fresh, &counters, Poll(65, 1));
+  const std::vector<Event> afresh = JudgeWith(&fresh, &counters, Poll(70, 0));
+  ASSERT_EQ(afresh.size(), 1u);
+  EXPECT_DOUBLE_EQ(afresh[0].started, kStart + 65);
+}
+
+TEST_F(Episodes, ARootTerminatedWhileTheExporterWasDownEndsItsEpisodeWithTheCause) {
+  Judge(Poll(0, 2));
+  BlockingEpisodeTracker after;
+  Counters counters;
+  after.Restore(tracker_.Save());
+  // The counters read before the stop are the baseline: the end counted in the gap is its.
+  PollData gone = Poll(300, 0, /*killed=*/1);
+  gone.sessions.clear();
+  const std::vector<Event> events = JudgeWith(&after, &counters, gone);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].outcome, EventOutcome::kRootEnded);
+  EXPECT_EQ(events[0].cause, EventCause::kTerminated);
+  EXPECT_DOUBLE_EQ(events[0].started, kStart);
+  EXPECT_EQ(after.open(), 0u);
+}
+
+TEST_F(Episodes, AServerRestartWhileTheExporterWasDownEndsTheEpisode) {
+  Judge(Poll(0, 2));
+  BlockingEpisodeTracker after;
+  Counters counters;
+  after.Restore(tracker_.Save());
+  PollData restarted = Poll(300, 0);
+  restarted.sessions.clear();
+  restarted.postmaster_start = kStart + 100;
+  const std::vector<Event> events = JudgeWith(&after, &counters, restarted);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].cause, EventCause::kServerRestart);
+}
+
 // A server log reader that has read what the test says.
 class FakeLog : public SessionEndLog {
  public:

@@ -155,6 +155,7 @@ class Events {
   // How long after a poll's now() the settling read runs (the poll's own time + the delay).
   void set_settle_after(double seconds) { settle_after_ = seconds; }
   const Counters& counters() const { return counters_; }
+  EventTracker& tracker() { return tracker_; }
 
  private:
   InventoryTier inventory_{std::chrono::milliseconds(0)};

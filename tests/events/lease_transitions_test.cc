@@ -79,6 +79,30 @@ TEST(LeaseTransitionsTest, LeaseTransitions) {
   EXPECT_EQ(e.TotalLeaseTransitions(), 5);
 }
 
+// A restart of the exporter keeps the tables' last reads (SaveLeases, then RestoreLeases in the
+// tracker of the next start): the first read after it is judged against the last one before.
+TEST(LeaseTransitionsTest, LeaseReadsKeptAcrossARestartAreJudgedAcrossTheGap) {
+  Events before;
+  const auto read_before =
+      Written({{"a", "h1", 999, 1120}, {"b", "h5", 990, 1500}, {"c", "h7", 995, 1500}}, 10, 0);
+  before.Observe(LeasePoll(1000, read_before));
+  // Down 200 s: a expired and was taken by h2 after its expiry; b is still h5's; c was deleted
+  // by h7 and taken by h8 while it was valid (the table counts one delete: a give-back).
+  const auto read_after =
+      Written({{"a", "h2", 1130, 1250}, {"b", "h5", 990, 1500}, {"c", "h8", 1190, 1800}}, 11, 1);
+  Events after;
+  after.tracker().RestoreLeases(before.tracker().SaveLeases());
+  after.Observe(LeasePoll(1200, read_after));
+  EXPECT_EQ(after.Lease("a", "expired_takeover"), 1);
+  EXPECT_EQ(after.Lease("c", "handover"), 1);
+  EXPECT_EQ(after.TotalLeaseTransitions(), 2) << "b, held by the same holder, is no transition";
+  ASSERT_EQ(after.events().size(), 2u);
+  // Without them, that read is a first read: nothing is judged.
+  Events fresh;
+  fresh.Observe(LeasePoll(1200, read_after));
+  EXPECT_EQ(fresh.TotalLeaseTransitions(), 0);
+}
+
 // ---- Hand-overs and overlaps (a leases table given back with DELETE, the next round taking it at
 // once)
 

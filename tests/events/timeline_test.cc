@@ -187,6 +187,96 @@ TEST(Timeline, MarkersFromEventsLossesFirstReleasesLeftOut) {
   EXPECT_EQ(FindRow(recent, TimelineRowKind::kLock, "nightly-report"), nullptr);
 }
 
+// A restart keeps the history (Save, then Restore in the timeline of the next start). The first
+// poll after it: a holder it still sees (the same pid and backend start) goes on across the gap;
+// one it does not see, or a reused pid, ends at its last sighting before the stop; the gap is
+// in the window; markers and closed intervals are as they were.
+TEST(Timeline, ARestartKeepsTheHistoryAndGoesOnOnlyUnderTheSameSessions) {
+  Session a = Client(7, "a"), b = Client(8, "b"), c = Client(9, "c");
+  for (Session* s : {&a, &b, &c}) s->backend_start = kT0 - 100;
+  BlockingRoot root;
+  root.root.id = Who(7, "a");
+  root.root.datname = "app";
+  root.blocked_pids = {9};
+  TargetView blocking;
+  blocking.all_blocking_roots = {root};
+  Timeline before;
+  before.Observe(Poll(kT0, {Granted(1, 7), Granted(2, 8), Granted(3, 9), Granted(4, 9)}, {a, b, c}),
+                 blocking, nullptr);
+  before.Observe(Poll(kT0 + 1, {Granted(1, 7), Granted(2, 8), Granted(3, 9)}, {a, b, c}), blocking,
+                 nullptr);
+  Event lost;
+  lost.time = kT0 + 1;
+  lost.kind = EventKind::kLockLost;
+  lost.datname = "app";
+  lost.lock = "4";
+  lost.previous = Who(9, "c");
+  before.AddMarkers({lost});
+  before.Observe(Poll(kT0 + 2, {Granted(1, 7), Granted(2, 8), Granted(3, 9)}, {a, b, c}), blocking,
+                 nullptr);
+
+  Timeline after;
+  after.Restore(before.Save());
+  EXPECT_EQ(after.intervals(), before.intervals());
+  EXPECT_EQ(after.markers(), before.markers());
+  // Down from kT0 + 2 to kT0 + 60: pid 7 still holds key 1 and still blocks; pid 8 is gone; pid
+  // 9 is another session now, holding key 3 again.
+  Session c2 = c;
+  c2.backend_start = kT0 + 30;
+  after.Observe(Poll(kT0 + 60, {Granted(1, 7), Granted(3, 9)}, {a, c2}), blocking, nullptr);
+  const TimelineWindow w = after.Query(3600);
+  EXPECT_DOUBLE_EQ(w.kept_since, kT0);
+  ASSERT_EQ(w.gaps.size(), 1u);
+  EXPECT_DOUBLE_EQ(w.gaps[0].from, kT0 + 2);
+  EXPECT_DOUBLE_EQ(w.gaps[0].to, kT0 + 60);
+  const TimelineRowWindow* one = FindRow(w, TimelineRowKind::kLock, "1");
+  ASSERT_NE(one, nullptr);
+  ASSERT_EQ(one->holds.size(), 1u);
+  EXPECT_TRUE(one->holds[0].open);
+  EXPECT_DOUBLE_EQ(one->holds[0].start, kT0);
+  EXPECT_DOUBLE_EQ(one->holds[0].end, kT0 + 60);
+  const TimelineRowWindow* two = FindRow(w, TimelineRowKind::kLock, "2");
+  ASSERT_NE(two, nullptr);
+  ExpectOneClosedAt(two->holds, kT0 + 2);
+  const TimelineRowWindow* three = FindRow(w, TimelineRowKind::kLock, "3");
+  ASSERT_NE(three, nullptr);
+  ASSERT_EQ(three->holds.size(), 2u);
+  EXPECT_FALSE(three->holds[0].open);
+  EXPECT_DOUBLE_EQ(three->holds[0].end, kT0 + 2);
+  EXPECT_TRUE(three->holds[1].open);
+  EXPECT_DOUBLE_EQ(three->holds[1].start, kT0 + 60);
+  const TimelineRowWindow* four = FindRow(w, TimelineRowKind::kLock, "4");
+  ASSERT_NE(four, nullptr);
+  ExpectOneClosedAt(four->holds, kT0);
+  ASSERT_EQ(four->markers.size(), 1u);
+  EXPECT_EQ(four->markers[0].kind, "lock_lost");
+  const TimelineRowWindow* r = FindRow(w, TimelineRowKind::kRoot, "pid 7");
+  ASSERT_NE(r, nullptr);
+  ASSERT_EQ(r->holds.size(), 1u);
+  EXPECT_DOUBLE_EQ(r->holds[0].start, kT0);
+  EXPECT_TRUE(r->holds[0].open);
+  // The wait of pid 9's old session ends before the gap; its new session's is another.
+  ASSERT_EQ(r->waits.size(), 2u);
+  EXPECT_DOUBLE_EQ(r->waits[0].end, kT0 + 2);
+  EXPECT_DOUBLE_EQ(r->waits[1].start, kT0 + 60);
+}
+
+// The first poll after a restore that sees no lock at all closes every restored hold (no poll
+// "saw the same locks" as one before the restart).
+TEST(Timeline, AFirstPollWithNoLocksAfterARestoreClosesTheRestoredHolds) {
+  Session a = Client(7, "a");
+  a.backend_start = kT0 - 100;
+  Timeline before;
+  before.Observe(Poll(kT0, {Granted(1, 7)}, {a}), TargetView{}, nullptr);
+  Timeline after;
+  after.Restore(before.Save());
+  after.Observe(Poll(kT0 + 30, {}, {a}), TargetView{}, nullptr);
+  const TimelineWindow w = after.Query(3600);
+  const TimelineRowWindow* one = FindRow(w, TimelineRowKind::kLock, "1");
+  ASSERT_NE(one, nullptr);
+  ExpectOneClosedAt(one->holds, kT0);
+}
+
 TEST(Timeline, LongHolderTextsAreCutSoMemoryStaysBounded) {
   Timeline t;
   PollData d = Poll(kT0, {}, {});

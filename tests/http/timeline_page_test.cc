@@ -106,6 +106,30 @@ TEST(TimelinePage, WindowLinksKeepTheFilterAndNarrowTheRows) {
   EXPECT_NE(page.find("Nothing held, waited for or lost in this window."), std::string::npos);
 }
 
+// The exporter's own gap (a stop, then a start with the history kept) is drawn across the rows
+// and given in the JSON; a holder seen on both sides of it keeps one bar.
+TEST(TimelinePage, TheExportersGapIsDrawnAndInTheJson) {
+  Timeline before;
+  for (int i = 0; i < 5; ++i) before.Observe(OneHolder(kT0 + i, 42, "a"), {}, nullptr);
+  auto timeline = std::make_shared<Timeline>();
+  timeline->Restore(before.Save());
+  timeline->Observe(OneHolder(kT0 + 100, 42, "a"), {}, nullptr);
+  const auto snap = Snapshot(timeline);
+  const std::string page = RenderLocksPage({snap}, {});
+  EXPECT_NE(page.find("<rect class=\"gap\""), std::string::npos) << page;
+  EXPECT_NE(page.find("the exporter was not running"), std::string::npos);
+  const std::string json = RenderTimelineJson({snap}, {}, 3600);
+  EXPECT_NE(json.find("\"exporter_gaps\":[{\"from\":1800000004.000,\"to\":1800000100.000}]"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"holds\":[{\"start\":1800000000.000,\"end\":1800000100.000,\"open\":true"),
+            std::string::npos)
+      << json;
+  // Without a gap, neither.
+  const std::string plain = RenderLocksPage({Snapshot(std::make_shared<Timeline>())}, {});
+  EXPECT_EQ(plain.find("not running"), std::string::npos);
+}
+
 // A thousand keys changing holder and waiter every poll, with losses, takeovers and hand-overs
 // (two minutes of polls fill the history's bound as an hour would): the rows drawn are as full as
 // the page draws them, and the page stays under its budget; its size and render time are printed.

@@ -4,7 +4,8 @@
 // from their saved values; a hold still held across the gap is no event and keeps its age; a
 // server restart in the gap is a server_restart loss; a state file of another server, a damaged
 // one and a write that fails are each a log line and a fresh start (or polling going on); a
-// target removed from the config drops its file.
+// target removed from the config drops its file; a blocking episode in progress, the timeline and
+// the lease tables' last reads survive a stop and a start.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -12,6 +13,8 @@
 #include <sstream>
 #include <thread>
 
+#include "exporter/http/oncall.h"
+#include "exporter/http/timeline_page.h"
 #include "exporter/poll/poller.h"
 #include "exporter/storage/state_store.h"
 #include "tests/support/log_capture.h"
@@ -152,6 +155,168 @@ TEST(RestartState, LossAndTakeoverInTheGapAreJudgedFromTheLogAndCountOnTheSavedC
   holder.reset();
 }
 
+const TimelineRowWindow* RowOf(const TimelineWindow& w, TimelineRowKind kind,
+                               const std::string& name) {
+  for (const TimelineRowWindow& r : w.rows) {
+    if (r.row->kind == kind && r.row->name == name) return &r;
+  }
+  return nullptr;
+}
+
+const TimelineInterval* HoldOf(const TimelineRowWindow* r, int pid) {
+  if (r == nullptr) return nullptr;
+  for (const TimelineInterval& i : r->holds) {
+    if (i.pid == pid) return &i;
+  }
+  return nullptr;
+}
+
+std::vector<std::shared_ptr<const Event>> AllOf(const Poller& poller, EventKind kind) {
+  std::vector<std::shared_ptr<const Event>> out;
+  for (const auto& e : *poller.Latest()->events) {
+    if (e->kind == kind) out.push_back(e);
+  }
+  return out;
+}
+
+// A stop with SIGTERM (Stop(): the final write) during a blocking episode, then a start: the
+// events are the same, the timeline's bars from before are there with the gap between, a bar
+// whose holder is still there goes on across it, the episode goes on with its original start
+// (its event, once it ends, carries the gap), and a lease held by the same holder on both sides
+// is no transition while one taken over in the gap is judged across it.
+TEST(RestartState, AnEpisodeInProgressTheTimelineAndTheLeasesSurviveAStopAndAStart) {
+  StateDir dir;
+  const std::string key = std::to_string(kKey);
+  Pg().Exec("DROP TABLE IF EXISTS rs_leases");
+  Pg().Exec(
+      "CREATE TABLE rs_leases (name text PRIMARY KEY, holder text NOT NULL, "
+      "taken_at timestamptz NOT NULL DEFAULT now(), expires_at timestamptz NOT NULL)");
+  Pg().Exec(
+      "INSERT INTO rs_leases (name, holder, expires_at) VALUES "
+      "('sweep', 'worker-1', now() + interval '1 hour'), "
+      "('report', 'worker-a', now() + interval '2 seconds')");
+  TargetConfig target = Target(false);
+  LeaseTableConfig lease;
+  lease.table = lease.relation = "rs_leases";
+  target.leases = {lease};
+  TestSession earlier(Pg().Dsn() + " application_name=earlier-run");
+  const int earlier_pid = earlier.Pid();
+  TestSession holder(Pg().Dsn() + " application_name=report-runner");
+  TestSession waiter(Pg().Dsn() + " application_name=report-waiter");
+  const std::string root_name = "pid " + std::to_string(holder.Pid());
+  TimelineWindow before;
+  std::string events_before;
+  {
+    Poller first(target, Poll(dir));
+    // A hold that ends before the stop, its session closed: a closed bar and a release.
+    ASSERT_EQ(earlier.Query("SELECT pg_try_advisory_lock(" + key + ")"), "t");
+    first.PollOnceForTest();
+    earlier.Close();
+    ASSERT_TRUE(WaitFor(10, [&] {
+      first.PollOnceForTest();
+      return EventsOf(first, EventKind::kLockReleased).size() == 1;
+    }));
+    // The next run holds the key and another waits for it: an episode in progress.
+    ASSERT_EQ(holder.Query("SELECT pg_try_advisory_lock(" + key + ")"), "t");
+    waiter.Send("SELECT pg_advisory_lock(" + key + ")");
+    ASSERT_TRUE(WaitFor(10, [&] {
+      first.PollOnceForTest();
+      return RowOf(first.Latest()->timeline->Query(3600), TimelineRowKind::kRoot, root_name) !=
+             nullptr;
+    }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    first.PollOnceForTest();
+    before = first.Latest()->timeline->Query(3600);
+    events_before = RenderEventsJson({first.Latest()}, {});
+    first.Stop();  // what SIGTERM does: the final write
+  }
+  const std::string state = Read(dir.file());
+  for (const char* section : {"\"episodes\":{", "\"leases\":{", "\"timeline\":{"}) {
+    EXPECT_NE(state.find(section), std::string::npos) << section;
+  }
+  const TimelineInterval* held_before =
+      HoldOf(RowOf(before, TimelineRowKind::kLock, "nightly-report"), holder.Pid());
+  const TimelineInterval* earlier_before =
+      HoldOf(RowOf(before, TimelineRowKind::kLock, "nightly-report"), earlier_pid);
+  const TimelineInterval* root_before =
+      HoldOf(RowOf(before, TimelineRowKind::kRoot, root_name), holder.Pid());
+  ASSERT_TRUE(held_before && earlier_before && root_before);
+  ASSERT_NE(RowOf(before, TimelineRowKind::kLease, "sweep"), nullptr);
+
+  // While the exporter is down: the report lease expires and worker-b takes it.
+  ASSERT_TRUE(WaitFor(10, [&] {
+    return Pg().Scalar(
+               "WITH t AS (UPDATE rs_leases SET holder = 'worker-b', taken_at = now(), "
+               "expires_at = now() + interval '1 hour' WHERE name = 'report' AND expires_at < "
+               "now() RETURNING 1) SELECT count(*) FROM t") == "1";
+  }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+
+  testing::LogCapture log;
+  Poller second(target, Poll(dir));
+  second.PollOnceForTest();
+  ASSERT_TRUE(second.Latest()->up) << second.Latest()->last_error;
+  EXPECT_NE(log.Text().find("saved state applied"), std::string::npos) << log.Text();
+  // The lease held by the same holder on both sides is nothing; the one taken in the gap is an
+  // expired takeover judged across it. The other events are those from before.
+  const auto takeovers = AllOf(second, EventKind::kLeaseExpiredTakeover);
+  ASSERT_EQ(takeovers.size(), 1u) << RenderEventsJson({second.Latest()}, {});
+  EXPECT_EQ(takeovers[0]->lease, "report");
+  EXPECT_GT(takeovers[0]->gap_to, takeovers[0]->gap_from);
+  EXPECT_TRUE(AllOf(second, EventKind::kLeaseAcquired).empty());
+  std::string events_after = RenderEventsJson({second.Latest()}, {});
+  const std::string& takeover_json = EventJson(*takeovers[0]);
+  const size_t at = events_after.find(takeover_json);
+  ASSERT_NE(at, std::string::npos);
+  events_after.erase(at > 0 && events_after[at - 1] == ',' ? at - 1 : at,
+                     takeover_json.size() + (at > 0 && events_after[at - 1] == ',' ? 1 : 0));
+  EXPECT_EQ(events_after, events_before);
+
+  // The timeline: the closed bar as it was, the held one and the root's going on from their
+  // start, the gap between the last poll before the stop and the first after the start.
+  const TimelineWindow after = second.Latest()->timeline->Query(3600);
+  EXPECT_EQ(after.kept_since, before.kept_since);
+  ASSERT_EQ(after.gaps.size(), 1u);
+  EXPECT_EQ(after.gaps[0].from, before.now);
+  EXPECT_EQ(after.gaps[0].to, after.now);
+  const TimelineRowWindow* lock_row = RowOf(after, TimelineRowKind::kLock, "nightly-report");
+  const TimelineInterval* earlier_after = HoldOf(lock_row, earlier_pid);
+  ASSERT_NE(earlier_after, nullptr);
+  EXPECT_FALSE(earlier_after->open);
+  EXPECT_EQ(earlier_after->start, earlier_before->start);
+  EXPECT_EQ(earlier_after->end, earlier_before->end);
+  const TimelineInterval* held_after = HoldOf(lock_row, holder.Pid());
+  ASSERT_NE(held_after, nullptr);
+  EXPECT_TRUE(held_after->open);
+  EXPECT_EQ(held_after->start, held_before->start);
+  EXPECT_EQ(held_after->end, after.now);
+  const TimelineInterval* root_after =
+      HoldOf(RowOf(after, TimelineRowKind::kRoot, root_name), holder.Pid());
+  ASSERT_NE(root_after, nullptr);
+  EXPECT_EQ(root_after->start, root_before->start);
+  const TimelineRowWindow* sweep = RowOf(after, TimelineRowKind::kLease, "sweep");
+  ASSERT_NE(sweep, nullptr);
+  ASSERT_EQ(sweep->holds.size(), 1u);
+  EXPECT_TRUE(sweep->holds[0].open);
+  const std::string api = RenderTimelineJson({second.Latest()}, {}, 3600);
+  EXPECT_NE(api.find("\"exporter_gaps\":[{\"from\":"), std::string::npos) << api;
+
+  // The root lets go: the episode ends, from its start before the restart.
+  holder.Query("SELECT pg_advisory_unlock(" + key + ")");
+  std::vector<std::shared_ptr<const Event>> episodes;
+  ASSERT_TRUE(WaitFor(10, [&] {
+    second.PollOnceForTest();
+    episodes = AllOf(second, EventKind::kBlockingEpisode);
+    return !episodes.empty();
+  }));
+  ASSERT_EQ(episodes.size(), 1u);
+  EXPECT_EQ(episodes[0]->previous.pid, holder.Pid());
+  EXPECT_EQ(episodes[0]->started, root_before->start);
+  EXPECT_GE(episodes[0]->duration, after.gaps[0].to - root_before->start);
+  EXPECT_GT(episodes[0]->gap_from, 0);
+  EXPECT_TRUE(WaitFor(5, [&] { return waiter.SendDone(); }));
+}
+
 TEST(RestartState, AHoldStillHeldAcrossTheGapIsNoEventAndKeepsItsAge) {
   StateDir dir;
   TestSession holder(Pg().Dsn());
@@ -217,7 +382,7 @@ TEST(RestartState, DamagedFilesAreAFreshStartWithOneLogLine) {
   ASSERT_EQ(holder.Query("SELECT pg_try_advisory_lock(" + std::to_string(kKey) + ")"), "t");
   SeeHeldThenKill(dir, /*with_log=*/false);
   const std::string good = Read(dir.file());
-  const std::vector<std::pair<std::string, std::string>> damaged = {
+  std::vector<std::pair<std::string, std::string>> damaged = {
       {"empty", ""},
       {"torn", good.substr(0, good.size() / 2)},
       {"not JSON", "\x01\x02garbage"},
@@ -225,6 +390,15 @@ TEST(RestartState, DamagedFilesAreAFreshStartWithOneLogLine) {
       {"other target",
        std::string(good).replace(good.find("\"target\":\"it\""), 13, "\"target\":\"xx\"")},
   };
+  // Damage in the sections of the episodes, the lease tables and the timeline is damage too.
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"episodes\":{\"postmaster_start\":", "\"episodes\":{\"postmaster_begin\":"},
+           {"\"leases\":{\"tables\":[", "\"leases\":{\"tables\":[7"},
+           {"\"timeline\":{\"now\":", "\"timeline\":{\"then\":"}}) {
+    const size_t at = good.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    damaged.push_back({"damaged " + from, std::string(good).replace(at, from.size(), to)});
+  }
   for (const auto& [what, bytes] : damaged) {
     Write(dir.file(), bytes);
     testing::LogCapture log;

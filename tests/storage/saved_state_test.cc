@@ -1,13 +1,17 @@
 // The state file's encoding (exporter/storage/saved_state.h): what is written is what is read
-// back, and any damage (every truncation, flipped bytes, another version or format, too large)
-// is an error that leaves nothing half-read. The poller's use of it is in
-// tests/integration/restart_state_test.cc.
+// back (the episodes in progress, the lease tables and the timeline too, and through the very
+// classes that keep them), a file without those sections is read with none, and any damage (every
+// truncation, flipped bytes, another version or format, too large) is an error that leaves nothing
+// half-read. The poller's use of it is in tests/integration/restart_state_test.cc.
 #include "exporter/storage/saved_state.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
+#include <vector>
 
+#include "exporter/events/events.h"
 #include "exporter/storage/state_store.h"
 
 namespace pglock {
@@ -78,7 +82,101 @@ SavedTarget Sample() {
   pooled.first_seen = 1796300200;
   pooled.inherited = 2;
   s.pooled.push_back(pooled);
+
+  EpisodeTrackerSaved episodes;
+  SavedEpisode ep;
+  ep.pid = 4242;
+  ep.backend_start = session.backend_start;
+  ep.episode.state = EpisodeState::kEnding;
+  ep.episode.root.id.pid = 4242;
+  ep.episode.root.id.application_name = "runner";
+  ep.episode.root.datname = "app";
+  ep.episode.root.state_seconds = 12.5;
+  ep.episode.started = 1796399900;
+  ep.episode.peak_blocked = 3;
+  ep.episode.longest_wait = 42.5;
+  ep.episode.lock = "nightly-report";
+  ep.episode.last_seen = session;
+  ep.episode.last_seen_at = 1796399999.5;
+  ep.episode.counters_end = HoldEnd::kTerminated;
+  ep.episode.share =
+      AbandonedShare{5, "app", 1796399990, 1796399999.5, true, 1, {{4242, 1796300000}}};
+  episodes.episodes.push_back(ep);
+  SavedEpisode prepared;
+  prepared.gid = "tx-1";
+  prepared.episode.root.gid = "tx-1";
+  prepared.episode.party_since = 1796399000;
+  episodes.episodes.push_back(prepared);
+  episodes.last_stats = {{5, "app", 1, 2, 3, 4}};
+  episodes.postmaster_start = 1796000000;
+  episodes.cycles = {{12, 13}};
+  s.episodes = episodes;
+
+  LeaseTransitions::Saved leases;
+  LeaseTransitions::LeaseTableState& table = leases.tables["public.leases"];
+  table.leases["sweep"].row = {"sweep", "worker-1", 1796399000, 1796400100, true, 77, 901};
+  table.leases["sweep"].state = LeaseState::kGivenBack;
+  table.complete = true;
+  table.next_seq = 7;
+  table.marks = {{5, 1796399990, TableWrites{10, 2}, {1, 0}}, {6, 1796399999.5, std::nullopt, {}}};
+  table.pending = {{"sweep", 5, 6, "worker-0", "worker-1"}};
+  table.gone = {"old-job"};
+  table.new_names = 3;
+  table.returned = 1;
+  leases.detected = {"public.jobs"};
+  leases.seeded_names = {{"public.leases", 1}};
+  s.leases = leases;
+
+  TimelineSaved timeline;
+  timeline.now = 1796399999.5;
+  timeline.first_poll = 1796390000;
+  timeline.dropped_intervals = 2;
+  timeline.dropped_markers = 1;
+  timeline.gaps = {{1796391000, 1796391060}};
+  const auto lock_row = std::make_shared<const TimelineRow>(
+      TimelineRow{TimelineRowKind::kLock, "app", "nightly-report"});
+  const auto root_row =
+      std::make_shared<const TimelineRow>(TimelineRow{TimelineRowKind::kRoot, "app", "pid 4242"});
+  TimelineSavedOpen open;
+  open.datid = 5;
+  open.classid = 0xFFFFFFFF;
+  open.objid = 7;
+  open.objsubid = 2;
+  open.pid = 4242;
+  open.backend_start = session.backend_start;
+  open.interval = {lock_row, false, 1796390000, 1796399999.5, true, false, 4242, "réport\nrunner"};
+  timeline.open.push_back(open);
+  TimelineSavedOpen waiting;
+  waiting.key_kind = TimelineRowKind::kRoot;
+  waiting.pid = 4343;
+  waiting.wait = true;
+  waiting.text = "app\x1f\x1f4242";
+  waiting.interval = {root_row, true, 1796399000, 1796399999.5, true, false, 4343, "waiter"};
+  waiting.interval.blocker_pid = 4242;
+  timeline.open.push_back(waiting);
+  timeline.closed.push_back({lock_row, false, 1796380000, 1796389000, false, false, 4141, "old"});
+  TimelineMarker marker;
+  marker.row = lock_row;
+  marker.time = 1796389000;
+  marker.kind = "lock_lost";
+  marker.cause = "terminated";
+  marker.evidence = EndEvidence::kLog;
+  marker.previous_pid = 4141;
+  marker.previous = "old";
+  marker.event_kind = "lock_lost";
+  marker.event_time = 1796389000;
+  timeline.markers.push_back(marker);
+  s.timeline = timeline;
   return s;
+}
+
+// The file as written before the episodes, the lease tables and the timeline were kept.
+std::string OlderFile() {
+  SavedTarget s = Sample();
+  s.episodes.reset();
+  s.leases.reset();
+  s.timeline.reset();
+  return EncodeSavedTarget(s);
 }
 
 TEST(SavedState, WhatIsWrittenIsReadBack) {
@@ -126,13 +224,224 @@ TEST(SavedState, WhatIsWrittenIsReadBack) {
   EXPECT_EQ(r.pooled[0].state, PooledLockState::kSessionLock);
   EXPECT_EQ(r.pooled[0].current_client, "api (10.0.0.8:40002)");
   EXPECT_EQ(r.pooled[0].inherited, 2);
+
+  ASSERT_TRUE(r.episodes.has_value());
+  ASSERT_EQ(r.episodes->episodes.size(), 2u);
+  const SavedEpisode& ep = r.episodes->episodes[0];
+  EXPECT_EQ(ep.pid, 4242);
+  EXPECT_EQ(ep.backend_start, 1796300000.125);
+  EXPECT_EQ(ep.episode.state, EpisodeState::kEnding);
+  EXPECT_EQ(ep.episode.root.id.application_name, "runner");
+  EXPECT_EQ(ep.episode.root.state_seconds, 12.5);
+  EXPECT_EQ(ep.episode.started, 1796399900);
+  EXPECT_EQ(ep.episode.peak_blocked, 3);
+  EXPECT_EQ(ep.episode.longest_wait, 42.5);
+  EXPECT_EQ(ep.episode.lock, "nightly-report");
+  ASSERT_TRUE(ep.episode.last_seen.has_value());
+  EXPECT_EQ(ep.episode.last_seen->application_name, "réport\nrunner");
+  EXPECT_EQ(ep.episode.counters_end, HoldEnd::kTerminated);
+  ASSERT_TRUE(ep.episode.share.has_value());
+  EXPECT_EQ(ep.episode.share->gone, (std::vector<SessionId>{{4242, 1796300000}}));
+  EXPECT_EQ(r.episodes->episodes[1].gid, "tx-1");
+  EXPECT_EQ(r.episodes->episodes[1].episode.party_since, 1796399000);
+  EXPECT_FALSE(r.episodes->episodes[1].episode.last_seen.has_value());
+  EXPECT_EQ(r.episodes->last_stats[0].deadlocks, 4);
+  EXPECT_EQ(r.episodes->postmaster_start, 1796000000);
+  EXPECT_EQ(r.episodes->cycles, (std::vector<std::vector<int>>{{12, 13}}));
+
+  ASSERT_TRUE(r.leases.has_value());
+  const LeaseTransitions::LeaseTableState& table = r.leases->tables.at("public.leases");
+  const LeaseTransitions::LeaseSeen& sweep = table.leases.at("sweep");
+  EXPECT_EQ(sweep.row.holder, "worker-1");
+  EXPECT_EQ(sweep.row.expires_at, 1796400100);
+  EXPECT_TRUE(sweep.row.row_locked);
+  EXPECT_EQ(sweep.row.xid, 901u);
+  EXPECT_EQ(sweep.state, LeaseState::kGivenBack);
+  EXPECT_EQ(table.next_seq, 7u);
+  ASSERT_EQ(table.marks.size(), 2u);
+  EXPECT_EQ(table.marks[0].writes->deleted, 2);
+  EXPECT_FALSE(table.marks[1].writes.has_value());
+  ASSERT_EQ(table.pending.size(), 1u);
+  EXPECT_EQ(table.pending[0].previous_holder, "worker-0");
+  EXPECT_EQ(table.gone.count("old-job"), 1u);
+  EXPECT_EQ(r.leases->detected.count("public.jobs"), 1u);
+  EXPECT_EQ(r.leases->seeded_names.at("public.leases"), 1u);
+
+  ASSERT_TRUE(r.timeline.has_value());
+  EXPECT_EQ(r.timeline->first_poll, 1796390000);
+  EXPECT_EQ(r.timeline->dropped_intervals, 2u);
+  ASSERT_EQ(r.timeline->gaps.size(), 1u);
+  EXPECT_EQ(r.timeline->gaps[0].to, 1796391060);
+  ASSERT_EQ(r.timeline->open.size(), 2u);
+  const TimelineSavedOpen& open = r.timeline->open[0];
+  EXPECT_EQ(open.classid, 0xFFFFFFFFu);
+  EXPECT_EQ(open.objsubid, 2);
+  EXPECT_EQ(open.backend_start, 1796300000.125);
+  EXPECT_EQ(open.interval.row->name, "nightly-report");
+  EXPECT_EQ(open.interval.who, "réport\nrunner");
+  EXPECT_EQ(r.timeline->open[1].text, "app\x1f\x1f4242");
+  EXPECT_EQ(r.timeline->open[1].interval.row->kind, TimelineRowKind::kRoot);
+  EXPECT_EQ(r.timeline->open[1].interval.blocker_pid, 4242);
+  ASSERT_EQ(r.timeline->closed.size(), 1u);
+  // One row object per row: the closed interval and the marker share the open one's.
+  EXPECT_EQ(r.timeline->closed[0].row, open.interval.row);
+  ASSERT_EQ(r.timeline->markers.size(), 1u);
+  EXPECT_EQ(r.timeline->markers[0].evidence, EndEvidence::kLog);
+  EXPECT_EQ(r.timeline->markers[0].row, open.interval.row);
   // Written again, the same bytes.
   EXPECT_EQ(EncodeSavedTarget(r), bytes);
 }
 
+// Through the classes that keep them: what a timeline, a blocking episode tracker and a lease
+// tracker save is, written, read back and restored, what they save again.
+TEST(SavedState, WhatTheTimelineAndTheTrackersSaveIsWhatTheyRestore) {
+  PollData poll;
+  poll.now = 1796399990;
+  poll.postmaster_start = 1796000000;
+  Session root;
+  root.pid = 4242;
+  root.datname = "app";
+  root.backend_start = 1796300000.125;
+  root.application_name = "runner";
+  poll.sessions = {root};
+  AdvisoryLock lock;
+  lock.key = {5, 0, 7, 1};
+  lock.pid = 4242;
+  poll.locks = {lock};
+  poll.database_stats = std::vector<DatabaseStats>{{5, "app", 0, 1, 0, 0}};
+  LeaseTableData table;
+  table.table = "public.leases";
+  table.ok = true;
+  table.rows = {{"sweep", "worker-1", 1796399000, 1796400100}};
+  table.total = 1;
+  table.now = poll.now;
+  table.writes = TableWrites{3, 1};
+  poll.leases = {table};
+  TargetView view;
+  BlockingRoot blocking;
+  blocking.root.id.pid = 4242;
+  blocking.root.datname = "app";
+  blocking.blocked_pids = {4343};
+  view.all_blocking_roots = {blocking};
+
+  Timeline timeline;
+  BlockingEpisodeTracker episodes;
+  EventTracker events;
+  Counters counters;
+  for (double now : {1796399990.0, 1796399995.0}) {
+    poll.now = now;
+    timeline.Observe(poll, view, nullptr);
+    episodes.Observe(poll, view, &counters, nullptr);
+    events.Observe(std::make_shared<PollData>(poll), nullptr, nullptr, &counters, nullptr);
+  }
+  Event lost;
+  lost.time = 1796399991;
+  lost.kind = EventKind::kLockLost;
+  lost.datname = "app";
+  lost.lock = "9";
+  timeline.AddMarkers({lost});
+
+  SavedTarget s = Sample();
+  s.timeline = timeline.Save();
+  s.episodes = episodes.Save();
+  s.leases = events.SaveLeases();
+  ASSERT_EQ(s.timeline->open.size(), 4u);  // the hold, the root, its waiter, the lease
+  ASSERT_EQ(s.timeline->markers.size(), 1u);
+  ASSERT_EQ(s.episodes->episodes.size(), 1u);
+  ASSERT_EQ(s.leases->tables.size(), 1u);
+  const std::string bytes = EncodeSavedTarget(s);
+  SavedTarget r;
+  const Status status = DecodeSavedTarget(bytes, &r);
+  ASSERT_TRUE(status.ok()) << status.message();
+  Timeline timeline_again;
+  BlockingEpisodeTracker episodes_again;
+  EventTracker events_again;
+  timeline_again.Restore(*r.timeline);
+  episodes_again.Restore(*r.episodes);
+  events_again.RestoreLeases(*r.leases);
+  EXPECT_EQ(episodes_again.open(), 1u);
+  SavedTarget again = Sample();
+  again.timeline = timeline_again.Save();
+  again.episodes = episodes_again.Save();
+  again.leases = events_again.SaveLeases();
+  EXPECT_EQ(EncodeSavedTarget(again), bytes);
+}
+
+// A file written before the episodes, the lease tables and the timeline were kept has none of
+// them: read, with none (they start afresh, as they did then).
+TEST(SavedState, AnOlderFileWithoutEpisodesLeasesOrTimelineIsRead) {
+  const std::string bytes = OlderFile();
+  for (const char* key : {"\"episodes\"", "\"leases\"", "\"timeline\""}) {
+    ASSERT_EQ(bytes.find(key), std::string::npos) << key;
+  }
+  SavedTarget r;
+  const Status status = DecodeSavedTarget(bytes, &r);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_FALSE(r.episodes.has_value());
+  EXPECT_FALSE(r.leases.has_value());
+  EXPECT_FALSE(r.timeline.has_value());
+  EXPECT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.pooled.size(), 1u);
+}
+
+// Damage inside the new sections is an error for the whole file (a fresh start, one log line at
+// the poller), never a crash, never a part of it read.
+TEST(SavedState, DamagedEpisodesLeasesOrTimelineAreRefusedWithAReason) {
+  const std::string bytes = EncodeSavedTarget(Sample());
+  const std::vector<std::tuple<std::string, std::string, std::string>> damage = {
+      {"\"counters_end\":\"terminated\"", "\"counters_end\":\"bored\"", "counters_end"},
+      {"\"root_key\":[4242,", "\"root_key\":[4242.5,", "episode pid"},
+      {"[\"sweep\",5,6,", "[\"sweep\",4,6,", "no such read"},
+      {"[[5,1796399990,", "[[9,1796399990,", "out of order"},
+      {"\"rows\":[[\"lock\"", "\"rows\":[[\"lodge\"", "row kind"},
+      {"\"closed\":[[0,", "\"closed\":[[2,", "timeline row"},
+      {"\"markers\":[[0,1796389000,\"lock_lost\",\"terminated\",\"log\"",
+       "\"markers\":[[0,1796389000,\"lock_lost\",\"terminated\",\"logs\"", "marker evidence"},
+      {"\"timeline\":{\"now\":", "\"timeline\":{\"then\":", "missing \"now\""},
+      {"\"leases\":{\"tables\":[", "\"leases\":{\"tablez\":[", "missing \"tables\""},
+  };
+  for (const auto& [from, to, why] : damage) {
+    std::string damaged = bytes;
+    const size_t at = damaged.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    damaged.replace(at, from.size(), to);
+    SavedTarget r;
+    const Status s = DecodeSavedTarget(damaged, &r);
+    EXPECT_NE(s.message().find(why), std::string::npos) << to << ": " << s.message();
+    EXPECT_TRUE(r.target.empty() && !r.inventory && !r.timeline && !r.episodes && !r.leases) << to;
+  }
+}
+
+// A timeline past its room in the file (here texts that escape to six bytes a byte) leaves its
+// oldest closed intervals out, counted as dropped: the file stays one that the next start reads.
+TEST(SavedState, ATimelineTooLargeForTheFileLosesItsOldestHistoryFirst) {
+  SavedTarget s = Sample();
+  const std::string escaped(kTimelineTextBytes, '\x01');
+  TimelineSaved& t = *s.timeline;
+  for (int i = 0; i < 6000; ++i) {
+    auto row = std::make_shared<const TimelineRow>(
+        TimelineRow{TimelineRowKind::kLock, escaped, escaped + std::to_string(i)});
+    t.closed.push_back(
+        {row, false, 1796380000.0 + i, 1796380000.5 + i, false, false, i, escaped, escaped});
+  }
+  const std::string bytes = EncodeSavedTarget(s);
+  EXPECT_LE(bytes.size(), kMaxSavedTimelineBytes + EncodeSavedTarget(Sample()).size());
+  SavedTarget r;
+  const Status status = DecodeSavedTarget(bytes, &r);
+  ASSERT_TRUE(status.ok()) << status.message();
+  ASSERT_TRUE(r.timeline.has_value());
+  ASSERT_FALSE(r.timeline->closed.empty());
+  const size_t left_out = t.closed.size() - r.timeline->closed.size();
+  EXPECT_GT(left_out, 0u);
+  EXPECT_EQ(r.timeline->dropped_intervals, t.dropped_intervals + left_out);
+  EXPECT_EQ(r.timeline->closed.back().pid, 5999) << "the newest are kept";
+  EXPECT_EQ(r.timeline->open.size(), 2u);
+  EXPECT_EQ(r.timeline->markers.size(), 1u);
+}
+
 // A file written before pooled locks were kept has no "pooled": read, with none.
 TEST(SavedState, AFileWithoutPooledLocksIsReadWithNone) {
-  std::string bytes = EncodeSavedTarget(Sample());
+  std::string bytes = OlderFile();
   const size_t at = bytes.find(",\"pooled\":[");
   ASSERT_NE(at, std::string::npos);
   bytes.erase(at, bytes.rfind(']') + 1 - at);

@@ -1,7 +1,11 @@
 // What keeping a target's state costs ([storage] path): a state of N held locks (each its own
 // session, the worst case for the file's size; plus a full event log) encoded, written
 // atomically (fsync included) and read back, on this machine's disk. Run by hand, not by ctest:
-//   build/tests/state_write_bench [LOCKS [DIR [EVENTS]]]   (defaults: 20000, /tmp, 1000)
+//   build/tests/state_write_bench [LOCKS [DIR [EVENTS [FULL]]]]
+//   (defaults: 20000, /tmp, 1000, 0)
+// FULL=1 adds the timeline at its bounds (kOpenIntervals open, kClosedIntervals closed,
+// kMarkersPerKind markers of 12 kinds, ordinary names), 100 blocking episodes in progress and a
+// lease table of 1,000 rows with its evidence, and prints the bytes each section adds.
 // Prints the file's size and the CPU and wall time of each step (median of 5).
 #include <sys/resource.h>
 
@@ -46,6 +50,88 @@ Cost Median(F f) {
   return runs[2];
 }
 
+// The timeline, episodes and lease table of FULL=1.
+void AddBounds(pglock::SavedTarget* s) {
+  using pglock::TimelineRow;
+  using pglock::TimelineRowKind;
+  pglock::TimelineSaved t;
+  t.now = 1796400000;
+  t.first_poll = 1796390000;
+  auto row = [](int i) {
+    return std::make_shared<const TimelineRow>(
+        TimelineRow{TimelineRowKind::kLock, "app", "job:" + std::to_string(i)});
+  };
+  auto interval = [&](int i, double start, double end, bool open) {
+    pglock::TimelineInterval v;
+    v.row = row(i);
+    v.start = start;
+    v.end = end;
+    v.open = open;
+    v.pid = 100000 + i;
+    v.who = "job-runner-" + std::to_string(i % 50);
+    return v;
+  };
+  for (int i = 0; i < static_cast<int>(pglock::kOpenIntervals); ++i) {
+    pglock::TimelineSavedOpen o;
+    o.datid = 5;
+    o.objid = static_cast<uint32_t>(i);
+    o.objsubid = 1;
+    o.pid = 100000 + i;
+    o.backend_start = 1796300000.123456 + i;
+    o.interval = interval(i, 1796390000.5 + i, 1796400000, true);
+    t.open.push_back(std::move(o));
+  }
+  for (int i = 0; i < static_cast<int>(pglock::kClosedIntervals); ++i) {
+    t.closed.push_back(interval(i, 1796380000.25 + i * 0.5, 1796380000.75 + i * 0.5, false));
+  }
+  for (int k = 0; k < 12; ++k) {
+    for (int i = 0; i < static_cast<int>(pglock::kMarkersPerKind); ++i) {
+      pglock::TimelineMarker m;
+      m.row = row(i);
+      m.time = 1796390000.5 + i;
+      m.kind = "kind_" + std::to_string(k);
+      m.cause = "terminated";
+      m.outcome = "released";
+      m.previous_pid = 100000 + i;
+      m.previous = "job-runner-" + std::to_string(i % 50);
+      m.event_kind = m.kind;
+      m.event_time = m.time;
+      t.markers.push_back(std::move(m));
+    }
+  }
+  s->timeline = std::move(t);
+  pglock::EpisodeTrackerSaved e;
+  for (int i = 0; i < 100; ++i) {
+    pglock::SavedEpisode ep;
+    ep.pid = 100000 + i;
+    ep.backend_start = 1796300000.123456 + i;
+    ep.episode.root.id.pid = ep.pid;
+    ep.episode.root.id.application_name = "job-runner-" + std::to_string(i % 50);
+    ep.episode.root.datname = "app";
+    ep.episode.started = 1796399000.5;
+    ep.episode.peak_blocked = 3;
+    ep.episode.lock = "job:" + std::to_string(i);
+    ep.episode.last_seen =
+        s->inventory
+            ->sessions[static_cast<size_t>(i) % std::max<size_t>(1, s->inventory->sessions.size())];
+    ep.episode.last_seen_at = 1796399999.5;
+    e.episodes.push_back(std::move(ep));
+  }
+  e.last_stats = {{5, "app", 1, 2, 3, 4}};
+  s->episodes = std::move(e);
+  pglock::LeaseTransitions::Saved leases;
+  auto& table = leases.tables["public.leases"];
+  for (int i = 0; i < 1000; ++i) {
+    auto& seen = table.leases["lease-" + std::to_string(i)];
+    seen.row = {"lease-" + std::to_string(i), "worker-" + std::to_string(i % 50), 1796399000.5,
+                1796400060.5};
+  }
+  table.complete = true;
+  table.next_seq = 3600;
+  table.marks = {{3599, 1796400000, pglock::TableWrites{123456, 789}, {}}};
+  s->leases = std::move(leases);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,6 +173,25 @@ int main(int argc, char** argv) {
     e.previous.pid = 100000 + i;
     e.previous.application_name = "job-runner";
     s.events.push_back(e);
+  }
+  if (argc > 4 && std::atoi(argv[4]) != 0 && !s.inventory->sessions.empty()) {
+    const size_t base = pglock::EncodeSavedTarget(s).size();
+    AddBounds(&s);
+    pglock::SavedTarget part = s;
+    part.leases.reset();
+    part.timeline.reset();
+    const size_t episodes = pglock::EncodeSavedTarget(part).size() - base;
+    part = s;
+    part.episodes.reset();
+    part.timeline.reset();
+    const size_t leases = pglock::EncodeSavedTarget(part).size() - base;
+    part = s;
+    part.episodes.reset();
+    part.leases.reset();
+    const size_t timeline = pglock::EncodeSavedTarget(part).size() - base;
+    std::printf("added: timeline %.2f MB, 100 episodes %.3f MB, 1,000 leases %.3f MB\n",
+                static_cast<double>(timeline) / 1e6, static_cast<double>(episodes) / 1e6,
+                static_cast<double>(leases) / 1e6);
   }
   std::string bytes;
   const Cost encode = Median([&] { bytes = pglock::EncodeSavedTarget(s); });
