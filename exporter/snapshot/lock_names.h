@@ -1,5 +1,5 @@
-// The configured names of advisory keys, as the keys pg_locks shows (exporter/poll/resolve_lock_names.h
-// resolves them on the server). Pure; thread-compatible.
+// The configured names of advisory keys, as the keys pg_locks shows
+// (exporter/poll/resolve_lock_names.h resolves them on the server). Pure; thread-compatible.
 #pragma once
 
 #include <cstdint>
