@@ -150,7 +150,9 @@ SavedTarget Sample() {
   waiting.key_kind = TimelineRowKind::kRoot;
   waiting.pid = 4343;
   waiting.wait = true;
-  waiting.text = "app\x1f\x1f4242";
+  waiting.text =
+      "app\x1f\x1f"
+      "4242";
   waiting.interval = {root_row, true, 1796399000, 1796399999.5, true, false, 4343, "waiter"};
   waiting.interval.blocker_pid = 4242;
   timeline.open.push_back(waiting);
@@ -279,7 +281,9 @@ TEST(SavedState, WhatIsWrittenIsReadBack) {
   EXPECT_EQ(open.backend_start, 1796300000.125);
   EXPECT_EQ(open.interval.row->name, "nightly-report");
   EXPECT_EQ(open.interval.who, "réport\nrunner");
-  EXPECT_EQ(r.timeline->open[1].text, "app\x1f\x1f4242");
+  EXPECT_EQ(r.timeline->open[1].text,
+            "app\x1f\x1f"
+            "4242");
   EXPECT_EQ(r.timeline->open[1].interval.row->kind, TimelineRowKind::kRoot);
   EXPECT_EQ(r.timeline->open[1].interval.blocker_pid, 4242);
   ASSERT_EQ(r.timeline->closed.size(), 1u);
