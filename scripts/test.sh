@@ -70,9 +70,6 @@ export PGLOCK_EXPORTER_BINARY=$root/build/pglock_exporter
 # with its own server; the matrix runs the same way.
 (cd build && ctest --output-on-failure -j "$((2 * $(nproc)))" --timeout 900)
 
-step "integration tests on PostgreSQL $matrix_versions (tests/matrix/run.sh)"
-tests/matrix/run.sh build
-
 if [[ -x alerts/check.sh ]]; then
   step "alert rules: promtool check rules + test rules"
   alerts/check.sh
@@ -87,42 +84,65 @@ scripts/check_metric_names_test.py -q
 scripts/check_metric_names.py
 step "links between README.md and docs/"
 scripts/check_doc_links.py
-# The end-to-end scripts and the manifests' test side by side: each has its own servers, free
-# ports and temporary directory, and they mostly wait on real time (the live alerts wait for real
-# `for:` durations). Each one's output is printed whole when it ends.
-side_by_side=(tests/container/manifests_test.sh)
+# side_by_side TITLE COMMAND...: runs the commands (each a script and its arguments, one word each,
+# split on spaces) at once, each one's output into a log of its own, printed whole as it ends; after
+# the last one ends, fails if any failed. Each one writes "INDEX STATUS" to a FIFO when it ends:
+# `wait -n` loses a job that ended while it waited for another one.
+side_by_side() {
+  local title=$1 logs_dir group_start i rc done_fd result
+  shift
+  local commands=("$@") pids=() failed=()
+  step "side by side: $title"
+  logs_dir=$(mktemp -d -t pglock-test-logs.XXXXXX)
+  mkfifo "$logs_dir/done"
+  # Read and write: the FIFO neither blocks this open nor reads end-of-file between two writers.
+  exec {done_fd}<>"$logs_dir/done"
+  group_start=$(date +%s)
+  for i in "${!commands[@]}"; do
+    printf '  %s\n' "${commands[i]}"
+    {
+      rc=0
+      # shellcheck disable=SC2086 # the command and its arguments
+      ${commands[i]} >"$logs_dir/$i.log" 2>&1 || rc=$?
+      echo "$i $rc" >&"$done_fd"
+    } &
+    pids+=($!)
+  done
+  for _ in "${commands[@]}"; do
+    read -r i rc <&"$done_fd"
+    if ((rc == 0)); then result=passed; else result="FAILED ($rc)"; failed+=("${commands[i]}"); fi
+    printf '\n--- %s: %s after %ss (%ss)\n' "${commands[i]}" "$result" \
+      "$(($(date +%s) - group_start))" "$(($(date +%s) - start))"
+    cat "$logs_dir/$i.log"
+  done
+  wait "${pids[@]}"
+  exec {done_fd}>&-
+  printf '\n--- side by side: %s: %ss\n' "$title" "$(($(date +%s) - group_start))"
+  rm -rf "$logs_dir"
+  ((${#failed[@]} == 0)) || { echo "failed: ${failed[*]}" >&2; exit 1; }
+}
+
+# The matrix, the images of the container tests, the end-to-end scripts and the manifests' test
+# side by side: each has its own servers, free ports and temporary directory, and they mostly wait
+# on real time (the live alerts wait for real `for:` durations; the matrix runs two binaries per
+# core). The images are built here, once, before the container tests below need them.
+group=("tests/matrix/run.sh build" "tests/container/images.sh build" tests/container/manifests_test.sh)
 for t in tests/e2e/*.sh; do
   # A script that lost its mode would be skipped without a word: refuse it instead.
   [[ -x $t ]] || { echo "$t is not executable (chmod +x, git update-index --chmod=+x)" >&2; exit 1; }
-  side_by_side+=("$t")
+  group+=("$t")
 done
-step "side by side: ${side_by_side[*]}"
-logs_dir=$(mktemp -d -t pglock-test-logs.XXXXXX)
-declare -A job_of=()
-for t in "${side_by_side[@]}"; do
-  "$t" >"$logs_dir/$(basename "$t").log" 2>&1 &
-  job_of[$!]=$t
-done
-failed=()
-for pid in "${!job_of[@]}"; do
-  t=${job_of[$pid]}
-  if wait "$pid"; then result=passed; else result=FAILED; failed+=("$t"); fi
-  printf '\n--- %s: %s (%ss)\n' "$t" "$result" "$(($(date +%s) - start))"
-  cat "$logs_dir/$(basename "$t").log"
-done
-rm -rf "$logs_dir"
-((${#failed[@]} == 0)) || { echo "failed: ${failed[*]}" >&2; exit 1; }
+side_by_side "integration tests on PostgreSQL $matrix_versions (tests/matrix/run.sh), the container images, the manifests, the end-to-end tests" "${group[@]}"
 
-step "package: cpack -G DEB, dpkg -i, the installed exporter, dpkg --purge"
-tests/package/package_test.sh build
-# The images are built once (packaging/container/build.sh, into build/container) by the first test
-# that needs them; the next reuses them.
-step "container: the image under podman (tests/container/container_test.sh)"
-tests/container/container_test.sh build
-step "container: the sidecar overlay under podman kube play (tests/container/kube_play_test.sh)"
-tests/container/kube_play_test.sh build
-step "container: the shards overlay under podman, 12 PostgreSQL servers (tests/container/shards_test.sh)"
-tests/container/shards_test.sh build
+# The package test and the container tests side by side: each its own temporary directory, free
+# ports and servers; each container test its own podman storage and configuration
+# (tests/container/lib.sh; podman's shared lock memory, /dev/shm/libpod_lock, hands each storage's
+# containers locks of their own), loading the images built above. The package test installs the
+# .deb on this machine (dpkg -i, --purge), which nothing else here uses; its cpack (which builds
+# the build directory's preinstall target, a no-op after the build) never runs beside the images'.
+side_by_side "the Debian package (cpack, dpkg -i, the installed exporter, dpkg --purge), the image under podman, the sidecar overlay under podman kube play, the shards overlay (12 PostgreSQL servers)" \
+  "tests/package/package_test.sh build" "tests/container/container_test.sh build" \
+  "tests/container/kube_play_test.sh build" "tests/container/shards_test.sh build"
 
 if ((quick == 0)); then
   step "sanitizer build and fuzzing (libFuzzer, ${FUZZ_SECONDS:-20}s per target): waiting for them"

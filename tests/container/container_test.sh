@@ -33,12 +33,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-version=$("$build_dir/pglock_exporter" --version | awk '{ print $2 }')
-image=localhost/pglock_exporter:$version
-image_dir=${PGLOCK_IMAGE_DIR:-$build_dir/container}
-archive=$image_dir/pglock_exporter-$version.oci.tar
-image_archive "$archive" "$build_dir/pglock_exporter" \
-  packaging/container/build.sh "$build_dir" "$image_dir" || fail "building the image"
+container_images "$build_dir" || fail "building the image"
 podman_setup "$work/podman"
 podman load -q -i "$archive" >/dev/null || fail "podman load $archive"
 note "loaded $image ($(podman image inspect --format '{{.Size}}' "$image") bytes)"

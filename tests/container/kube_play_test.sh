@@ -42,14 +42,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-version=$("$build_dir/pglock_exporter" --version | awk '{ print $2 }')
-image_dir=${PGLOCK_IMAGE_DIR:-$build_dir/container}
-archive=$image_dir/pglock_exporter-$version.oci.tar
-image_archive "$archive" "$build_dir/pglock_exporter" \
-  packaging/container/build.sh "$build_dir" "$image_dir" || fail "building the image"
-pg_archive=$image_dir/pglock-postgres-15.oci.tar
-image_archive "$pg_archive" tests/container/postgres-entrypoint.sh \
-  tests/container/postgres_image.sh "$image_dir" || fail "building the PostgreSQL image"
+container_images "$build_dir" postgres || fail "building the images"
 podman_setup "$work/podman"
 podman load -q -i "$archive" >/dev/null || fail "podman load $archive"
 podman load -q -i "$pg_archive" >/dev/null || fail "podman load $pg_archive"

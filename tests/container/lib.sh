@@ -11,9 +11,17 @@
 #   podman_cleanup          removes every pod, container, volume and image of that storage, any
 #                           mount left under DIR, and DIR itself (the caller's EXIT trap)
 #   image_archive ARCHIVE BINARY BUILDER...
-#                           runs BUILDER... unless ARCHIVE exists and is newer than BINARY (the
-#                           images are built once for both tests, into $PGLOCK_IMAGE_DIR, default
-#                           BUILD_DIR/container)
+#                           runs BUILDER... unless ARCHIVE exists and is newer than BINARY
+#   container_images BUILD_DIR [postgres]
+#                           the images the tests load, built once for all of them into
+#                           $PGLOCK_IMAGE_DIR (default BUILD_DIR/container): the exporter's
+#                           (packaging/container/build.sh) unless its archive is newer than the
+#                           binary, and with `postgres` the PostgreSQL 15 test image
+#                           (tests/container/postgres_image.sh) unless its archive is newer than
+#                           its entry point. Under a lock on the directory: tests started side by
+#                           side wait for one build instead of writing the same archive at once.
+#                           Sets version, image (localhost/pglock_exporter:VERSION), archive and
+#                           pg_archive.
 #   wait_http SECONDS URL   until URL answers 2xx (0) or SECONDS pass (1)
 
 podman_dir=
@@ -71,6 +79,27 @@ image_archive() {
     "$@" || return
   fi
   [[ -s $archive ]]
+}
+
+container_images() {
+  local build_dir=$1 with=${2:-} repo image_dir
+  repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  version=$("$build_dir/pglock_exporter" --version | awk '{ print $2 }') || return
+  # shellcheck disable=SC2034 # for the caller
+  image=localhost/pglock_exporter:$version
+  image_dir=${PGLOCK_IMAGE_DIR:-$build_dir/container}
+  archive=$image_dir/pglock_exporter-$version.oci.tar
+  pg_archive=$image_dir/pglock-postgres-15.oci.tar
+  mkdir -p "$image_dir"
+  (
+    flock 9
+    image_archive "$archive" "$build_dir/pglock_exporter" \
+      "$repo/packaging/container/build.sh" "$build_dir" "$image_dir" || exit
+    if [[ $with == postgres ]]; then
+      image_archive "$pg_archive" "$repo/tests/container/postgres-entrypoint.sh" \
+        "$repo/tests/container/postgres_image.sh" "$image_dir" || exit
+    fi
+  ) 9>"$image_dir/.lock"
 }
 
 wait_http() {

@@ -47,11 +47,7 @@ cleanup() {
 trap cleanup EXIT
 t_start=$SECONDS
 
-version=$("$build_dir/pglock_exporter" --version | awk '{ print $2 }')
-image_dir=${PGLOCK_IMAGE_DIR:-$build_dir/container}
-archive=$image_dir/pglock_exporter-$version.oci.tar
-image_archive "$archive" "$build_dir/pglock_exporter" \
-  packaging/container/build.sh "$build_dir" "$image_dir" || fail "building the image"
+container_images "$build_dir" || fail "building the image"
 podman_setup "$work/podman"
 podman load -q -i "$archive" >/dev/null || fail "podman load $archive"
 
