@@ -155,9 +155,22 @@ void EventLog::Append(std::vector<Event> events) {
   if (events.empty() || capacity_ == 0) return;
   MutexLock lock(&mu_);
   for (Event& e : events) {
-    auto& ring = rings_[e.kind];
-    ring.emplace_back(next_seq_++, std::make_shared<const Event>(std::move(e)));
-    if (ring.size() > capacity_) ring.pop_front();
+    Ring& ring = rings_[e.kind];
+    // The ring's events hold positions [front, front + size) of its chunks, kSize to a chunk.
+    const size_t next = ring.front + ring.size;
+    if (next / EventChunk::kSize == ring.chunks.size()) {
+      ring.chunks.push_back(std::make_shared<EventChunk>());
+    }
+    ring.chunks.back()->slots[next % EventChunk::kSize] = {
+        next_seq_++, std::make_shared<const Event>(std::move(e))};
+    ++ring.size;
+    if (ring.size > capacity_) {
+      --ring.size;
+      if (++ring.front == EventChunk::kSize) {
+        ring.chunks.pop_front();
+        ring.front = 0;
+      }
+    }
   }
   contents_.reset();
 }
@@ -165,13 +178,20 @@ void EventLog::Append(std::vector<Event> events) {
 std::shared_ptr<const EventList> EventLog::Contents() const {
   MutexLock lock(&mu_);
   if (contents_) return contents_;
-  std::vector<std::pair<uint64_t, std::shared_ptr<const Event>>> all;
-  for (const auto& [kind, ring] : rings_) all.insert(all.end(), ring.begin(), ring.end());
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  auto list = std::make_shared<EventList>();
-  list->reserve(all.size());
-  for (auto& [seq, e] : all) list->push_back(std::move(e));
-  contents_ = std::move(list);
+  std::vector<std::vector<EventList::Span>> by_kind;
+  by_kind.reserve(rings_.size());
+  for (const auto& [kind, ring] : rings_) {
+    std::vector<EventList::Span>& spans = by_kind.emplace_back();
+    spans.reserve(ring.chunks.size());
+    size_t left = ring.size;
+    for (size_t i = 0; i < ring.chunks.size() && left > 0; ++i) {
+      const size_t begin = i == 0 ? ring.front : 0;
+      const size_t end = std::min(EventChunk::kSize, begin + left);
+      spans.push_back({ring.chunks[i], static_cast<uint32_t>(begin), static_cast<uint32_t>(end)});
+      left -= end - begin;
+    }
+  }
+  contents_ = std::make_shared<const EventList>(std::move(by_kind));
   return contents_;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "exporter/events/event_names.h"
+#include "exporter/snapshot/event_list.h"
 #include "exporter/snapshot/session_end.h"
 #include "exporter/snapshot/snapshot.h"
 #include "exporter/util/thread_annotations.h"
@@ -75,7 +76,9 @@ std::string EventText(const Event& e);
 
 // The recent events of a target: the last `capacity` of each kind, so that a flood of routine
 // events (thousands of releases) cannot evict the losses, takeovers, inheritances, episodes,
-// deadlocks and timeouts before it. Contents() lists them all, oldest first.
+// deadlocks and timeouts before it. Each kind is kept in chunks (EventChunk) that the lists it
+// publishes share, so that Append and Contents cost the events added and the chunks kept, not
+// the events kept.
 class EventLog {
  public:
   explicit EventLog(size_t capacity) : capacity_(capacity) {}
@@ -83,16 +86,22 @@ class EventLog {
   EventLog& operator=(const EventLog&) = delete;
 
   void Append(std::vector<Event> events) EXCLUDES(mu_);
-  // The current contents. The same list object is returned until the next Append that adds
-  // something, so a snapshot set that did not change keeps its cached pages.
+  // The current contents, oldest first. The same list object is returned until the next Append
+  // that adds something, so a snapshot set that did not change keeps its cached pages.
   std::shared_ptr<const EventList> Contents() const EXCLUDES(mu_);
 
  private:
+  // One kind's events: `size` of them, from slot `front` of the first chunk on. A chunk's slots
+  // are written once, in order; only the last chunk has free slots.
+  struct Ring {
+    std::deque<std::shared_ptr<EventChunk>> chunks;
+    size_t front = 0;
+    size_t size = 0;
+  };
+
   const size_t capacity_;
   mutable Mutex mu_;
-  // By kind, each in the order appended, with its sequence number across kinds.
-  std::map<EventKind, std::deque<std::pair<uint64_t, std::shared_ptr<const Event>>>> rings_
-      GUARDED_BY(mu_);
+  std::map<EventKind, Ring> rings_ GUARDED_BY(mu_);
   uint64_t next_seq_ GUARDED_BY(mu_) = 0;
   mutable std::shared_ptr<const EventList> contents_ GUARDED_BY(mu_);  // null: stale
 };

@@ -119,9 +119,9 @@ uint64_t FingerprintOf(const HoldHistory& history, const Counters& c, const Even
       });
   if (events != nullptr && !events->empty()) {
     f.Value(events->size());
-    f.Value(events->back()->time);
-    f.Value(static_cast<int>(events->back()->kind));
-    f.Value(events->back()->previous.pid);
+    f.Value(events->newest()->time);
+    f.Value(static_cast<int>(events->newest()->kind));
+    f.Value(events->newest()->previous.pid);
   }
   return f.value();
 }

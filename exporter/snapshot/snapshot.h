@@ -16,14 +16,13 @@
 #include <vector>
 
 #include "exporter/snapshot/collector_parts.h"
+#include "exporter/snapshot/event_list.h"
 #include "exporter/snapshot/poll_data.h"
 
 namespace pglock {
 
-struct Event;         // exporter/events/event_log.h
 class Timeline;       // exporter/events/timeline.h
 class PreflightDesk;  // exporter/snapshot/preflight.h
-using EventList = std::vector<std::shared_ptr<const Event>>;
 
 // Identity of a session as labels show it.
 struct Identity {

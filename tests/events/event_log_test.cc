@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,7 +59,75 @@ TEST(EventLog, AFloodOfRoutineEventsKeepsTheLossesBeforeIt) {
   EXPECT_EQ((*contents)[0]->kind, EventKind::kLockLost);
   EXPECT_EQ((*contents)[1]->kind, EventKind::kBlockingEpisode);
   EXPECT_EQ((*contents)[2]->lock, "990");  // the newest ten releases, oldest first
-  EXPECT_EQ(contents->back()->lock, "999");
+  EXPECT_EQ(contents->newest()->lock, "999");
+}
+
+// The lock names of a list, oldest first.
+std::vector<std::string> Names(const EventList& list) {
+  std::vector<std::string> out;
+  for (const auto& e : list) out.push_back(e->lock);
+  return out;
+}
+
+// Against a plain model (the last `capacity` of each kind, in the order appended), over appends
+// of every size across the chunks' edges: each published list has what the model had then, and
+// keeps it while later appends evict its events and drop its chunks.
+TEST(EventLog, ListsMatchTheLastEventsOfEachKindAndOutliveLaterAppends) {
+  for (const size_t capacity : {size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{150}}) {
+    EventLog log(capacity);
+    std::vector<std::pair<EventKind, std::string>> appended;
+    std::vector<std::pair<std::shared_ptr<const EventList>, std::vector<std::string>>> published;
+    const EventKind kinds[] = {EventKind::kLockReleased, EventKind::kLockReleased,
+                               EventKind::kLockHandover, EventKind::kLockLost};
+    int n = 0;
+    for (int round = 0; round < 60; ++round) {
+      std::vector<Event> batch;
+      for (int i = 0; i < (round * 7) % 23; ++i, ++n) {
+        const EventKind kind = kinds[(n * 5 + round) % 4];
+        batch.push_back(Of(kind, 1, std::to_string(n), n));
+        appended.emplace_back(kind, std::to_string(n));
+      }
+      log.Append(std::move(batch));
+      std::map<EventKind, size_t> left;
+      std::vector<std::string> model;
+      for (auto it = appended.rbegin(); it != appended.rend(); ++it) {
+        if (left[it->first]++ < capacity) model.insert(model.begin(), it->second);
+      }
+      const auto contents = log.Contents();
+      ASSERT_EQ(Names(*contents), model) << "capacity " << capacity << ", round " << round;
+      ASSERT_EQ(contents->size(), model.size());
+      if (!model.empty()) {
+        EXPECT_EQ(contents->newest()->lock, model.back());
+      }
+      published.emplace_back(contents, model);
+    }
+    for (const auto& [list, model] : published) EXPECT_EQ(Names(*list), model);
+  }
+}
+
+TEST(EventLog, AListIsTheSameObjectUntilSomethingIsAdded) {
+  EventLog log(5);
+  const auto empty = log.Contents();
+  EXPECT_TRUE(empty->empty());
+  EXPECT_EQ(empty->newest(), nullptr);
+  log.Append({});
+  EXPECT_EQ(log.Contents(), empty);
+  log.Append({Of(EventKind::kLockLost, 1, "a")});
+  const auto one = log.Contents();
+  EXPECT_NE(one, empty);
+  EXPECT_EQ(log.Contents(), one);
+}
+
+TEST(EventList, OfKeepsTheGivenOrderAcrossChunks) {
+  std::vector<std::shared_ptr<const Event>> events;
+  for (int i = 0; i < 150; ++i) {
+    events.push_back(std::make_shared<const Event>(Of(EventKind::kLockLost, 1, std::to_string(i))));
+  }
+  const auto list = EventList::Of(std::move(events));
+  ASSERT_EQ(list->size(), 150u);
+  EXPECT_EQ((*list)[0]->lock, "0");
+  EXPECT_EQ((*list)[149]->lock, "149");
+  EXPECT_EQ(list->newest()->lock, "149");
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ TEST(WaitForest, RootsCarryTheirVerdictIntoThePageAndTheJson) {
   episode->outcome = EventOutcome::kWaitersLeft;
   episode->previous.pid = 1;
   episode->peak_blocked = 4;
-  snap->events = std::make_shared<const EventList>(EventList{episode});
+  snap->events = EventList::Of({episode});
   const std::string html = RenderLocksPage({snap}, {});
   EXPECT_NE(html.find("<code class=cmd>SELECT pg_terminate_backend(1)</code>"), std::string::npos)
       << html;
@@ -274,7 +274,7 @@ size_t Occurrences(const std::string& text, const std::string& what) {
 // events; the same in the JSON's between_polls. A target without a log says how to read one.
 TEST(BetweenPolls, LoggedWaitsTimeoutsAndDeadlocksNewestFirstBoundedAndEscaped) {
   const std::string hostile = "<script>x('\"&')</script>";
-  EventList events;
+  std::vector<std::shared_ptr<const Event>> events;
   for (int i = 0; i < 30; ++i) {
     Event old = Logged(EventKind::kLockWait, 1000 + i);
     old.outcome = EventOutcome::kAcquired;
@@ -317,7 +317,7 @@ TEST(BetweenPolls, LoggedWaitsTimeoutsAndDeadlocksNewestFirstBoundedAndEscaped) 
   auto snap = std::make_shared<TargetSnapshot>();
   snap->target = "main";
   snap->up = true;
-  snap->events = std::make_shared<const EventList>(events);
+  snap->events = EventList::Of(std::move(events));
   auto log = std::make_shared<ServerLogStatus>();
   log->up = false;
   log->error = "open <dir>: permission denied";
@@ -504,7 +504,7 @@ TEST(EventLog, BoundedOldestFirstAndSameListUntilAppend) {
   EXPECT_EQ(log.Contents(), c);
   log.Append({At(4)});
   EXPECT_NE(log.Contents(), c);
-  EXPECT_EQ(log.Contents()->back()->time, 4);
+  EXPECT_EQ(log.Contents()->newest()->time, 4);
 }
 
 TEST(EventLog, AnyBytesGiveValidJsonAndOneTextLine) {

@@ -278,7 +278,7 @@ TEST(Events, LeaseSequenceCountsEachTransitionOnce) {
   const auto snap = poller.Latest();
   ASSERT_NE(snap->events, nullptr);
   ASSERT_FALSE(snap->events->empty());
-  const Event& released = *snap->events->back();
+  const Event& released = *snap->events->newest();
   EXPECT_EQ(released.kind, EventKind::kLeaseReleased);
   EXPECT_NEAR(released.time, snap->last_success, 60);
   // Each exactly once over the whole sequence.
