@@ -447,8 +447,8 @@ bool Poller::PollOnce() {
   RecordEvents(std::move(events));
   gap_leases_ = false;  // the reads on either side of a restart's gap are judged
   auto view = BuildView(*data, &statuses);
-  // Its events marked on the timeline before it observes the poll, as the poll's other events,
-  // and in the event log and counters the snapshot carries.
+  // Before the timeline observes the poll (as the poll's other events) and before the snapshot
+  // takes the event log and counters.
   JudgeEpisodes(*data, *view);
   timeline_->Observe(*data, *view, &names_);
   AnswerPreflights(*data, *view);
