@@ -48,7 +48,7 @@ void LogShard(const Config& config) {
 
 App::~App() { Stop(); }
 
-bool App::Start(const Config& config, std::string* error) {
+Status App::Start(const Config& config) {
   config_ = config;
   LogShard(config);
   {
@@ -59,22 +59,21 @@ bool App::Start(const Config& config, std::string* error) {
       pollers_.back()->Start();
     }
   }
-  http_ = Listen(config, error);
-  return http_ != nullptr;
+  return Listen(config, &http_);
 }
 
-std::unique_ptr<HttpServer> App::Listen(const Config& config, std::string* error) {
+Status App::Listen(const Config& config, std::unique_ptr<HttpServer>* server) {
   return HttpServer::Start(
-      config.web, [this] { return Snapshots(); }, InfoOf(config), error);
+      config.web, [this] { return Snapshots(); }, InfoOf(config), server);
 }
 
-bool App::Reload(const Config& config, std::string* error) {
+Status App::Reload(const Config& config) {
   servers_->BeginReload();
   LogShard(config);
   std::vector<std::unique_ptr<Poller>> retired = ReplacePollers(config);
   retired.clear();  // joins outside the lock: scrapes keep being served meanwhile
   servers_->WarnAll();
-  return ReloadWeb(config, error);
+  return ReloadWeb(config);
 }
 
 std::unique_ptr<Poller> App::TakePoller(const TargetConfig& t, const PollConfig& poll) {
@@ -124,33 +123,32 @@ std::vector<std::unique_ptr<Poller>> App::ReplacePollers(const Config& config) {
   return retired;
 }
 
-bool App::ReloadWeb(const Config& config, std::string* error) {
+Status App::ReloadWeb(const Config& config) {
   const auto shard = [](const Config& c) { return InfoOf(c).shard.targets; };
   if (config.web == config_.web && config.shard == config_.shard &&
       (config.shard.total <= 1 || shard(config) == shard(config_))) {
     config_ = config;
-    return true;
+    return Status::Ok();
   }
   http_.reset();
-  http_ = Listen(config, error);
-  if (http_) {
+  const Status status = Listen(config, &http_);
+  if (status.ok()) {
     config_ = config;
-    return true;
+    return status;
   }
-  spdlog::error("reload: {}; keeping the previous [web] settings", *error);
+  spdlog::error("reload: {}; keeping the previous [web] settings", status.message());
   // The previous [web], the new targets and shard.
   Config kept = config;
   kept.web = config_.web;
-  std::string again;
-  http_ = Listen(kept, &again);
-  if (!http_) {
+  const Status again = Listen(kept, &http_);
+  config_ = kept;
+  if (!again.ok()) {
     // The old address was taken meanwhile: nothing serves /metrics now, which the missing
     // scrape makes visible (PglockTargetDown); say why.
-    spdlog::error("reload: cannot listen on the previous address either: {}", again);
-    *error += "; previous listener lost: " + again;
+    spdlog::error("reload: cannot listen on the previous address either: {}", again.message());
+    return Status::Unavailable(status.message() + "; previous listener lost: " + again.message());
   }
-  config_ = kept;
-  return false;
+  return status;
 }
 
 void App::Stop() {

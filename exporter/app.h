@@ -13,6 +13,7 @@
 #include "exporter/config/config.h"
 #include "exporter/http/server.h"
 #include "exporter/poll/poller.h"
+#include "exporter/util/status.h"
 #include "exporter/util/thread_annotations.h"
 
 namespace pglock {
@@ -30,10 +31,10 @@ class App {
   App(const App&) = delete;
   App& operator=(const App&) = delete;
 
-  // Starts pollers and the HTTP server. False and *error if the listener cannot start.
-  bool Start(const Config& config, std::string* error);
-  // Applies a validated config. On a listener failure the old listener is kept (and false).
-  bool Reload(const Config& config, std::string* error);
+  // Starts pollers and the HTTP server. Not ok when the listener cannot start.
+  Status Start(const Config& config);
+  // Applies a validated config. On a listener failure the old listener is kept (and not ok).
+  Status Reload(const Config& config);
   void Stop();
 
   std::vector<std::shared_ptr<const TargetSnapshot>> Snapshots() const EXCLUDES(mu_);
@@ -47,10 +48,10 @@ class App {
   // when there is none.
   std::unique_ptr<Poller> TakePoller(const TargetConfig& t, const PollConfig& poll) REQUIRES(mu_);
   // Restarts the listener when [web] changed and records config as the running one. On a
-  // listener failure the previous [web] stays (listening again), *error says why, and false.
-  bool ReloadWeb(const Config& config, std::string* error);
-  // Starts the listener for config's [web] and shard status.
-  std::unique_ptr<HttpServer> Listen(const Config& config, std::string* error);
+  // listener failure the previous [web] stays (listening again), and the Status says why.
+  Status ReloadWeb(const Config& config);
+  // Starts the listener for config's [web] and shard status into *server.
+  Status Listen(const Config& config, std::unique_ptr<HttpServer>* server);
 
   mutable Mutex mu_;
   std::vector<std::unique_ptr<Poller>> pollers_ GUARDED_BY(mu_);

@@ -28,7 +28,6 @@ bool Load(const pglock::Flags& flags, pglock::Config* config,
 
 // Handles SIGHUP (reload) until SIGTERM or SIGINT arrives.
 void ServeUntilTerminated(const pglock::Flags& flags, const sigset_t& signals, pglock::App* app) {
-  std::string error;
   for (;;) {
     int sig = 0;
     if (sigwait(&signals, &sig) != 0) continue;
@@ -47,7 +46,7 @@ void ServeUntilTerminated(const pglock::Flags& flags, const sigset_t& signals, p
       spdlog::error("reload: {} error(s); keeping the running configuration", reload_errors.size());
       continue;
     }
-    if (app->Reload(next, &error)) spdlog::info("reload: configuration applied");
+    if (app->Reload(next).ok()) spdlog::info("reload: configuration applied");
   }
 }
 
@@ -82,9 +81,8 @@ int Serve(const pglock::Flags& flags, const pglock::Config& config,
   }
   const sigset_t signals = BlockSignals();
   pglock::App app;
-  std::string error;
-  if (!app.Start(config, &error)) {
-    spdlog::critical("{}", error);
+  if (const pglock::Status s = app.Start(config); !s.ok()) {
+    spdlog::critical("{}", s.message());
     app.Stop();
     return 1;
   }

@@ -16,7 +16,7 @@ const MetricDesc kPostgresInfo{
 }  // namespace
 
 std::vector<PreparedStatement> ServerCollector::Prepared(int) const {
-  return {{name(), queries::kServer}};
+  return {{name(), queries::kServerInfo}};
 }
 
 void ServerCollector::Plan(const PollPlan&, StatementBatch* batch) const {

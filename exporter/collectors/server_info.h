@@ -1,7 +1,7 @@
-// Server identity and clock (queries/server.sql): version, pg_postmaster_start_time() (a change
-// means a restart: every lock seen before is gone) and now(), against which every age is computed.
-// pg_is_in_recovery() gives the role: lease tables are read on a standby only when configured to.
-// Emits pglock_postgres_info. Stateless; thread-safe.
+// Server identity and clock (queries/server_info.sql): version, pg_postmaster_start_time() (a
+// change means a restart: every lock seen before is gone) and now(), against which every age is
+// computed. pg_is_in_recovery() gives the role: lease tables are read on a standby only when
+// configured to. Emits pglock_postgres_info. Stateless; thread-safe.
 #pragma once
 
 #include "exporter/collectors/collector.h"

@@ -87,13 +87,9 @@ class TableReader {
       Error(*v, key, "must be a duration string such as \"5s\"");
       return true;
     }
-    std::string why;
-    const auto d = ParseDuration(v->as_string().str, &why);
-    if (!d) {
-      Error(*v, key, why);
-      return true;
+    if (const Status s = ParseDuration(v->as_string().str, out); !s.ok()) {
+      Error(*v, key, s.message());
     }
-    *out = *d;
     return true;
   }
 

@@ -42,11 +42,11 @@ void SetValue(const std::string& name, const std::string& value, Flags* flags,
   } else if (name == "postgres.dsn") {
     flags->dsn = value;
   } else if (name == "poll.interval") {
-    std::string why;
-    if (const auto d = ParseDuration(value, &why)) {
-      flags->poll_interval = *d;
+    Duration interval{0};
+    if (const Status s = ParseDuration(value, &interval); s.ok()) {
+      flags->poll_interval = interval;
     } else {
-      errors->push_back({"", 0, "--poll.interval", why});
+      errors->push_back({"", 0, "--poll.interval", s.message()});
     }
   } else if (name == "log.level") {
     flags->log_level = value;

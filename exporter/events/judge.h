@@ -39,7 +39,7 @@ void JudgePoll(SteadyClock::time_point started, std::shared_ptr<PollData>* data,
 
 // Judges the blocking episodes and deadlocks of the same successful poll once its view is built
 // (the view's roots come from the wait graph the lock_waits collector draws): the second half of
-// a poll's judgement, called right after Analyze(), never for a failed poll.
+// a poll's judgement, called once the view is built, never for a failed poll.
 void JudgeBlocking(const PollData& data, const TargetView& view, BlockingEpisodeTracker* episodes,
                    Counters* counters, std::vector<Event>* events);
 

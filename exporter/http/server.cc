@@ -48,10 +48,11 @@ void Reply(mg_connection* conn, int status, const char* reason, const char* cont
 // ssl one depends on the same libcrypto. They are found next to the binary (a build tree), else
 // in PGLOCK_SHIM_DIR_FROM_BIN relative to it (an installed tree: cmake/install.cmake), else
 // beside $PGLOCK_SSL_COMPAT when that names the ssl shim. The handles are kept for the life of
-// the process. REQUIRES: called from Start() only (dlerror is not thread-safe).
-bool LoadSslCompat(std::string* error) {
+// the process. Unavailable when a shim cannot be loaded. REQUIRES: called from Start() only
+// (dlerror is not thread-safe).
+Status LoadSslCompat() {
   static bool loaded = false;
-  if (loaded) return true;
+  if (loaded) return Status::Ok();
   constexpr const char* kSsl = "libpglock_ssl_compat.so";
   constexpr const char* kCrypto = "libpglock_crypto_compat.so";
   const char* env =
@@ -63,10 +64,7 @@ bool LoadSslCompat(std::string* error) {
   } else {
     char exe[PATH_MAX];
     const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
-      *error = "cannot locate the executable";
-      return false;
-    }
+    if (n <= 0) return Status::Unavailable("cannot locate the executable");
     exe[n] = '\0';
     const std::string exe_dir = std::string(exe, std::string_view(exe).rfind('/') + 1);
     dir = exe_dir;
@@ -79,12 +77,12 @@ bool LoadSslCompat(std::string* error) {
   for (const std::string& path : {dir + kCrypto, ssl_path}) {
     if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
       // NOLINTNEXTLINE(concurrency-mt-unsafe): the only dlopen of the process, under Start()
-      *error = std::string("TLS needs ") + path + " (built with the exporter): " + dlerror();
-      return false;
+      return Status::Unavailable(std::string("TLS needs ") + path +
+                                 " (built with the exporter): " + dlerror());
     }
   }
   loaded = true;
-  return true;
+  return Status::Ok();
 }
 
 // A decoded query-string parameter; "" when absent or longer than 1 KB.
@@ -171,72 +169,62 @@ HttpServer::HttpServer(const WebConfig& web, SnapshotMetrics::Source source, Exp
 
 namespace {
 
-// The listening_ports option for web.listen_address, or "" and *error when it cannot be served.
-// Logs when ":PORT" falls back to IPv4 only.
-std::string ListeningPortsOption(const WebConfig& web, bool tls, std::string* error) {
+// The listening_ports option for web.listen_address in *ports; Unavailable when it cannot be
+// served. Logs when ":PORT" falls back to IPv4 only.
+Status ListeningPortsOption(const WebConfig& web, bool tls, std::string* ports) {
   const std::string no_ipv6 = Ipv6Unavailable();
-  std::string ports = CivetListeningPorts(web.listen_address, tls, no_ipv6.empty());
-  if (ports.empty()) {
-    *error = "cannot listen on " + web.listen_address + ": " + no_ipv6;
-    return "";
+  *ports = CivetListeningPorts(web.listen_address, tls, no_ipv6.empty());
+  if (ports->empty()) {
+    return Status::Unavailable("cannot listen on " + web.listen_address + ": " + no_ipv6);
   }
   if (!no_ipv6.empty() && web.listen_address[0] == ':') {
     spdlog::info("listening on IPv4 only: {}", no_ipv6);
   }
-  return ports;
+  return Status::Ok();
 }
 
 // CivetWeb wants the key and the certificate in one PEM file: writes them to a new private file
 // whose name goes to *pem_path as soon as it exists (so that the caller removes it, whatever
-// happens next). False and *error when a file cannot be read or written.
-bool WriteTlsPem(const WebConfig& web, std::string* pem_path, std::string* error) {
+// happens next). IoFailed when a file cannot be read or written.
+Status WriteTlsPem(const WebConfig& web, std::string* pem_path) {
   std::string key, cert;
   if (!ReadFile(web.tls_key_file, &key) || !ReadFile(web.tls_cert_file, &cert)) {
-    *error = "cannot read tls_cert_file or tls_key_file";
-    return false;
+    return Status::IoFailed("cannot read tls_cert_file or tls_key_file");
   }
   char path[] = "/tmp/pglock_exporter_tls_XXXXXX";
   const int fd = mkstemp(path);
-  if (fd < 0) {
-    *error = "cannot create a private file for the TLS key";
-    return false;
-  }
+  if (fd < 0) return Status::IoFailed("cannot create a private file for the TLS key");
   *pem_path = path;
   const std::string pem = key + "\n" + cert + "\n";
   // mkstemp creates the file 0600 already; fchmod makes sure whatever the umask did.
   const bool written = fchmod(fd, 0600) == 0 &&
                        write(fd, pem.data(), pem.size()) == static_cast<ssize_t>(pem.size());
   close(fd);
-  if (!written) {
-    *error = "cannot write the private TLS file";
-    return false;
-  }
-  return true;
+  if (!written) return Status::IoFailed("cannot write the private TLS file");
+  return Status::Ok();
 }
 
 }  // namespace
 
-std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
-                                              const SnapshotMetrics::Source& source,
-                                              const ExporterInfo& build, std::string* error) {
+Status HttpServer::Start(const WebConfig& web, const SnapshotMetrics::Source& source,
+                         const ExporterInfo& build, std::unique_ptr<HttpServer>* started) {
   if (g_server.load() != nullptr) {
-    *error = "an HTTP server is already running in this process";
-    return nullptr;
+    return Status::Unavailable("an HTTP server is already running in this process");
   }
   std::unique_ptr<HttpServer> server(new HttpServer(web, source, build));
   const bool tls = !web.tls_cert_file.empty();
-  const std::string ports = ListeningPortsOption(web, tls, error);
-  if (ports.empty()) return nullptr;
+  std::string ports;
+  if (Status s = ListeningPortsOption(web, tls, &ports); !s.ok()) return s;
   std::vector<std::string> options = {
       "listening_ports",    ports,
       "num_threads",        std::to_string(web.max_connections),
       "request_timeout_ms", std::to_string(web.request_timeout.count()),
       "enable_keep_alive",  "no",
   };
-  if (tls && !LoadSslCompat(error)) return nullptr;
   if (tls) {
+    if (Status s = LoadSslCompat(); !s.ok()) return s;
     // The PEM file is removed by ~HttpServer, whatever happens next.
-    if (!WriteTlsPem(web, &server->tls_pem_path_, error)) return nullptr;
+    if (Status s = WriteTlsPem(web, &server->tls_pem_path_); !s.ok()) return s;
     options.insert(options.end(), {"ssl_certificate", server->tls_pem_path_, "ssl_protocol_version",
                                    "4"});  // TLS 1.2+
   }
@@ -255,10 +243,10 @@ std::unique_ptr<HttpServer> HttpServer::Start(const WebConfig& web,
     server->exposer_ = std::make_unique<prometheus::Exposer>(options, &callbacks);
   } catch (const std::exception& e) {
     g_server.store(nullptr);
-    *error = "cannot listen on " + web.listen_address + ": " + e.what();
-    return nullptr;
+    return Status::Unavailable("cannot listen on " + web.listen_address + ": " + e.what());
   }
-  return server;
+  *started = std::move(server);
+  return Status::Ok();
 }
 
 HttpServer::~HttpServer() {
@@ -346,13 +334,10 @@ int HttpServer::ServeOnCall(mg_connection* conn, const std::string& uri) {
   LocksFilter filter{QueryParam(info, "target"), QueryParam(info, "lock")};
   const std::string since_text = QueryParam(info, "since");
   if (html || timeline) {
-    std::string error;
-    const auto since = ParseTimelineSince(since_text, &error);
-    if (!since) {
-      Reply(conn, 400, "Bad Request", "text/plain; charset=utf-8", error + "\n");
+    if (const Status s = ParseTimelineSince(since_text, &filter.since); !s.ok()) {
+      Reply(conn, 400, "Bad Request", "text/plain; charset=utf-8", s.message() + "\n");
       return 400;
     }
-    filter.since = *since;
   }
   // The variant key: the path and the values, separated by a byte no URL decodes to here.
   const std::string variant =
@@ -455,13 +440,11 @@ int HttpServer::ServePreflight(mg_connection* conn) {
   const bool fail_unless_clear = fail == "1" || fail == "true";
   Duration wait{0};
   if (const std::string text = QueryParam(info, "wait"); !text.empty()) {
-    std::string error;
-    const auto parsed = ParseDuration(text, &error);
-    if (!parsed || *parsed > kMaxPreflightWait) {
+    const Status parsed = ParseDuration(text, &wait);
+    if (!parsed.ok() || wait > kMaxPreflightWait) {
       return refuse(400, "wait: a duration up to " + FormatDuration(kMaxPreflightWait) +
-                             " (\"60s\", \"5m\")" + (error.empty() ? "" : ": " + error));
+                             " (\"60s\", \"5m\")" + (parsed.ok() ? "" : ": " + parsed.message()));
     }
-    wait = *parsed;
   }
   const SnapshotList snapshots = source_();
   std::shared_ptr<const TargetSnapshot> snap;

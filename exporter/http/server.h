@@ -18,6 +18,7 @@
 #include "exporter/http/page_cache.h"
 #include "exporter/snapshot/preflight.h"
 #include "exporter/util/duration.h"
+#include "exporter/util/status.h"
 #include "exporter/util/thread_annotations.h"
 
 namespace prometheus {
@@ -29,11 +30,10 @@ namespace pglock {
 
 class HttpServer {
  public:
-  // Binds and starts serving. nullptr and *error when the address cannot be bound or TLS files
-  // cannot be used.
-  static std::unique_ptr<HttpServer> Start(const WebConfig& web,
-                                           const SnapshotMetrics::Source& source,
-                                           const ExporterInfo& build, std::string* error);
+  // Binds and starts serving: the server in *started. Unavailable when the address cannot be
+  // bound or the TLS shims cannot be loaded, IoFailed when the TLS files cannot be used.
+  static Status Start(const WebConfig& web, const SnapshotMetrics::Source& source,
+                      const ExporterInfo& build, std::unique_ptr<HttpServer>* started);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -229,16 +229,20 @@ const char kTimelineStyle[] =
     "svg.tl rect.gap{fill:#fff;fill-opacity:.7;stroke:#999;stroke-dasharray:3 3}"
     "span.key.gap{background:#fff;border:1px dashed #999}";
 
-std::optional<double> ParseTimelineSince(const std::string& text, std::string* error) {
-  if (text.empty()) return kTimelineDefaultSeconds;
-  std::string why;
-  const auto d = ParseDuration(text, &why);
-  if (!d || d->count() <= 0) {
-    *error = "since: want a positive duration such as 15m, 1h or 6h, got \"" + text + "\"" +
-             (why.empty() ? "" : " (" + why + ")");
-    return std::nullopt;
+Status ParseTimelineSince(const std::string& text, double* seconds) {
+  if (text.empty()) {
+    *seconds = kTimelineDefaultSeconds;
+    return Status::Ok();
   }
-  return static_cast<double>(d->count()) / 1000;
+  Duration d{0};
+  const Status parsed = ParseDuration(text, &d);
+  if (!parsed.ok() || d.count() <= 0) {
+    return Status::InvalidArgument("since: want a positive duration such as 15m, 1h or 6h, got \"" +
+                                   text + "\"" +
+                                   (parsed.ok() ? "" : " (" + parsed.message() + ")"));
+  }
+  *seconds = static_cast<double>(d.count()) / 1000;
+  return Status::Ok();
 }
 
 void TimelineHtml(const TargetSnapshot& snap, const LocksFilter& filter, double since,

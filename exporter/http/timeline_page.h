@@ -10,6 +10,7 @@
 
 #include "exporter/events/timeline.h"
 #include "exporter/http/oncall.h"
+#include "exporter/util/status.h"
 
 namespace pglock {
 
@@ -26,8 +27,8 @@ inline constexpr size_t kTimelineRowMarkers = 6;
 inline constexpr size_t kTimelineJsonItems = 5000;
 
 // ?since= of /locks and /api/v1/timeline: "" is kTimelineDefaultSeconds, else a positive
-// duration ("15m", "1h", "6h", "90s"). nullopt with *error set on anything else.
-std::optional<double> ParseTimelineSince(const std::string& text, std::string* error);
+// duration ("15m", "1h", "6h", "90s"), in *seconds. InvalidArgument on anything else.
+Status ParseTimelineSince(const std::string& text, double* seconds);
 
 // The CSS of the timeline, for the page's <style>.
 extern const char kTimelineStyle[];

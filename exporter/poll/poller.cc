@@ -447,6 +447,9 @@ bool Poller::PollOnce() {
   RecordEvents(std::move(events));
   gap_leases_ = false;  // the reads on either side of a restart's gap are judged
   auto view = BuildView(*data, &statuses);
+  // Before the timeline observes the poll (as the poll's other events) and before the snapshot
+  // takes the event log and counters.
+  JudgeEpisodes(*data, *view);
   timeline_->Observe(*data, *view, &names_);
   AnswerPreflights(*data, *view);
 
@@ -483,9 +486,6 @@ std::shared_ptr<TargetView> Poller::BuildView(const PollData& data,
   std::vector<double> build_seconds;
   auto view = std::make_shared<TargetView>(
       Analyze(data, analyze_options_, &history_, &dropped, &build_seconds));
-  std::vector<Event> blocking;
-  JudgeBlocking(data, *view, &episodes_, &counters_, &blocking);
-  RecordEvents(std::move(blocking));
   for (size_t i = 0; i < statuses->size() && i < build_seconds.size(); ++i) {
     (*statuses)[i].seconds += build_seconds[i];
   }
@@ -499,6 +499,12 @@ std::shared_ptr<TargetView> Poller::BuildView(const PollData& data,
     warned_hidden_ = true;
   }
   return view;
+}
+
+void Poller::JudgeEpisodes(const PollData& data, const TargetView& view) {
+  std::vector<Event> blocking;
+  JudgeBlocking(data, view, &episodes_, &counters_, &blocking);
+  RecordEvents(std::move(blocking));
 }
 
 void Poller::PublishSuccess(std::shared_ptr<TargetSnapshot> snap, std::shared_ptr<TargetView> view,

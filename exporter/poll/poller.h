@@ -99,10 +99,13 @@ class Poller {
   std::optional<std::vector<DatabaseStats>> ReadSessionEndCounters(
       SteadyClock::time_point deadline);
   void CountCollectorErrors(const PollData& data);
-  // The view of a good poll (every collector's part) and what follows from it: blocking
-  // episodes, the detail series left out by top_n, each collector's build time in *statuses.
+  // The view of a good poll (every collector's part), with what building it counts: the detail
+  // series left out by top_n, each collector's build time in *statuses.
   std::shared_ptr<TargetView> BuildView(const PollData& data,
                                         std::vector<CollectorStatus>* statuses);
+  // Judges the blocking episodes and deadlocks of a good poll from its built view, counts them
+  // and records their events (RecordEvents).
+  void JudgeEpisodes(const PollData& data, const TargetView& view);
   // Publishes the snapshot of a good poll around `view`.
   void PublishSuccess(std::shared_ptr<TargetSnapshot> snap, std::shared_ptr<TargetView> view,
                       std::string role, std::string server_version,

@@ -13,10 +13,6 @@ constexpr int64_t kMaxMillis = int64_t{1} << 52;  // ~142,000 years: far beyond 
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
-void SetError(std::string* error, std::string message) {
-  if (error != nullptr) *error = std::move(message);
-}
-
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
@@ -25,24 +21,22 @@ std::string_view Trim(std::string_view s) {
 
 }  // namespace
 
-std::optional<Duration> ParseDuration(std::string_view text, std::string* error) {
+Status ParseDuration(std::string_view text, Duration* out) {
   if (text.empty()) {
-    SetError(error, "empty duration");
-    return std::nullopt;
+    return Status::InvalidArgument("empty duration");
   }
   int64_t total = 0;
   size_t i = 0;
   while (i < text.size()) {
     if (!IsDigit(text[i])) {
-      SetError(error, "invalid duration \"" + std::string(text) +
-                          "\": expected a number followed by a unit (ms, s, m, h, d), e.g. \"5s\"");
-      return std::nullopt;
+      return Status::InvalidArgument(
+          "invalid duration \"" + std::string(text) +
+          "\": expected a number followed by a unit (ms, s, m, h, d), e.g. \"5s\"");
     }
     int64_t number = 0;
     const auto [end, ec] = std::from_chars(text.data() + i, text.data() + text.size(), number);
     if (ec != std::errc() || number > kMaxMillis) {
-      SetError(error, "duration \"" + std::string(text) + "\" is out of range");
-      return std::nullopt;
+      return Status::InvalidArgument("duration \"" + std::string(text) + "\" is out of range");
     }
     i = static_cast<size_t>(end - text.data());
     size_t unit_start = i;
@@ -60,19 +54,18 @@ std::optional<Duration> ParseDuration(std::string_view text, std::string* error)
     } else if (unit == "d") {
       factor = 86'400'000;
     } else {
-      SetError(error, "invalid duration \"" + std::string(text) + "\": " +
-                          (unit.empty() ? std::string("missing unit")
-                                        : "unknown unit \"" + std::string(unit) + "\"") +
-                          " (use ms, s, m, h or d, e.g. \"5s\")");
-      return std::nullopt;
+      return Status::InvalidArgument("invalid duration \"" + std::string(text) + "\": " +
+                                     (unit.empty() ? std::string("missing unit")
+                                                   : "unknown unit \"" + std::string(unit) + "\"") +
+                                     " (use ms, s, m, h or d, e.g. \"5s\")");
     }
     if (number > (kMaxMillis - total) / factor) {
-      SetError(error, "duration \"" + std::string(text) + "\" is out of range");
-      return std::nullopt;
+      return Status::InvalidArgument("duration \"" + std::string(text) + "\" is out of range");
     }
     total += number * factor;
   }
-  return Duration(total);
+  *out = Duration(total);
+  return Status::Ok();
 }
 
 std::string FormatDuration(Duration d) {

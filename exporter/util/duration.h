@@ -8,14 +8,16 @@
 #include <string>
 #include <string_view>
 
+#include "exporter/util/status.h"
+
 namespace pglock {
 
 using Duration = std::chrono::milliseconds;
 
 // Parses a Prometheus-style duration: one or more <integer><unit> parts with units ms, s, m, h, d,
-// e.g. "5s", "1m30s", "250ms". Returns nullopt (and fills *error if given) on anything else,
+// e.g. "5s", "1m30s", "250ms", into *out. InvalidArgument (and *out untouched) on anything else,
 // including a bare number, a negative value or overflow.
-std::optional<Duration> ParseDuration(std::string_view text, std::string* error = nullptr);
+Status ParseDuration(std::string_view text, Duration* out);
 
 // Formats a duration the way ParseDuration accepts it ("1m30s", "250ms", "0s").
 std::string FormatDuration(Duration d);

@@ -1,8 +1,10 @@
 // Status: the outcome of an operation that can fail, with a kind that says how the caller should
 // react (reconnect, count a statement error, distrust the SQL/C++ contract, give up on the poll).
-// What the poll path (pg/, collectors/, poll/, serverlog/, storage/) returns; older code in app,
-// http and util/duration still reports with bool + std::string*. Immutable value type;
-// thread-compatible.
+// What the poll path (pg/, collectors/, poll/, serverlog/, storage/), the app, the HTTP server and
+// ParseDuration return; a function that also yields a value takes it as an out-parameter. Config
+// parsing collects ConfigErrors with file, line and key instead, and the validators it calls (table
+// names, conninfo, holder patterns, shard ordinals) still report with bool + std::string* why.
+// Immutable value type; thread-compatible.
 #pragma once
 
 #include <string>
@@ -21,6 +23,8 @@ class [[nodiscard]] Status {
     kAborted,          // shutting down
     kIoFailed,         // a file could not be read or written (the state directory)
     kInvalidData,      // bytes that do not hold what they should (a damaged state file)
+    kInvalidArgument,  // a value given to the exporter (flag, config, query) does not parse
+    kUnavailable,      // the listener cannot start (address taken, TLS shims missing)
   };
 
   Status() = default;  // ok
@@ -37,6 +41,8 @@ class [[nodiscard]] Status {
   static Status Aborted(std::string m) { return {Kind::kAborted, std::move(m)}; }
   static Status IoFailed(std::string m) { return {Kind::kIoFailed, std::move(m)}; }
   static Status InvalidData(std::string m) { return {Kind::kInvalidData, std::move(m)}; }
+  static Status InvalidArgument(std::string m) { return {Kind::kInvalidArgument, std::move(m)}; }
+  static Status Unavailable(std::string m) { return {Kind::kUnavailable, std::move(m)}; }
 
   bool ok() const { return kind_ == Kind::kOk; }
   Kind kind() const { return kind_; }

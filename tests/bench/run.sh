@@ -272,7 +272,7 @@ query_sql() { # FILE [INVENTORY]: a query of queries/ as one statement, its temp
 }
 measure_queries() { # POINT
   local q t
-  for q in settings server activity setting_overrides database_stats advisory_locks lease_table; do
+  for q in settings server_info activity setting_overrides database_stats advisory_locks lease_table; do
     for t in $(psql_times "$(query_sql "$q.sql")" "$query_n"); do rec query "$1" "$q" "$t"; done
   done
   # The tiered form of the pg_locks read.

@@ -8,10 +8,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  if (const auto d = pglock::ParseDuration(text)) {
-    if (d->count() < 0) std::abort();
-    const auto again = pglock::ParseDuration(pglock::FormatDuration(*d));
-    if (!again || *again != *d) std::abort();
+  pglock::Duration d{0};
+  if (pglock::ParseDuration(text, &d).ok()) {
+    if (d.count() < 0) std::abort();
+    pglock::Duration again{-1};
+    if (!pglock::ParseDuration(pglock::FormatDuration(d), &again).ok() || again != d) std::abort();
   }
   for (auto unit : {pglock::PgBaseUnit::kMilliseconds, pglock::PgBaseUnit::kSeconds,
                     pglock::PgBaseUnit::kMinutes}) {

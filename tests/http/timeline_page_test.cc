@@ -53,15 +53,23 @@ PollData OneHolder(double now, int pid, const std::string& app) {
 }
 
 TEST(TimelineSince, DurationsDefaultAndErrors) {
-  std::string error;
-  EXPECT_EQ(ParseTimelineSince("", &error), kTimelineDefaultSeconds);
-  EXPECT_EQ(ParseTimelineSince("15m", &error), 900);
-  EXPECT_EQ(ParseTimelineSince("6h", &error), 21600);
-  EXPECT_EQ(ParseTimelineSince("90s", &error), 90);
+  const auto since = [](const std::string& text) {
+    double seconds = -1;
+    EXPECT_TRUE(ParseTimelineSince(text, &seconds).ok()) << text;
+    return seconds;
+  };
+  EXPECT_EQ(since(""), kTimelineDefaultSeconds);
+  EXPECT_EQ(since("15m"), 900);
+  EXPECT_EQ(since("6h"), 21600);
+  EXPECT_EQ(since("90s"), 90);
   for (const char* bad : {"abc", "-1h", "0s", "10", "1h;drop"}) {
-    error.clear();
-    EXPECT_FALSE(ParseTimelineSince(bad, &error)) << bad;
-    EXPECT_NE(error.find("since: want a positive duration"), std::string::npos) << error;
+    double seconds = -1;
+    const Status s = ParseTimelineSince(bad, &seconds);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.kind(), Status::Kind::kInvalidArgument) << bad;
+    EXPECT_EQ(seconds, -1) << bad;
+    EXPECT_NE(s.message().find("since: want a positive duration"), std::string::npos)
+        << s.message();
   }
 }
 

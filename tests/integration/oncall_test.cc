@@ -52,11 +52,11 @@ class Served {
   explicit Served(PollConfig poll) : poller_(Target(), poll) {
     WebConfig web;
     web.listen_address = "127.0.0.1:0";
-    std::string error;
-    server_ = HttpServer::Start(
+    const Status started = HttpServer::Start(
         web, [this] { return SnapshotList{poller_.Latest()}; }, ExporterInfo{"test", "test"},
-        &error);
-    EXPECT_NE(server_, nullptr) << error;
+        &server_);
+    EXPECT_TRUE(started.ok()) << started.message();
+    EXPECT_NE(server_, nullptr);
   }
   Poller& poller() { return poller_; }
   std::string Url(const std::string& path) const {

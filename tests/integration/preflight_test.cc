@@ -48,11 +48,11 @@ class Served {
                 TestPoll({.interval_ms = 500})) {
     WebConfig web;
     web.listen_address = "127.0.0.1:0";
-    std::string error;
-    server_ = HttpServer::Start(
+    const Status started = HttpServer::Start(
         web, [this] { return SnapshotList{poller_.Latest()}; }, ExporterInfo{"test", "test"},
-        &error);
-    EXPECT_NE(server_, nullptr) << error;
+        &server_);
+    EXPECT_TRUE(started.ok()) << started.message();
+    EXPECT_NE(server_, nullptr);
     poller_.Start();
     EXPECT_TRUE(WaitFor(15, [&] {
       const auto s = poller_.Latest();

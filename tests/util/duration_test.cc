@@ -4,70 +4,84 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace pglock {
 namespace {
 
 using std::chrono::milliseconds;
 
+// The parsed duration; nullopt when ParseDuration fails.
+std::optional<Duration> Parsed(std::string_view text) {
+  Duration d{0};
+  if (!ParseDuration(text, &d).ok()) return std::nullopt;
+  return d;
+}
+
+// The message of ParseDuration's failure; "" when it parses.
+std::string ErrorOf(std::string_view text) {
+  Duration d{0};
+  return ParseDuration(text, &d).message();
+}
+
 TEST(ParseDurationTest, AcceptsSingleUnits) {
-  EXPECT_EQ(ParseDuration("5s"), milliseconds(5'000));
-  EXPECT_EQ(ParseDuration("250ms"), milliseconds(250));
-  EXPECT_EQ(ParseDuration("2m"), milliseconds(120'000));
-  EXPECT_EQ(ParseDuration("1h"), milliseconds(3'600'000));
-  EXPECT_EQ(ParseDuration("2d"), milliseconds(2 * 86'400'000));
-  EXPECT_EQ(ParseDuration("0s"), milliseconds(0));
+  EXPECT_EQ(Parsed("5s"), milliseconds(5'000));
+  EXPECT_EQ(Parsed("250ms"), milliseconds(250));
+  EXPECT_EQ(Parsed("2m"), milliseconds(120'000));
+  EXPECT_EQ(Parsed("1h"), milliseconds(3'600'000));
+  EXPECT_EQ(Parsed("2d"), milliseconds(2 * 86'400'000));
+  EXPECT_EQ(Parsed("0s"), milliseconds(0));
 }
 
 TEST(ParseDurationTest, AddsCompoundParts) {
-  EXPECT_EQ(ParseDuration("1m30s"), milliseconds(90'000));
-  EXPECT_EQ(ParseDuration("1h2m3s4ms"), milliseconds(3'723'004));
-  EXPECT_EQ(ParseDuration("1d12h"), milliseconds(36 * 3'600'000));
+  EXPECT_EQ(Parsed("1m30s"), milliseconds(90'000));
+  EXPECT_EQ(Parsed("1h2m3s4ms"), milliseconds(3'723'004));
+  EXPECT_EQ(Parsed("1d12h"), milliseconds(36 * 3'600'000));
 }
 
 TEST(ParseDurationTest, RejectsEmptyWithMessage) {
-  std::string error;
-  EXPECT_EQ(ParseDuration("", &error), std::nullopt);
-  EXPECT_NE(error.find("empty"), std::string::npos) << error;
+  EXPECT_EQ(Parsed(""), std::nullopt);
+  EXPECT_NE(ErrorOf("").find("empty"), std::string::npos) << ErrorOf("");
 }
 
 TEST(ParseDurationTest, RejectsBareNumber) {
-  std::string error;
-  EXPECT_EQ(ParseDuration("5", &error), std::nullopt);
-  EXPECT_NE(error.find("missing unit"), std::string::npos) << error;
+  EXPECT_EQ(Parsed("5"), std::nullopt);
+  EXPECT_NE(ErrorOf("5").find("missing unit"), std::string::npos) << ErrorOf("5");
 }
 
 TEST(ParseDurationTest, RejectsUnknownUnit) {
-  std::string error;
-  EXPECT_EQ(ParseDuration("5x", &error), std::nullopt);
-  EXPECT_NE(error.find("unknown unit \"x\""), std::string::npos) << error;
-  EXPECT_EQ(ParseDuration("5min"), std::nullopt);
-  EXPECT_EQ(ParseDuration("5S"), std::nullopt);
+  EXPECT_EQ(Parsed("5x"), std::nullopt);
+  EXPECT_NE(ErrorOf("5x").find("unknown unit \"x\""), std::string::npos) << ErrorOf("5x");
+  EXPECT_EQ(Parsed("5min"), std::nullopt);
+  EXPECT_EQ(Parsed("5S"), std::nullopt);
 }
 
 TEST(ParseDurationTest, RejectsNegativeFractionalAndSpaces) {
-  EXPECT_EQ(ParseDuration("-1s"), std::nullopt);
-  EXPECT_EQ(ParseDuration("1.5s"), std::nullopt);
-  EXPECT_EQ(ParseDuration(" 5s"), std::nullopt);
-  EXPECT_EQ(ParseDuration("5s "), std::nullopt);
-  EXPECT_EQ(ParseDuration("s"), std::nullopt);
+  EXPECT_EQ(Parsed("-1s"), std::nullopt);
+  EXPECT_EQ(Parsed("1.5s"), std::nullopt);
+  EXPECT_EQ(Parsed(" 5s"), std::nullopt);
+  EXPECT_EQ(Parsed("5s "), std::nullopt);
+  EXPECT_EQ(Parsed("s"), std::nullopt);
 }
 
 TEST(ParseDurationTest, RejectsOverflow) {
-  std::string error;
   // Does not fit in int64 at all.
-  EXPECT_EQ(ParseDuration("99999999999999999999999s", &error), std::nullopt);
-  EXPECT_NE(error.find("out of range"), std::string::npos) << error;
+  EXPECT_EQ(Parsed("99999999999999999999999s"), std::nullopt);
+  EXPECT_NE(ErrorOf("99999999999999999999999s").find("out of range"), std::string::npos);
   // Fits in int64 as a number, but not once multiplied into milliseconds.
-  error.clear();
-  EXPECT_EQ(ParseDuration("9223372036854775d", &error), std::nullopt);
-  EXPECT_NE(error.find("out of range"), std::string::npos) << error;
+  EXPECT_EQ(Parsed("9223372036854775d"), std::nullopt);
+  EXPECT_NE(ErrorOf("9223372036854775d").find("out of range"), std::string::npos);
   // Each part fits; their sum does not.
-  EXPECT_EQ(ParseDuration("52000000d52000000d"), std::nullopt);
+  EXPECT_EQ(Parsed("52000000d52000000d"), std::nullopt);
 }
 
-TEST(ParseDurationTest, ErrorIsOptional) {
-  EXPECT_EQ(ParseDuration("bogus", nullptr), std::nullopt);
+TEST(ParseDurationTest, FailureIsInvalidArgumentAndLeavesTheOutputAlone) {
+  Duration d{1234};
+  const Status s = ParseDuration("bogus", &d);
+  EXPECT_EQ(s.kind(), Status::Kind::kInvalidArgument);
+  EXPECT_EQ(d, milliseconds(1234));
+  EXPECT_TRUE(ParseDuration("5s", &d).ok());
+  EXPECT_EQ(d, milliseconds(5'000));
 }
 
 TEST(FormatDurationTest, UsesLargestUnitsFirst) {
@@ -84,10 +98,10 @@ TEST(FormatDurationTest, RoundTripsThroughParseDuration) {
   for (const int64_t ms : {int64_t{0}, int64_t{1}, int64_t{999}, int64_t{1'000}, int64_t{61'001},
                            int64_t{3'600'000}, int64_t{90'061'001}, int64_t{400} * 86'400'000}) {
     const std::string text = FormatDuration(milliseconds(ms));
-    EXPECT_EQ(ParseDuration(text), milliseconds(ms)) << text;
+    EXPECT_EQ(Parsed(text), milliseconds(ms)) << text;
   }
   for (const char* text : {"1m30s", "250ms", "2d", "1h1s"}) {
-    const auto d = ParseDuration(text);
+    const auto d = Parsed(text);
     ASSERT_TRUE(d.has_value()) << text;
     EXPECT_EQ(FormatDuration(*d), text);
   }
