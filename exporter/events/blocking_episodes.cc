@@ -142,7 +142,7 @@ void BlockingEpisodeTracker::Judge(const PollData& data, const std::set<RootKey>
 std::optional<EpisodeEnd> BlockingEpisodeTracker::Outcome(const PollData& data, Episode* e) {
   const bool restarted = postmaster_start_ != 0 && data.postmaster_start != postmaster_start_;
   if (restarted) {
-    return EpisodeEnd{EpisodeOutcome::kRootEnded, EventCause::kServerRestart,
+    return EpisodeEnd{EpisodeOutcome::kRootEnded, CauseOf(HoldEnd::kServerRestart),
                       EndEvidence::kRestart};
   }
   if (!e->last_seen) {

@@ -4,7 +4,9 @@
 // docs/api.md to it). The compiler finds every use of a kind; a typo does not compile. Pure.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -30,22 +32,24 @@ enum class EventKind : uint8_t {
   kLockTimeout,      // from the log; cause lock_timeout / nowait_failed / lock_not_available
 };
 
+// An event's cause: how a session ended (a HoldEnd, as the value of the same number: CauseOf), or
+// how a lock request the log shows failed; kNone for none. The words of the ends are
+// HoldEndLabel's.
 enum class EventCause : uint8_t {
+  // The values before kLockTimeout are the HoldEnds, in their order.
+  kLockTimeout = std::size(kHoldEnds),  // lock_timeout (55P03)
+  kNowaitFailed,                        // a NOWAIT that found the lock taken
+  kLockNotAvailable,                    // 55P03 in a language the exporter does not read
   kNone,
-  kUnlocked,
-  kSessionClosed,
-  kIdleInTransactionTimeout,
-  kIdleSessionTimeout,
-  kTransactionTimeout,
-  kTerminated,
-  kConnectionLost,
-  kServerRestart,
-  kUnknown,
-  kUndetermined,      // no cause in the log, and the abandoned count cannot say whose
-  kLockTimeout,       // lock_timeout (55P03)
-  kNowaitFailed,      // a NOWAIT that found the lock taken
-  kLockNotAvailable,  // 55P03 in a language the exporter does not read
 };
+
+// The cause an event gives a session end.
+constexpr EventCause CauseOf(HoldEnd end) { return static_cast<EventCause>(end); }
+// The session end a cause is, if it is one.
+constexpr std::optional<HoldEnd> HoldEndOf(EventCause cause) {
+  if (static_cast<size_t>(cause) >= std::size(kHoldEnds)) return std::nullopt;
+  return static_cast<HoldEnd>(cause);
+}
 
 enum class EventOutcome : uint8_t {
   kNone,
@@ -75,8 +79,5 @@ const char* EventOutcomeName(EventOutcome outcome);
 // Every cause and outcome but kNone, in the order of the enums (docs and tests).
 std::span<const EventCause> EventCauses();
 std::span<const EventOutcome> EventOutcomes();
-
-// The cause an event gives a session end (HoldEndLabel's words).
-EventCause CauseOf(HoldEnd end);
 
 }  // namespace pglock

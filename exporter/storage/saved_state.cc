@@ -672,12 +672,6 @@ PooledLock ReadPooled(Reader& r, dom::element e) {
 
 // ---- episodes in progress, lease tables, timeline (sections absent from older files) ---------
 
-constexpr HoldEnd kHoldEnds[] = {
-    HoldEnd::kStillConnected,     HoldEnd::kCleanClose,         HoldEnd::kIdleInTransactionTimeout,
-    HoldEnd::kIdleSessionTimeout, HoldEnd::kTransactionTimeout, HoldEnd::kTerminated,
-    HoldEnd::kConnectionLost,     HoldEnd::kServerRestart,      HoldEnd::kUnknown,
-    HoldEnd::kUndetermined};
-
 constexpr TimelineRowKind kRowKinds[] = {TimelineRowKind::kLock, TimelineRowKind::kLease,
                                          TimelineRowKind::kRowLocks, TimelineRowKind::kRoot,
                                          TimelineRowKind::kDeadlocks};

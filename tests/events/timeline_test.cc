@@ -141,7 +141,7 @@ TEST(Timeline, MarkersFromEventsLossesFirstReleasesLeftOut) {
   Event lost;
   lost.time = kT0 + 5;
   lost.kind = EventKind::kLockLost;
-  lost.cause = EventCause::kTerminated;
+  lost.cause = CauseOf(HoldEnd::kTerminated);
   lost.evidence = EndEvidence::kLog;
   lost.datname = "app";
   lost.lock = "nightly-report";
