@@ -42,6 +42,32 @@ constexpr std::array<EventOutcome, 5> kOutcomes = {
     EventOutcome::kReleased, EventOutcome::kRootEnded, EventOutcome::kWaitersLeft,
     EventOutcome::kAcquired, EventOutcome::kFailedToAcquire};
 
+// The one table of lease transitions: their labels and the events they make.
+struct LeaseTransitionInfo {
+  LeaseTransition transition;
+  const char* label;
+  std::optional<EventKind> event;
+};
+constexpr std::array<LeaseTransitionInfo, 6> kTransitions = {{
+    {LeaseTransition::kAcquired, "acquired", EventKind::kLeaseAcquired},
+    {LeaseTransition::kReleased, "released", EventKind::kLeaseReleased},
+    {LeaseTransition::kRenewed, "renewed", std::nullopt},
+    {LeaseTransition::kHandover, "handover", EventKind::kLeaseHandover},
+    {LeaseTransition::kExpiredTakeover, "expired_takeover", EventKind::kLeaseExpiredTakeover},
+    {LeaseTransition::kOverlap, "overlap", EventKind::kLeaseOverlap},
+}};
+
+constexpr bool TransitionsInEnumOrder() {
+  if (kTransitions.size() != std::size(kLeaseTransitions)) return false;
+  for (size_t i = 0; i < kTransitions.size(); ++i) {
+    if (static_cast<size_t>(kTransitions[i].transition) != i) return false;
+    if (kLeaseTransitions[i] != kTransitions[i].transition) return false;
+  }
+  return true;
+}
+static_assert(TransitionsInEnumOrder(),
+              "kTransitions and kLeaseTransitions list every LeaseTransition once, in enum order");
+
 constexpr bool KindsInEnumOrder() {
   for (size_t i = 0; i < kKinds.size(); ++i) {
     if (static_cast<size_t>(kKinds[i].kind) != i) return false;
@@ -61,6 +87,21 @@ std::optional<EventKind> EventKindNamed(std::string_view name) {
     if (name == k.name) return k.kind;
   }
   return std::nullopt;
+}
+
+const char* LeaseTransitionLabel(LeaseTransition t) {
+  return kTransitions[static_cast<size_t>(t)].label;
+}
+
+std::optional<EventKind> EventOf(LeaseTransition t) {
+  return kTransitions[static_cast<size_t>(t)].event;
+}
+
+bool IsLeaseEvent(EventKind kind) {
+  for (const LeaseTransitionInfo& t : kTransitions) {
+    if (t.event == kind) return true;
+  }
+  return false;
 }
 
 const char* EventCauseName(EventCause cause) {

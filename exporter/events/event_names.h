@@ -60,6 +60,22 @@ enum class EventOutcome : uint8_t {
   kFailedToAcquire,
 };
 
+// What a read of a lease table found a lease did since the last read: the `kind` label of
+// pglock_lease_transitions_total. Each but a renewal (routine, once per poll per lease) is also
+// an event, of the kind named "lease_" and its label.
+enum class LeaseTransition : uint8_t {
+  kAcquired,
+  kReleased,
+  kRenewed,
+  kHandover,
+  kExpiredTakeover,
+  kOverlap,
+};
+// Every transition, in the order of the enum (the counters seeded at 0).
+inline constexpr LeaseTransition kLeaseTransitions[] = {
+    LeaseTransition::kAcquired, LeaseTransition::kReleased,        LeaseTransition::kRenewed,
+    LeaseTransition::kHandover, LeaseTransition::kExpiredTakeover, LeaseTransition::kOverlap};
+
 struct EventKindInfo {
   EventKind kind;
   const char* name;
@@ -72,6 +88,13 @@ std::span<const EventKindInfo> EventKinds();
 const EventKindInfo& InfoOf(EventKind kind);
 inline const char* EventKindName(EventKind kind) { return InfoOf(kind).name; }
 std::optional<EventKind> EventKindNamed(std::string_view name);
+
+// "acquired", "released", "renewed", "handover", "expired_takeover", "overlap".
+const char* LeaseTransitionLabel(LeaseTransition t);
+// The event a transition makes; none for a renewal.
+std::optional<EventKind> EventOf(LeaseTransition t);
+// True for the events of lease transitions (about a lease of a table, not a lock).
+bool IsLeaseEvent(EventKind kind);
 
 // "" for kNone.
 const char* EventCauseName(EventCause cause);

@@ -399,7 +399,7 @@ void Timeline::AddMarkers(const std::vector<Event>& events) {
     m.current = Clip(e.current_holder.empty() ? e.current.application_name : e.current_holder);
     m.event_kind = EventKindName(e.kind);
     m.event_time = e.time;
-    if (m.kind.rfind("lease_", 0) == 0) {
+    if (IsLeaseEvent(e.kind)) {
       m.row = Row(TimelineRowKind::kLease, e.table, e.lease);
     } else if (e.kind == EventKind::kDeadlock) {
       m.row = Row(TimelineRowKind::kDeadlocks, e.datname, "");

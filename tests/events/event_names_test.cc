@@ -89,5 +89,22 @@ TEST(EventNames, ASessionEndIsACauseByItsOwnLabel) {
   EXPECT_STREQ(EventCauseName(EventCause::kNone), "");
 }
 
+TEST(EventNames, ALeaseTransitionsEventIsNamedLeaseAndItsLabel) {
+  std::set<EventKind> of_transitions;
+  for (const LeaseTransition t : kLeaseTransitions) {
+    const std::optional<EventKind> kind = EventOf(t);
+    if (t == LeaseTransition::kRenewed) {
+      EXPECT_FALSE(kind.has_value()) << "a renewal is routine: no event";
+      continue;
+    }
+    ASSERT_TRUE(kind.has_value()) << LeaseTransitionLabel(t);
+    EXPECT_EQ(std::string("lease_") + LeaseTransitionLabel(t), EventKindName(*kind));
+    of_transitions.insert(*kind);
+  }
+  for (const EventKindInfo& k : EventKinds()) {
+    EXPECT_EQ(IsLeaseEvent(k.kind), of_transitions.count(k.kind) == 1) << k.name;
+  }
+}
+
 }  // namespace
 }  // namespace pglock
