@@ -48,20 +48,6 @@ std::string RootLock(const TargetView& view, const LockParticipant& root) {
 
 }  // namespace
 
-EventOutcome OutcomeOf(EpisodeOutcome o) {
-  switch (o) {
-    case EpisodeOutcome::kReleased:
-      return EventOutcome::kReleased;
-    case EpisodeOutcome::kRootEnded:
-      return EventOutcome::kRootEnded;
-    case EpisodeOutcome::kWaitersLeft:
-      return EventOutcome::kWaitersLeft;
-  }
-  return EventOutcome::kReleased;
-}
-
-const char* EpisodeOutcomeLabel(EpisodeOutcome o) { return EventOutcomeName(OutcomeOf(o)); }
-
 void BlockingEpisodeTracker::Observe(const PollData& data, const TargetView& view,
                                      Counters* counters, std::vector<Event>* events) {
   CountDeadlocks(data, counters);
@@ -142,7 +128,7 @@ void BlockingEpisodeTracker::Judge(const PollData& data, const std::set<RootKey>
 std::optional<EpisodeEnd> BlockingEpisodeTracker::Outcome(const PollData& data, Episode* e) {
   const bool restarted = postmaster_start_ != 0 && data.postmaster_start != postmaster_start_;
   if (restarted) {
-    return EpisodeEnd{EpisodeOutcome::kRootEnded, EventCause::kServerRestart,
+    return EpisodeEnd{EventOutcome::kRootEnded, CauseOf(HoldEnd::kServerRestart),
                       EndEvidence::kRestart};
   }
   if (!e->last_seen) {
@@ -150,15 +136,15 @@ std::optional<EpisodeEnd> BlockingEpisodeTracker::Outcome(const PollData& data, 
     // means it let nothing go.
     const LockParty* p = FindParty(data, e->root.id.pid, e->root.gid);
     if (p != nullptr && e->party_since && p->since == e->party_since) {
-      return EpisodeEnd{EpisodeOutcome::kWaitersLeft, EventCause::kNone, EndEvidence::kNone};
+      return EpisodeEnd{EventOutcome::kWaitersLeft, EventCause::kNone, EndEvidence::kNone};
     }
-    return EpisodeEnd{EpisodeOutcome::kReleased, EventCause::kNone, EndEvidence::kNone};
+    return EpisodeEnd{EventOutcome::kReleased, EventCause::kNone, EndEvidence::kNone};
   }
   const Session& last = *e->last_seen;
   const Session* now = FindSession(data, last.pid);
   if (now != nullptr && now->backend_start == last.backend_start) {
     const bool same = now->xact_start == last.xact_start && now->state_change == last.state_change;
-    return EpisodeEnd{same ? EpisodeOutcome::kWaitersLeft : EpisodeOutcome::kReleased,
+    return EpisodeEnd{same ? EventOutcome::kWaitersLeft : EventOutcome::kReleased,
                       EventCause::kNone, EndEvidence::kNone};
   }
   return RootEnded(data, e);
@@ -198,12 +184,12 @@ std::optional<EpisodeEnd> BlockingEpisodeTracker::RootEnded(const PollData& data
   if (logged) {
     TakeLoggedEnd(*logged, &d);
     keep_rest();
-    return EpisodeEnd{EpisodeOutcome::kRootEnded, CauseOf(*logged), EndEvidence::kLog};
+    return EpisodeEnd{EventOutcome::kRootEnded, CauseOf(*logged), EndEvidence::kLog};
   }
   const bool counted = data.database_stats.has_value();
   const EndEvidence evidence = counted ? EndEvidence::kCounters : EndEvidence::kTiming;
   if (e->state == EpisodeState::kEnding && e->counters_end) {
-    return EpisodeEnd{EpisodeOutcome::kRootEnded, CauseOf(*e->counters_end), evidence};
+    return EpisodeEnd{EventOutcome::kRootEnded, CauseOf(*e->counters_end), evidence};
   }
   // By how, from this poll's counted ends in its database.
   const double iitt = EffectiveTimeout("idle_in_transaction_session_timeout", last.datid,
@@ -223,7 +209,7 @@ std::optional<EpisodeEnd> BlockingEpisodeTracker::RootEnded(const PollData& data
       return std::nullopt;
     }
   }
-  return EpisodeEnd{EpisodeOutcome::kRootEnded, CauseOf(end), evidence};
+  return EpisodeEnd{EventOutcome::kRootEnded, CauseOf(end), evidence};
 }
 
 std::optional<EpisodeEnd> BlockingEpisodeTracker::NoCauseRootEnded(const PollData& data, Episode* e,
@@ -240,29 +226,29 @@ std::optional<EpisodeEnd> BlockingEpisodeTracker::NoCauseRootEnded(const PollDat
   const HoldEnd end = JudgeNoCauseEnd(share, *log_);
   if (end == HoldEnd::kConnectionLost) ClaimAbandoned(d);
   const EndEvidence evidence = share.counted ? EndEvidence::kLogAndCounters : EndEvidence::kLog;
-  return EpisodeEnd{EpisodeOutcome::kRootEnded, CauseOf(end), evidence};
+  return EpisodeEnd{EventOutcome::kRootEnded, CauseOf(end), evidence};
 }
 
 void BlockingEpisodeTracker::End(const PollData& data, const Episode& e, const EpisodeEnd& end,
                                  Counters* counters, std::vector<Event>* events) const {
-  const EpisodeOutcome outcome = end.outcome;
+  const EventOutcome outcome = end.outcome;
   const double duration = std::max(0.0, data.now - e.started);
   const std::string db = e.root.datname;
   // A database's outcomes appear with its first ended episode, all three at once: increase() then
   // sees the first of each other outcome (it cannot see this one, which appears at 1).
-  if (counters->blocking_episodes.count({db, EpisodeOutcomeLabel(outcome)}) == 0) {
-    for (const EpisodeOutcome o : kEpisodeOutcomes) {
-      counters->blocking_episodes[{db, EpisodeOutcomeLabel(o)}] += 0;
+  if (counters->blocking_episodes.count({db, EventOutcomeName(outcome)}) == 0) {
+    for (const EventOutcome o : kEpisodeOutcomes) {
+      counters->blocking_episodes[{db, EventOutcomeName(o)}] += 0;
     }
   }
-  counters->blocking_episodes[{db, EpisodeOutcomeLabel(outcome)}] += 1;
+  counters->blocking_episodes[{db, EventOutcomeName(outcome)}] += 1;
   counters->episode_seconds.Observe(duration, kEpisodeSecondsBuckets);
   counters->episode_peak_blocked.Observe(static_cast<double>(e.peak_blocked), kEpisodePeakBuckets);
   if (events == nullptr) return;
   Event ev;
   ev.time = data.now;
   ev.kind = EventKind::kBlockingEpisode;
-  ev.outcome = OutcomeOf(outcome);
+  ev.outcome = outcome;
   ev.cause = end.cause;
   ev.evidence = end.evidence;
   ev.datname = db;

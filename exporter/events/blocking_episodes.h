@@ -57,13 +57,9 @@ inline const std::vector<double> kEpisodeSecondsBuckets = {1,   5,   15,   30,  
 inline const std::vector<double> kEpisodePeakBuckets = {1, 2, 3, 5, 10, 20, 50, 100, 200, 500};
 
 enum class EpisodeState { kBlocking, kEnding };
-enum class EpisodeOutcome { kReleased, kRootEnded, kWaitersLeft };
-inline constexpr EpisodeOutcome kEpisodeOutcomes[] = {
-    EpisodeOutcome::kReleased, EpisodeOutcome::kRootEnded, EpisodeOutcome::kWaitersLeft};
-// "released", "root_ended", "waiters_left": the `outcome` label and event field.
-const char* EpisodeOutcomeLabel(EpisodeOutcome o);
-// The event's outcome of an episode's.
-EventOutcome OutcomeOf(EpisodeOutcome o);
+// How an episode can end: the `outcome` label (EventOutcomeName) and the event's outcome.
+inline constexpr EventOutcome kEpisodeOutcomes[] = {
+    EventOutcome::kReleased, EventOutcome::kRootEnded, EventOutcome::kWaitersLeft};
 
 struct Episode {
   EpisodeState state = EpisodeState::kBlocking;
@@ -88,7 +84,7 @@ struct Episode {
 // How an episode ended: its outcome, the root's end cause ("" unless root_ended) and what
 // decided that cause.
 struct EpisodeEnd {
-  EpisodeOutcome outcome = EpisodeOutcome::kReleased;
+  EventOutcome outcome = EventOutcome::kReleased;  // one of kEpisodeOutcomes
   EventCause cause = EventCause::kNone;
   EndEvidence evidence = EndEvidence::kNone;
 };

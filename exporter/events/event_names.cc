@@ -23,23 +23,50 @@ constexpr std::array<EventKindInfo, 14> kKinds = {{
     {EventKind::kLockTimeout, "lock_timeout", true, false},
 }};
 
-constexpr std::array<EventCause, 13> kCauses = {EventCause::kUnlocked,
-                                                EventCause::kSessionClosed,
-                                                EventCause::kIdleInTransactionTimeout,
-                                                EventCause::kIdleSessionTimeout,
-                                                EventCause::kTransactionTimeout,
-                                                EventCause::kTerminated,
-                                                EventCause::kConnectionLost,
-                                                EventCause::kServerRestart,
-                                                EventCause::kUnknown,
-                                                EventCause::kUndetermined,
-                                                EventCause::kLockTimeout,
-                                                EventCause::kNowaitFailed,
-                                                EventCause::kLockNotAvailable};
+// Every session end, then the failures of lock requests.
+constexpr auto kCauses = [] {
+  std::array<EventCause, std::size(kHoldEnds) + 3> causes{};
+  size_t n = 0;
+  for (const HoldEnd end : kHoldEnds) causes[n++] = CauseOf(end);
+  for (const EventCause c :
+       {EventCause::kLockTimeout, EventCause::kNowaitFailed, EventCause::kLockNotAvailable}) {
+    causes[n++] = c;
+  }
+  return causes;
+}();
+static_assert(kCauses.back() == EventCause::kLockNotAvailable &&
+                  static_cast<size_t>(EventCause::kNone) == kCauses.size(),
+              "kCauses lists every EventCause but kNone once");
 
 constexpr std::array<EventOutcome, 5> kOutcomes = {
     EventOutcome::kReleased, EventOutcome::kRootEnded, EventOutcome::kWaitersLeft,
     EventOutcome::kAcquired, EventOutcome::kFailedToAcquire};
+
+// The one table of lease transitions: their labels and the events they make.
+struct LeaseTransitionInfo {
+  LeaseTransition transition;
+  const char* label;
+  std::optional<EventKind> event;
+};
+constexpr std::array<LeaseTransitionInfo, 6> kTransitions = {{
+    {LeaseTransition::kAcquired, "acquired", EventKind::kLeaseAcquired},
+    {LeaseTransition::kReleased, "released", EventKind::kLeaseReleased},
+    {LeaseTransition::kRenewed, "renewed", std::nullopt},
+    {LeaseTransition::kHandover, "handover", EventKind::kLeaseHandover},
+    {LeaseTransition::kExpiredTakeover, "expired_takeover", EventKind::kLeaseExpiredTakeover},
+    {LeaseTransition::kOverlap, "overlap", EventKind::kLeaseOverlap},
+}};
+
+constexpr bool TransitionsInEnumOrder() {
+  if (kTransitions.size() != std::size(kLeaseTransitions)) return false;
+  for (size_t i = 0; i < kTransitions.size(); ++i) {
+    if (static_cast<size_t>(kTransitions[i].transition) != i) return false;
+    if (kLeaseTransitions[i] != kTransitions[i].transition) return false;
+  }
+  return true;
+}
+static_assert(TransitionsInEnumOrder(),
+              "kTransitions and kLeaseTransitions list every LeaseTransition once, in enum order");
 
 constexpr bool KindsInEnumOrder() {
   for (size_t i = 0; i < kKinds.size(); ++i) {
@@ -62,36 +89,32 @@ std::optional<EventKind> EventKindNamed(std::string_view name) {
   return std::nullopt;
 }
 
+const char* LeaseTransitionLabel(LeaseTransition t) {
+  return kTransitions[static_cast<size_t>(t)].label;
+}
+
+std::optional<EventKind> EventOf(LeaseTransition t) {
+  return kTransitions[static_cast<size_t>(t)].event;
+}
+
+bool IsLeaseEvent(EventKind kind) {
+  for (const LeaseTransitionInfo& t : kTransitions) {
+    if (t.event == kind) return true;
+  }
+  return false;
+}
+
 const char* EventCauseName(EventCause cause) {
+  if (const std::optional<HoldEnd> end = HoldEndOf(cause)) return HoldEndLabel(*end);
   switch (cause) {
-    case EventCause::kNone:
-      return "";
-    case EventCause::kUnlocked:
-      return HoldEndLabel(HoldEnd::kStillConnected);
-    case EventCause::kSessionClosed:
-      return HoldEndLabel(HoldEnd::kCleanClose);
-    case EventCause::kIdleInTransactionTimeout:
-      return HoldEndLabel(HoldEnd::kIdleInTransactionTimeout);
-    case EventCause::kIdleSessionTimeout:
-      return HoldEndLabel(HoldEnd::kIdleSessionTimeout);
-    case EventCause::kTransactionTimeout:
-      return HoldEndLabel(HoldEnd::kTransactionTimeout);
-    case EventCause::kTerminated:
-      return HoldEndLabel(HoldEnd::kTerminated);
-    case EventCause::kConnectionLost:
-      return HoldEndLabel(HoldEnd::kConnectionLost);
-    case EventCause::kServerRestart:
-      return HoldEndLabel(HoldEnd::kServerRestart);
-    case EventCause::kUnknown:
-      return HoldEndLabel(HoldEnd::kUnknown);
-    case EventCause::kUndetermined:
-      return HoldEndLabel(HoldEnd::kUndetermined);
     case EventCause::kLockTimeout:
       return "lock_timeout";
     case EventCause::kNowaitFailed:
       return "nowait_failed";
     case EventCause::kLockNotAvailable:
       return "lock_not_available";
+    case EventCause::kNone:
+      return "";
   }
   return "";
 }
@@ -116,31 +139,5 @@ const char* EventOutcomeName(EventOutcome outcome) {
 
 std::span<const EventCause> EventCauses() { return kCauses; }
 std::span<const EventOutcome> EventOutcomes() { return kOutcomes; }
-
-EventCause CauseOf(HoldEnd end) {
-  switch (end) {
-    case HoldEnd::kStillConnected:
-      return EventCause::kUnlocked;
-    case HoldEnd::kCleanClose:
-      return EventCause::kSessionClosed;
-    case HoldEnd::kIdleInTransactionTimeout:
-      return EventCause::kIdleInTransactionTimeout;
-    case HoldEnd::kIdleSessionTimeout:
-      return EventCause::kIdleSessionTimeout;
-    case HoldEnd::kTransactionTimeout:
-      return EventCause::kTransactionTimeout;
-    case HoldEnd::kTerminated:
-      return EventCause::kTerminated;
-    case HoldEnd::kConnectionLost:
-      return EventCause::kConnectionLost;
-    case HoldEnd::kServerRestart:
-      return EventCause::kServerRestart;
-    case HoldEnd::kUnknown:
-      return EventCause::kUnknown;
-    case HoldEnd::kUndetermined:
-      return EventCause::kUndetermined;
-  }
-  return EventCause::kUnknown;
-}
 
 }  // namespace pglock

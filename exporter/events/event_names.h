@@ -4,7 +4,9 @@
 // docs/api.md to it). The compiler finds every use of a kind; a typo does not compile. Pure.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -30,22 +32,24 @@ enum class EventKind : uint8_t {
   kLockTimeout,      // from the log; cause lock_timeout / nowait_failed / lock_not_available
 };
 
+// An event's cause: how a session ended (a HoldEnd, as the value of the same number: CauseOf), or
+// how a lock request the log shows failed; kNone for none. The words of the ends are
+// HoldEndLabel's.
 enum class EventCause : uint8_t {
+  // The values before kLockTimeout are the HoldEnds, in their order.
+  kLockTimeout = std::size(kHoldEnds),  // lock_timeout (55P03)
+  kNowaitFailed,                        // a NOWAIT that found the lock taken
+  kLockNotAvailable,                    // 55P03 in a language the exporter does not read
   kNone,
-  kUnlocked,
-  kSessionClosed,
-  kIdleInTransactionTimeout,
-  kIdleSessionTimeout,
-  kTransactionTimeout,
-  kTerminated,
-  kConnectionLost,
-  kServerRestart,
-  kUnknown,
-  kUndetermined,      // no cause in the log, and the abandoned count cannot say whose
-  kLockTimeout,       // lock_timeout (55P03)
-  kNowaitFailed,      // a NOWAIT that found the lock taken
-  kLockNotAvailable,  // 55P03 in a language the exporter does not read
 };
+
+// The cause an event gives a session end.
+constexpr EventCause CauseOf(HoldEnd end) { return static_cast<EventCause>(end); }
+// The session end a cause is, if it is one.
+constexpr std::optional<HoldEnd> HoldEndOf(EventCause cause) {
+  if (static_cast<size_t>(cause) >= std::size(kHoldEnds)) return std::nullopt;
+  return static_cast<HoldEnd>(cause);
+}
 
 enum class EventOutcome : uint8_t {
   kNone,
@@ -55,6 +59,22 @@ enum class EventOutcome : uint8_t {
   kAcquired,  // lock waits
   kFailedToAcquire,
 };
+
+// What a read of a lease table found a lease did since the last read: the `kind` label of
+// pglock_lease_transitions_total. Each but a renewal (routine, once per poll per lease) is also
+// an event, of the kind named "lease_" and its label.
+enum class LeaseTransition : uint8_t {
+  kAcquired,
+  kReleased,
+  kRenewed,
+  kHandover,
+  kExpiredTakeover,
+  kOverlap,
+};
+// Every transition, in the order of the enum (the counters seeded at 0).
+inline constexpr LeaseTransition kLeaseTransitions[] = {
+    LeaseTransition::kAcquired, LeaseTransition::kReleased,        LeaseTransition::kRenewed,
+    LeaseTransition::kHandover, LeaseTransition::kExpiredTakeover, LeaseTransition::kOverlap};
 
 struct EventKindInfo {
   EventKind kind;
@@ -69,14 +89,18 @@ const EventKindInfo& InfoOf(EventKind kind);
 inline const char* EventKindName(EventKind kind) { return InfoOf(kind).name; }
 std::optional<EventKind> EventKindNamed(std::string_view name);
 
+// "acquired", "released", "renewed", "handover", "expired_takeover", "overlap".
+const char* LeaseTransitionLabel(LeaseTransition t);
+// The event a transition makes; none for a renewal.
+std::optional<EventKind> EventOf(LeaseTransition t);
+// True for the events of lease transitions (about a lease of a table, not a lock).
+bool IsLeaseEvent(EventKind kind);
+
 // "" for kNone.
 const char* EventCauseName(EventCause cause);
 const char* EventOutcomeName(EventOutcome outcome);
 // Every cause and outcome but kNone, in the order of the enums (docs and tests).
 std::span<const EventCause> EventCauses();
 std::span<const EventOutcome> EventOutcomes();
-
-// The cause an event gives a session end (HoldEndLabel's words).
-EventCause CauseOf(HoldEnd end);
 
 }  // namespace pglock

@@ -11,16 +11,6 @@
 namespace pglock {
 namespace {
 
-// The event of a lease transition counted as `kind` (the `kind` label); a renewal is none.
-std::optional<EventKind> LeaseEventKind(std::string_view kind) {
-  if (kind == "acquired") return EventKind::kLeaseAcquired;
-  if (kind == "released") return EventKind::kLeaseReleased;
-  if (kind == "handover") return EventKind::kLeaseHandover;
-  if (kind == "expired_takeover") return EventKind::kLeaseExpiredTakeover;
-  if (kind == "overlap") return EventKind::kLeaseOverlap;
-  return std::nullopt;  // renewed
-}
-
 // Counts lease transitions of one table; names beyond kMaxLeaseCounterNames count as "other", and
 // every row of a queue (a table of work: docs/lease-tables.md) counts under "" (the table as a
 // whole). Every transition but a renewal (routine, once per poll per lease) is also an event,
@@ -37,10 +27,11 @@ class LeaseCounter {
         now_(now),
         sessions_(sessions) {}
 
-  void operator()(const std::string& lease, const char* kind,
+  void operator()(const std::string& lease, LeaseTransition transition,
                   const std::string& previous_holder = "", const std::string& current_holder = "",
                   int previous_pid = 0, int current_pid = 0) {
-    const std::optional<EventKind> event_kind = LeaseEventKind(kind);
+    const char* kind = LeaseTransitionLabel(transition);
+    const std::optional<EventKind> event_kind = EventOf(transition);
     if (events_ != nullptr && event_kind) {  // a renewal is routine: no event
       Event e;
       e.time = now_;
@@ -106,12 +97,12 @@ void JudgeSameHolder(const LeaseRow& row, const LeaseTransitions::LeaseSeen& bef
   const bool moved_back =
       row.expires_at < old.expires_at && row.expires_at <= t.now && old.expires_at > prev_now;
   if (moved_back) {
-    count(row.name, "released", old.holder, "",
+    count(row.name, LeaseTransition::kReleased, old.holder, "",
           old.pid);  // given back by moving its expiry to the past
     now_seen->state = LeaseState::kGivenBack;
     mark->explained.updated += 1;
   } else if (row.expires_at != old.expires_at || (t.has_taken_at && row.taken_at != old.taken_at)) {
-    count(row.name, "renewed");
+    count(row.name, LeaseTransition::kRenewed);
     now_seen->state = before.state == LeaseState::kGivenBack && row.expires_at <= t.now
                           ? LeaseState::kGivenBack
                           : LeaseState::kHeld;
@@ -126,21 +117,20 @@ void JudgeSameHolder(const LeaseRow& row, const LeaseTransitions::LeaseSeen& bef
 void LeaseTransitions::SeedZeroCounters(const PollData& cur, Counters* counters) {
   for (const LeaseTableData& t : cur.leases) {
     if (t.ok && (t.queue || detected_.count(t.table) != 0)) {
-      for (const char* kind :
-           {"acquired", "released", "renewed", "handover", "expired_takeover", "overlap"}) {
-        counters->lease_transitions[{t.table, "", kind}] += 0;
+      for (const LeaseTransition kind : kLeaseTransitions) {
+        counters->lease_transitions[{t.table, "", LeaseTransitionLabel(kind)}] += 0;
       }
       continue;
     }
     if (!t.ok || t.rows.size() > kMaxSeededLeases) continue;
     size_t& seeded = seeded_names_[t.table];
+    const std::string acquired = LeaseTransitionLabel(LeaseTransition::kAcquired);
     for (const LeaseRow& r : t.rows) {
-      if (counters->lease_transitions.count({t.table, r.name, "acquired"}) != 0) continue;
+      if (counters->lease_transitions.count({t.table, r.name, acquired}) != 0) continue;
       if (seeded >= kMaxSeededLeases) break;
       ++seeded;
-      for (const char* kind :
-           {"acquired", "released", "renewed", "handover", "expired_takeover", "overlap"}) {
-        counters->lease_transitions[{t.table, r.name, kind}] += 0;
+      for (const LeaseTransition kind : kLeaseTransitions) {
+        counters->lease_transitions[{t.table, r.name, LeaseTransitionLabel(kind)}] += 0;
       }
     }
   }
@@ -226,7 +216,7 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t,
     LeaseSeen& now_seen = seen[row.name];
     const auto p = st->leases.find(row.name);
     if (p == st->leases.end()) {
-      if (both_complete) count(row.name, "acquired", "", row.holder, 0, row.pid);
+      if (both_complete) count(row.name, LeaseTransition::kAcquired, "", row.holder, 0, row.pid);
       continue;
     }
     const LeaseRow& old = p->second.row;
@@ -236,14 +226,16 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t,
     } else if (p->second.state == LeaseState::kGivenBack || row.row_locked || old.row_locked) {
       // A row lock changes hands only when its transaction ends: the server itself keeps two
       // sessions from holding it at once.
-      count(row.name, "handover", old.holder, row.holder, old.pid, row.pid);
+      count(row.name, LeaseTransition::kHandover, old.holder, row.holder, old.pid, row.pid);
     } else if (t.has_expiry &&
                (t.has_taken_at ? row.taken_at >= old.expires_at : old.expires_at <= t.now)) {
       // Without taken_at, an old lease expired by now may have expired before the take.
-      count(row.name, "expired_takeover", old.holder, row.holder);
+      count(row.name, LeaseTransition::kExpiredTakeover, old.holder, row.holder);
     } else if (t.has_taken_at && row.taken_at == old.taken_at) {
       // Edited in place, not taken (a take writes taken_at): no give-back can explain it.
-      count(row.name, !t.has_expiry || old.expires_at > t.now ? "overlap" : "expired_takeover",
+      count(row.name,
+            !t.has_expiry || old.expires_at > t.now ? LeaseTransition::kOverlap
+                                                    : LeaseTransition::kExpiredTakeover,
             old.holder, row.holder);
     } else {
       st->pending.push_back({row.name, base_seq, mark->seq, old.holder, row.holder});
@@ -252,7 +244,7 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t,
   if (both_complete) {
     for (const auto& [name, old] : st->leases) {
       if (seen.count(name) != 0) continue;
-      count(name, "released", old.row.holder, "", old.row.pid);
+      count(name, LeaseTransition::kReleased, old.row.holder, "", old.row.pid);
       // A row leaves a filtered table's read by an UPDATE as well as by a DELETE: claim neither,
       // which can only turn a later overlap into a hand-over, never the reverse.
       if (!t.filtered) mark->explained.deleted += 1;
@@ -278,7 +270,7 @@ void LeaseTransitions::ResolveHolderChanges(const std::string& table, LeaseTable
     // Without counters on both sides, or across a counter reset, nothing shows an overlap.
     if (!base->writes || !cur.writes || cur.writes->updated < base->writes->updated ||
         cur.writes->deleted < base->writes->deleted) {
-      count(p.lease, "handover", p.previous_holder, p.current_holder);
+      count(p.lease, LeaseTransition::kHandover, p.previous_holder, p.current_holder);
       continue;
     }
     // Writes since the read before the change that nothing seen since accounts for.
@@ -290,12 +282,12 @@ void LeaseTransitions::ResolveHolderChanges(const std::string& table, LeaseTable
     }
     if (deleted >= 1) {  // deleted, then inserted by the next holder
       seen->explained.deleted += 1;
-      count(p.lease, "handover", p.previous_holder, p.current_holder);
+      count(p.lease, LeaseTransition::kHandover, p.previous_holder, p.current_holder);
     } else if (updated >= 2) {  // expiry moved to the past, then taken by an upsert
       seen->explained.updated += 2;
-      count(p.lease, "handover", p.previous_holder, p.current_holder);
+      count(p.lease, LeaseTransition::kHandover, p.previous_holder, p.current_holder);
     } else if (cur.now - seen->now >= kLeaseWritesDelaySeconds) {
-      count(p.lease, "overlap", p.previous_holder, p.current_holder);
+      count(p.lease, LeaseTransition::kOverlap, p.previous_holder, p.current_holder);
     } else {
       still.push_back(p);
     }

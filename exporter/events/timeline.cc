@@ -37,17 +37,51 @@ size_t IntervalBytes(const TimelineInterval& i) {
 }
 
 size_t MarkerBytes(const TimelineMarker& m) {
-  return sizeof m + StringBytes(m.kind) + StringBytes(m.cause) + StringBytes(m.outcome) +
-         StringBytes(m.previous) + StringBytes(m.current) + StringBytes(m.event_kind);
+  return sizeof m + StringBytes(m.previous) + StringBytes(m.current);
+}
+
+const char* MarkerMomentName(MarkerMoment moment) {
+  switch (moment) {
+    case MarkerMoment::kEvent:
+      return "";
+    case MarkerMoment::kEpisodeStart:
+      return "blocking_episode_start";
+    case MarkerMoment::kEpisodeEnd:
+      return "blocking_episode_end";
+    case MarkerMoment::kLeaseExpiry:
+      return "lease_expiry";
+  }
+  return "";
 }
 
 }  // namespace
 
-bool TimelineAlarming(const std::string& kind) {
-  // An event kind that pages (the one table's word), or a lease left to expire under its holder.
-  if (kind == "lease_expiry") return true;
-  const std::optional<EventKind> k = EventKindNamed(kind);
-  return k && InfoOf(*k).pages;
+const char* MarkerKindName(const TimelineMarker& m) {
+  if (m.moment != MarkerMoment::kEvent) return MarkerMomentName(m.moment);
+  return m.event_kind ? EventKindName(*m.event_kind) : "";
+}
+
+std::optional<std::pair<MarkerMoment, std::optional<EventKind>>> MarkerKindNamed(
+    std::string_view name) {
+  for (const MarkerMoment moment :
+       {MarkerMoment::kEpisodeStart, MarkerMoment::kEpisodeEnd, MarkerMoment::kLeaseExpiry}) {
+    if (name == MarkerMomentName(moment)) {
+      const std::optional<EventKind> event = moment == MarkerMoment::kLeaseExpiry
+                                                 ? std::nullopt
+                                                 : std::optional(EventKind::kBlockingEpisode);
+      return std::make_pair(moment, event);
+    }
+  }
+  if (const std::optional<EventKind> k = EventKindNamed(name)) {
+    return std::make_pair(MarkerMoment::kEvent, k);
+  }
+  return std::nullopt;
+}
+
+bool TimelineAlarming(const TimelineMarker& m) {
+  // An event that pages (the one table's word), or a lease left to expire under its holder.
+  if (m.moment == MarkerMoment::kLeaseExpiry) return true;
+  return m.moment == MarkerMoment::kEvent && m.event_kind && InfoOf(*m.event_kind).pages;
 }
 
 const char* TimelineRowKindLabel(TimelineRowKind k) {
@@ -305,7 +339,7 @@ void Timeline::ObserveExpired(const PollData& data, const LeaseTableData& t, con
   TimelineMarker m;
   m.row = i->row;
   m.time = i->start;
-  m.kind = "lease_expiry";
+  m.moment = MarkerMoment::kLeaseExpiry;
   m.previous_pid = row.pid;
   m.previous = i->who;
   AddMarker(std::move(m));
@@ -373,7 +407,7 @@ void Timeline::Observe(const PollData& data, const TargetView& view, const LockN
 
 void Timeline::AddMarker(TimelineMarker m) {
   ++changes_;
-  auto& ring = markers_[m.kind];
+  auto& ring = markers_[MarkerKindKey(m)];
   ring.push_back(std::move(m));
   if (ring.size() > kMarkersPerKind) {
     ring.pop_front();
@@ -387,29 +421,28 @@ void Timeline::AddMarkers(const std::vector<Event>& events) {
     if (e.kind == EventKind::kLockReleased) continue;
     TimelineMarker m;
     m.time = e.time;
-    m.kind = EventKindName(e.kind);
-    m.cause = EventCauseName(e.cause);
+    m.cause = e.cause;
     m.evidence = e.evidence;
-    m.outcome = EventOutcomeName(e.outcome);
+    m.outcome = e.outcome;
     m.duration = e.duration;
     m.count = e.count;
     m.previous_pid = e.previous.pid;
     m.previous = Clip(e.previous_holder.empty() ? e.previous.application_name : e.previous_holder);
     m.current_pid = e.current.pid;
     m.current = Clip(e.current_holder.empty() ? e.current.application_name : e.current_holder);
-    m.event_kind = EventKindName(e.kind);
+    m.event_kind = e.kind;
     m.event_time = e.time;
-    if (m.kind.rfind("lease_", 0) == 0) {
+    if (IsLeaseEvent(e.kind)) {
       m.row = Row(TimelineRowKind::kLease, e.table, e.lease);
     } else if (e.kind == EventKind::kDeadlock) {
       m.row = Row(TimelineRowKind::kDeadlocks, e.datname, "");
     } else if (e.kind == EventKind::kBlockingEpisode) {
       m.row = Row(TimelineRowKind::kRoot, e.datname, RootName(e.previous.pid, ""));
       TimelineMarker start = m;
-      start.kind = "blocking_episode_start";
+      start.moment = MarkerMoment::kEpisodeStart;
       start.time = e.started;
       AddMarker(std::move(start));
-      m.kind = "blocking_episode_end";
+      m.moment = MarkerMoment::kEpisodeEnd;
     } else {
       m.row = Row(TimelineRowKind::kLock, e.datname, e.lock.empty() ? "(unknown lock)" : e.lock);
     }
@@ -464,7 +497,7 @@ TimelineWindow Timeline::Query(double seconds) const {
         if (m.time < w.from) continue;
         TimelineRowWindow& rw = row_of(m.row);
         rw.markers.push_back(m);
-        if (TimelineAlarming(m.kind)) rw.attention = 2;
+        if (TimelineAlarming(m)) rw.attention = 2;
         rw.last = std::max(rw.last, m.time);
       }
     }
@@ -581,7 +614,7 @@ void Timeline::Restore(const TimelineSaved& saved) {
   }
   for (const TimelineMarker& m : saved.markers) {
     if (!m.row) continue;
-    auto& ring = markers_[m.kind];
+    auto& ring = markers_[MarkerKindKey(m)];
     ring.push_back(m);
     TimelineMarker& back = ring.back();
     back.row = Row(m.row->kind, m.row->scope, m.row->name);

@@ -10,7 +10,7 @@
 //   events ──AddMarkers()──> markers, one ring per event kind (the oldest of a kind dropped first)
 //
 // Rows: an advisory lock (database, name or key), a lease (table, lease; its holders, and the
-// time a holder's row sat expired with a "lease_expiry" marker), a row-lock table (its
+// time a holder's row sat expired with a lease_expiry marker), a row-lock table (its
 // row-lock holders, the lease in the holder's text), a blocking root (database, pid), and the
 // deadlocks of a database. A wait is drawn under the holder it waited on (`blocker_pid`).
 //
@@ -38,11 +38,15 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "exporter/events/event_names.h"
 #include "exporter/snapshot/lock_names.h"
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/poll_index.h"
@@ -68,9 +72,6 @@ inline constexpr double kUnreadLeaseTableSeconds = 60;
 inline constexpr size_t kTimelineGaps = 16;
 
 enum class TimelineRowKind { kLock, kLease, kRowLocks, kRoot, kDeadlocks };
-// True for the marker kinds that need a look (a loss, a takeover, an expiry, an overlap, an
-// inheritance, a deadlock, a lock timeout): their rows come first.
-bool TimelineAlarming(const std::string& kind);
 
 // "lock", "lease", "row_locks", "root", "deadlocks".
 const char* TimelineRowKindLabel(TimelineRowKind k);
@@ -96,26 +97,46 @@ struct TimelineInterval {
   int blocker_pid = 0;   // waits: the holder waited on
 };
 
+// What a marker marks: an event, a blocking episode's start or end (two markers of the one
+// event), or a lease's expiry (no event: from the lease table, its expires_at, when the first
+// poll saw the row expired).
+enum class MarkerMoment : uint8_t { kEvent, kEpisodeStart, kEpisodeEnd, kLeaseExpiry };
+
 struct TimelineMarker {
   std::shared_ptr<const TimelineRow> row;
   double time = 0;
-  // The event's kind; "blocking_episode_start" / "blocking_episode_end"; "lease_expiry" (from the
-  // lease table: its expires_at, the first poll that saw the row expired).
-  std::string kind;
-  std::string cause;
+  MarkerMoment moment = MarkerMoment::kEvent;
+  // The recorded event it was taken from (none for a lease's expiry): its kind, which is the
+  // marker's for kEvent, and its time (blocking episodes: the end) and the pids, which find it in
+  // the event log.
+  std::optional<EventKind> event_kind;
+  double event_time = 0;
+  EventCause cause = EventCause::kNone;
   EndEvidence evidence = EndEvidence::kNone;
-  std::string outcome;
+  EventOutcome outcome = EventOutcome::kNone;
   double duration = 0;
   int64_t count = 1;
   int previous_pid = 0;
   std::string previous;  // application_name, or the holder text
   int current_pid = 0;
   std::string current;
-  // The recorded event it was taken from: its kind and time (blocking episodes: the end) and the
-  // pids, which find it in the event log.
-  std::string event_kind;
-  double event_time = 0;
 };
+
+// A marker's kind as the page, the JSON and the saved state write it: its event's kind, or
+// "blocking_episode_start", "blocking_episode_end", "lease_expiry" ("" for an event marker
+// without its event).
+const char* MarkerKindName(const TimelineMarker& m);
+// The marker an event kind's name or one of those words makes (kind and event): its moment, and
+// its event kind for kEvent; nullopt for a word that is neither.
+std::optional<std::pair<MarkerMoment, std::optional<EventKind>>> MarkerKindNamed(
+    std::string_view name);
+// Markers of one kind share a ring (kMarkersPerKind): the moment and the event kind.
+inline auto MarkerKindKey(const TimelineMarker& m) {
+  return std::make_pair(m.moment, m.event_kind);
+}
+// True for the markers that need a look (a loss, a takeover, an expiry, an overlap, an
+// inheritance, a deadlock, a lock timeout): their rows come first.
+bool TimelineAlarming(const TimelineMarker& m);
 
 // One row of a window: its intervals and markers, in time order.
 struct TimelineRowWindow {
@@ -266,7 +287,8 @@ class Timeline {
   uint64_t poll_ GUARDED_BY(mu_) = 0;
   std::unordered_map<OpenKey, Open, OpenKeyHash> open_ GUARDED_BY(mu_);
   std::deque<TimelineInterval> closed_ GUARDED_BY(mu_);  // by end, oldest first
-  std::map<std::string, std::deque<TimelineMarker>> markers_ GUARDED_BY(mu_);  // by kind
+  std::map<std::pair<MarkerMoment, std::optional<EventKind>>, std::deque<TimelineMarker>> markers_
+      GUARDED_BY(mu_);  // by MarkerKindKey
   // Rows interned: intervals and markers share them; entries nobody holds are swept.
   std::map<TimelineRow, std::weak_ptr<const TimelineRow>> rows_ GUARDED_BY(mu_);
   size_t rows_sweep_at_ GUARDED_BY(mu_) = 1024;

@@ -128,17 +128,16 @@ void LoggedHtml(const TargetPart& t, std::string* o) {
 }
 
 MarkerHref EventHref(const TargetPart& t) {
-  std::map<std::tuple<std::string, double, int, int>, size_t> shown;
+  std::map<std::tuple<EventKind, double, int, int>, size_t> shown;
   const size_t first = t.events.size() > kPageEvents ? t.events.size() - kPageEvents : 0;
   for (size_t i = first; i < t.events.size(); ++i) {
     const Event& e = *t.events[i];
-    shown.emplace(
-        std::make_tuple(std::string(EventKindName(e.kind)), e.time, e.previous.pid, e.current.pid),
-        i);
+    shown.emplace(std::make_tuple(e.kind, e.time, e.previous.pid, e.current.pid), i);
   }
   return [&t, shown = std::move(shown)](const TimelineMarker& m) -> std::string {
+    if (!m.event_kind) return "";
     auto it =
-        shown.find(std::make_tuple(m.event_kind, m.event_time, m.previous_pid, m.current_pid));
+        shown.find(std::make_tuple(*m.event_kind, m.event_time, m.previous_pid, m.current_pid));
     return it == shown.end() ? "" : "#" + EventAnchor(t, it->second);
   };
 }

@@ -47,9 +47,11 @@ bool RowMatches(const TimelineRow& r, const std::string& lock) {
 }
 
 std::string MarkerTitle(const TimelineMarker& m) {
-  std::string t = Clock(m.time) + " " + m.kind;
-  if (!m.outcome.empty()) t += " " + m.outcome;
-  if (!m.cause.empty() && m.cause != m.kind) t += ", cause " + m.cause;
+  const std::string kind = MarkerKindName(m);
+  const std::string cause = EventCauseName(m.cause);
+  std::string t = Clock(m.time) + " " + kind;
+  if (m.outcome != EventOutcome::kNone) t += std::string(" ") + EventOutcomeName(m.outcome);
+  if (!cause.empty() && cause != kind) t += ", cause " + cause;
   if (m.evidence != EndEvidence::kNone) t += std::string(" (") + EndEvidenceLabel(m.evidence) + ")";
   if (m.previous_pid != 0 || !m.previous.empty())
     t += "; before: " + WhoText(m.previous_pid, m.previous);
@@ -110,7 +112,7 @@ void MarkerSvg(const TimelineMarker& m, const Scale& s, int y, const std::string
   *o += "<a href=\"" + H(link) + "\">";
   *o += "<svg x=\"" + Pct(s.X(m.time)) + "\" y=\"" + std::to_string(y) +
         "\" width=\"1\" height=\"1\" overflow=\"visible\" class=\"m" +
-        (TimelineAlarming(m.kind) ? " bad" : "") + "\"><title>" + H(MarkerTitle(m)) +
+        (TimelineAlarming(m) ? " bad" : "") + "\"><title>" + H(MarkerTitle(m)) +
         "</title><path d=\"M-6,0h12l-6,9z\"/></svg>";
   *o += "</a>";
 }
@@ -203,15 +205,17 @@ std::string IntervalJson(const TimelineInterval& i) {
 }
 
 std::string MarkerJson(const TimelineMarker& m) {
-  return "{\"time\":" + Num(m.time) + ",\"kind\":" + J(m.kind) + ",\"cause\":" + J(m.cause) +
-         ",\"evidence\":" + J(EndEvidenceLabel(m.evidence)) + ",\"outcome\":" + J(m.outcome) +
-         ",\"duration\":" + Num(m.duration) + ",\"count\":" + std::to_string(m.count) +
+  return "{\"time\":" + Num(m.time) + ",\"kind\":" + J(MarkerKindName(m)) +
+         ",\"cause\":" + J(EventCauseName(m.cause)) +
+         ",\"evidence\":" + J(EndEvidenceLabel(m.evidence)) +
+         ",\"outcome\":" + J(EventOutcomeName(m.outcome)) + ",\"duration\":" + Num(m.duration) +
+         ",\"count\":" + std::to_string(m.count) +
          ",\"previous\":{\"pid\":" + std::to_string(m.previous_pid) + ",\"who\":" + J(m.previous) +
          "},\"current\":{\"pid\":" + std::to_string(m.current_pid) + ",\"who\":" + J(m.current) +
          "},\"event\":" +
-         (m.event_kind.empty()
-              ? std::string("null")
-              : "{\"kind\":" + J(m.event_kind) + ",\"time\":" + Num(m.event_time) + "}") +
+         (!m.event_kind ? std::string("null")
+                        : "{\"kind\":" + J(EventKindName(*m.event_kind)) +
+                              ",\"time\":" + Num(m.event_time) + "}") +
          "}";
 }
 

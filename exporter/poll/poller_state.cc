@@ -7,6 +7,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "exporter/events/event_names.h"  // IsLeaseEvent
 #include "exporter/events/judge.h"
 #include "exporter/poll/poller.h"
 #include "exporter/storage/state_store.h"
@@ -129,12 +130,6 @@ uint64_t FingerprintOf(const HoldHistory& history, const Counters& c, const Even
 bool IsLockEvent(EventKind k) {
   return k == EventKind::kLockReleased || k == EventKind::kLockLost ||
          k == EventKind::kLockTakeover || k == EventKind::kLockHandover;
-}
-
-bool IsLeaseEvent(EventKind k) {
-  return k == EventKind::kLeaseAcquired || k == EventKind::kLeaseReleased ||
-         k == EventKind::kLeaseHandover || k == EventKind::kLeaseExpiredTakeover ||
-         k == EventKind::kLeaseOverlap;
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // Plain values; thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <utility>
@@ -16,8 +18,9 @@ namespace pglock {
 using SessionId = std::pair<int, double>;
 
 // How a hold that is gone from pg_locks ended: its session still connected (an unlock or the end
-// of its transaction), a clean close of its session, or a loss and its cause.
-enum class HoldEnd {
+// of its transaction), a clean close of its session, or a loss and its cause. An event's cause
+// (exporter/events/event_names.h) is one of these or a lock wait's failure.
+enum class HoldEnd : uint8_t {
   kStillConnected,
   kCleanClose,
   kIdleInTransactionTimeout,
@@ -31,6 +34,20 @@ enum class HoldEnd {
   // vanished one: some, not all, of the no-cause ends that shared the interval were abandoned.
   kUndetermined,
 };
+// Every end, in the order of the enum (the saved state reads them back by their labels).
+inline constexpr HoldEnd kHoldEnds[] = {
+    HoldEnd::kStillConnected,     HoldEnd::kCleanClose,         HoldEnd::kIdleInTransactionTimeout,
+    HoldEnd::kIdleSessionTimeout, HoldEnd::kTransactionTimeout, HoldEnd::kTerminated,
+    HoldEnd::kConnectionLost,     HoldEnd::kServerRestart,      HoldEnd::kUnknown,
+    HoldEnd::kUndetermined};
+constexpr bool HoldEndsInEnumOrder() {
+  for (size_t i = 0; i < std::size(kHoldEnds); ++i) {
+    if (static_cast<size_t>(kHoldEnds[i]) != i) return false;
+  }
+  return true;
+}
+static_assert(HoldEndsInEnumOrder(),
+              "kHoldEnds lists every HoldEnd once, in the order of the enum");
 inline constexpr HoldEnd kLossCauses[] = {HoldEnd::kIdleInTransactionTimeout,
                                           HoldEnd::kIdleSessionTimeout,
                                           HoldEnd::kTransactionTimeout,

@@ -672,12 +672,6 @@ PooledLock ReadPooled(Reader& r, dom::element e) {
 
 // ---- episodes in progress, lease tables, timeline (sections absent from older files) ---------
 
-constexpr HoldEnd kHoldEnds[] = {
-    HoldEnd::kStillConnected,     HoldEnd::kCleanClose,         HoldEnd::kIdleInTransactionTimeout,
-    HoldEnd::kIdleSessionTimeout, HoldEnd::kTransactionTimeout, HoldEnd::kTerminated,
-    HoldEnd::kConnectionLost,     HoldEnd::kServerRestart,      HoldEnd::kUnknown,
-    HoldEnd::kUndetermined};
-
 constexpr TimelineRowKind kRowKinds[] = {TimelineRowKind::kLock, TimelineRowKind::kLease,
                                          TimelineRowKind::kRowLocks, TimelineRowKind::kRoot,
                                          TimelineRowKind::kDeadlocks};
@@ -1076,17 +1070,17 @@ void WriteMarker(const TimelineMarker& m, RowTable* rows, Writer* w) {
   w->Open('[');
   w->Int(rows->Index(*m.row));
   w->Num(m.time);
-  w->Str(m.kind);
-  w->Str(m.cause);
+  w->Str(MarkerKindName(m));
+  w->Str(EventCauseName(m.cause));
   w->Str(EndEvidenceLabel(m.evidence));
-  w->Str(m.outcome);
+  w->Str(EventOutcomeName(m.outcome));
   w->Num(m.duration);
   w->Int(m.count);
   w->Int(m.previous_pid);
   w->Str(m.previous);
   w->Int(m.current_pid);
   w->Str(m.current);
-  w->Str(m.event_kind);
+  w->Str(m.event_kind ? EventKindName(*m.event_kind) : "");
   w->Num(m.event_time);
   w->Close(']');
 }
@@ -1094,14 +1088,15 @@ void WriteMarker(const TimelineMarker& m, RowTable* rows, Writer* w) {
 // The timeline without its `skip_closed` oldest closed intervals and with at most `keep_markers`
 // markers of each kind (the newest), the ones left out counted as dropped.
 std::string EncodeTimeline(const TimelineSaved& t, size_t skip_closed, size_t keep_markers) {
-  std::map<std::string, size_t> of_kind;
-  for (const TimelineMarker& m : t.markers) ++of_kind[m.kind];
+  using Kind = decltype(MarkerKindKey(TimelineMarker{}));
+  std::map<Kind, size_t> of_kind;
+  for (const TimelineMarker& m : t.markers) ++of_kind[MarkerKindKey(m)];
   std::vector<const TimelineMarker*> markers;
   uint64_t markers_left_out = 0;
-  std::map<std::string, size_t> seen;
+  std::map<Kind, size_t> seen;
   for (const TimelineMarker& m : t.markers) {
     if (!m.row) continue;
-    if (seen[m.kind]++ + keep_markers < of_kind[m.kind]) {
+    if (seen[MarkerKindKey(m)]++ + keep_markers < of_kind[MarkerKindKey(m)]) {
       ++markers_left_out;
     } else {
       markers.push_back(&m);
@@ -1239,17 +1234,34 @@ TimelineMarker ReadMarker(Reader& r, dom::element e,
   if (!r.ok()) return m;
   m.row = RowAt(r, t[0], rows);
   m.time = r.Num(t[1], "marker time");
-  m.kind = r.Str(t[2], "marker kind");
-  m.cause = r.Str(t[3], "marker cause");
+  const std::string kind = r.Str(t[2], "marker kind");
+  if (!r.ok()) return m;
+  const auto named = MarkerKindNamed(kind);
+  if (!named) {
+    r.Fail("marker kind \"" + kind + "\" is not known");
+    return m;
+  }
+  m.moment = named->first;
+  m.cause = Named<EventCause>(r, r.Str(t[3], "marker cause"), EventCauses(), &EventCauseName,
+                              "marker cause");
   m.evidence = ReadEvidence(r, r.Str(t[4], "marker evidence"), "marker evidence");
-  m.outcome = r.Str(t[5], "marker outcome");
+  m.outcome = Named<EventOutcome>(r, r.Str(t[5], "marker outcome"), EventOutcomes(),
+                                  &EventOutcomeName, "marker outcome");
   m.duration = r.Num(t[6], "marker duration");
   m.count = r.Int(t[7], "marker count", INT64_MIN, INT64_MAX);
   m.previous_pid = r.Pid(t[8], "marker previous_pid");
   m.previous = r.Str(t[9], "marker previous");
   m.current_pid = r.Pid(t[10], "marker current_pid");
   m.current = r.Str(t[11], "marker current");
-  m.event_kind = r.Str(t[12], "marker event_kind");
+  // An event's marker is of its event's kind; the others name theirs apart ("": none).
+  const std::string event_kind = r.Str(t[12], "marker event_kind");
+  if (m.moment == MarkerMoment::kEvent || !r.ok() || event_kind.empty()) {
+    m.event_kind = named->second;
+  } else if (const auto k = EventKindNamed(event_kind)) {
+    m.event_kind = k;
+  } else {
+    r.Fail("marker event_kind \"" + event_kind + "\" is not known");
+  }
   m.event_time = r.Num(t[13], "marker event_time");
   return m;
 }

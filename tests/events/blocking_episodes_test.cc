@@ -140,7 +140,7 @@ TEST_F(Episodes, RootTerminatedEndsWithItsCause) {
   const std::vector<Event> events = Judge(gone);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].outcome, EventOutcome::kRootEnded);
-  EXPECT_EQ(events[0].cause, EventCause::kTerminated);
+  EXPECT_EQ(events[0].cause, CauseOf(HoldEnd::kTerminated));
   EXPECT_EQ(Ended("root_ended"), 1);
 }
 
@@ -154,7 +154,7 @@ TEST_F(Episodes, RootGoneBeforeItsEndIsCountedWaitsOnePollInEnding) {
   counted.sessions.clear();
   const std::vector<Event> events = Judge(counted);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].cause, EventCause::kTerminated);
+  EXPECT_EQ(events[0].cause, CauseOf(HoldEnd::kTerminated));
 }
 
 // A restart of the exporter keeps the episodes in progress (Save, then Restore in the tracker of
@@ -203,7 +203,7 @@ TEST_F(Episodes, ARootTerminatedWhileTheExporterWasDownEndsItsEpisodeWithTheCaus
   const std::vector<Event> events = JudgeWith(&after, &counters, gone);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].outcome, EventOutcome::kRootEnded);
-  EXPECT_EQ(events[0].cause, EventCause::kTerminated);
+  EXPECT_EQ(events[0].cause, CauseOf(HoldEnd::kTerminated));
   EXPECT_DOUBLE_EQ(events[0].started, kStart);
   EXPECT_EQ(after.open(), 0u);
 }
@@ -218,7 +218,7 @@ TEST_F(Episodes, AServerRestartWhileTheExporterWasDownEndsTheEpisode) {
   restarted.postmaster_start = kStart + 100;
   const std::vector<Event> events = JudgeWith(&after, &counters, restarted);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].cause, EventCause::kServerRestart);
+  EXPECT_EQ(events[0].cause, CauseOf(HoldEnd::kServerRestart));
 }
 
 // A server log reader that has read what the test says.
@@ -249,7 +249,7 @@ TEST_F(Episodes, RootEndedOnTheLogsWordNotTheCounters) {
   gone.sessions.clear();
   const std::vector<Event> events = Judge(gone);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].cause, EventCause::kIdleInTransactionTimeout);
+  EXPECT_EQ(events[0].cause, CauseOf(HoldEnd::kIdleInTransactionTimeout));
   EXPECT_EQ(events[0].evidence, EndEvidence::kLog);
 }
 
@@ -264,7 +264,7 @@ TEST_F(Episodes, RootGoneWithALogThatIsSilentWaitsAPollThenTakesTheCounters) {
   later.sessions.clear();
   const std::vector<Event> events = Judge(later);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].cause, EventCause::kTerminated);
+  EXPECT_EQ(events[0].cause, CauseOf(HoldEnd::kTerminated));
   EXPECT_EQ(events[0].evidence, EndEvidence::kCounters);
 }
 
@@ -297,7 +297,7 @@ TEST(EpisodesNoCause, ARootWithOnlyItsDisconnectionLineIsJudgedByTheAbandonedCou
     ASSERT_EQ(events.size(), 1u) << abandoned;
     EXPECT_EQ(events[0].outcome, EventOutcome::kRootEnded);
     EXPECT_EQ(events[0].cause,
-              abandoned != 0 ? EventCause::kConnectionLost : EventCause::kSessionClosed);
+              abandoned != 0 ? CauseOf(HoldEnd::kConnectionLost) : CauseOf(HoldEnd::kCleanClose));
     EXPECT_EQ(events[0].evidence, EndEvidence::kLogAndCounters);
   }
 }

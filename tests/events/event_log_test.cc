@@ -17,7 +17,7 @@ Event Of(EventKind kind, int pid, const std::string& lock, double time = 100) {
   e.datname = "app";
   e.lock = lock;
   e.previous.pid = pid;
-  e.cause = kind == EventKind::kLockReleased ? EventCause::kSessionClosed : EventCause::kNone;
+  e.cause = kind == EventKind::kLockReleased ? CauseOf(HoldEnd::kCleanClose) : EventCause::kNone;
   return e;
 }
 

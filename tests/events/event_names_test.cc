@@ -62,7 +62,7 @@ TEST(EventNames, EveryKindCauseAndOutcomeIsInTheApiSchema) {
         << EndEvidenceLabel(e) << " is not in docs/api.md";
   }
   for (const EventCause c : EventCauses()) {
-    if (c == EventCause::kUnlocked) continue;  // an unlock makes no event
+    if (c == CauseOf(HoldEnd::kStillConnected)) continue;  // an unlock makes no event
     const std::string name = EventCauseName(c);
     EXPECT_TRUE(HasWord(api, name) || HasWord(readme, name)) << name << " is documented nowhere";
   }
@@ -74,8 +74,36 @@ TEST(EventNames, OneNameEachAndTheLogFormsAreTheSame) {
   for (const EventCause c : EventCauses())
     EXPECT_TRUE(seen.insert(EventCauseName(c)).second || c == EventCause::kLockTimeout)
         << EventCauseName(c);
-  EXPECT_STREQ(EventCauseName(CauseOf(HoldEnd::kCleanClose)), HoldEndLabel(HoldEnd::kCleanClose));
   EXPECT_FALSE(EventKindNamed("lock_lots").has_value());
+}
+
+TEST(EventNames, ASessionEndIsACauseByItsOwnLabel) {
+  for (const HoldEnd end : kHoldEnds) {
+    EXPECT_EQ(HoldEndOf(CauseOf(end)), end);
+    EXPECT_STREQ(EventCauseName(CauseOf(end)), HoldEndLabel(end));
+  }
+  for (const EventCause c : {EventCause::kLockTimeout, EventCause::kNowaitFailed,
+                             EventCause::kLockNotAvailable, EventCause::kNone}) {
+    EXPECT_FALSE(HoldEndOf(c).has_value()) << EventCauseName(c);
+  }
+  EXPECT_STREQ(EventCauseName(EventCause::kNone), "");
+}
+
+TEST(EventNames, ALeaseTransitionsEventIsNamedLeaseAndItsLabel) {
+  std::set<EventKind> of_transitions;
+  for (const LeaseTransition t : kLeaseTransitions) {
+    const std::optional<EventKind> kind = EventOf(t);
+    if (t == LeaseTransition::kRenewed) {
+      EXPECT_FALSE(kind.has_value()) << "a renewal is routine: no event";
+      continue;
+    }
+    ASSERT_TRUE(kind.has_value()) << LeaseTransitionLabel(t);
+    EXPECT_EQ(std::string("lease_") + LeaseTransitionLabel(t), EventKindName(*kind));
+    of_transitions.insert(*kind);
+  }
+  for (const EventKindInfo& k : EventKinds()) {
+    EXPECT_EQ(IsLeaseEvent(k.kind), of_transitions.count(k.kind) == 1) << k.name;
+  }
 }
 
 }  // namespace

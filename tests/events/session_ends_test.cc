@@ -460,7 +460,7 @@ TEST(ServerLogEvidenceTest, TheLogTellsATerminationFromACleanCloseInTheSameInter
     e.Observe(Poll(kStart + 5, {}, {}, Stats(0, 1, 0)));
     const Event* lost = FindEvent(e.events(), EventKind::kLockLost, with_log ? 11 : 10);
     ASSERT_NE(lost, nullptr) << "with_log=" << with_log;
-    EXPECT_EQ(lost->cause, EventCause::kTerminated);
+    EXPECT_EQ(lost->cause, CauseOf(HoldEnd::kTerminated));
     EXPECT_EQ(lost->evidence, with_log ? EndEvidence::kLog : EndEvidence::kCounters);
     EXPECT_EQ(e.TotalLost(), 1);
     EXPECT_EQ(e.Released("session_closed"), 1);
@@ -617,7 +617,7 @@ TEST(NoCauseEndTest, AHolderKilledWhileIdleIsConnectionLostAndItsKeyTakenOver) {
   EXPECT_EQ(c.e.Lost("connection_lost"), 1);
   EXPECT_EQ(c.e.Released("session_closed"), 0);
   EXPECT_EQ(c.e.Takeovers(), 1);
-  ExpectEvent(c.e.events(), EventKind::kLockLost, 10, EventCause::kConnectionLost,
+  ExpectEvent(c.e.events(), EventKind::kLockLost, 10, CauseOf(HoldEnd::kConnectionLost),
               EndEvidence::kLogAndCounters);
 }
 
@@ -631,7 +631,7 @@ TEST(NoCauseEndTest, ACleanCloseWithNothingAbandonedIsReleasedAtOnce) {
   EXPECT_EQ(c.e.TotalLost(), 0);
   EXPECT_EQ(c.e.Handovers(), 1);
   EXPECT_EQ(c.e.Takeovers(), 0);
-  ExpectEvent(c.e.events(), EventKind::kLockReleased, 10, EventCause::kSessionClosed,
+  ExpectEvent(c.e.events(), EventKind::kLockReleased, 10, CauseOf(HoldEnd::kCleanClose),
               EndEvidence::kLogAndCounters);
 }
 
@@ -654,7 +654,7 @@ TEST(NoCauseEndTest, TwoNoCauseEndsAndOneAbandonedAreUndeterminedNeverReleased) 
   EXPECT_EQ(c.e.Lost("connection_lost"), 0);
   EXPECT_EQ(c.e.Takeovers(), 0);
   EXPECT_EQ(c.e.Handovers(), 2);
-  ExpectEvent(c.e.events(), EventKind::kLockLost, 12, EventCause::kUndetermined,
+  ExpectEvent(c.e.events(), EventKind::kLockLost, 12, CauseOf(HoldEnd::kUndetermined),
               EndEvidence::kLogAndCounters);
 }
 
@@ -711,7 +711,7 @@ TEST(NoCauseEndTest, BeforeFourteenTheLineAloneIsAClose) {
   c.log->reads += 2;
   c.e.Observe(Poll(kStart + 6, {}, {}, std::nullopt));
   EXPECT_EQ(c.e.Released("session_closed"), 1);
-  ExpectEvent(c.e.events(), EventKind::kLockReleased, 10, EventCause::kSessionClosed,
+  ExpectEvent(c.e.events(), EventKind::kLockReleased, 10, CauseOf(HoldEnd::kCleanClose),
               EndEvidence::kLog);
 }
 

@@ -141,7 +141,7 @@ TEST(Timeline, MarkersFromEventsLossesFirstReleasesLeftOut) {
   Event lost;
   lost.time = kT0 + 5;
   lost.kind = EventKind::kLockLost;
-  lost.cause = EventCause::kTerminated;
+  lost.cause = CauseOf(HoldEnd::kTerminated);
   lost.evidence = EndEvidence::kLog;
   lost.datname = "app";
   lost.lock = "nightly-report";
@@ -170,15 +170,15 @@ TEST(Timeline, MarkersFromEventsLossesFirstReleasesLeftOut) {
   const TimelineRowWindow* lock = FindRow(w, TimelineRowKind::kLock, "nightly-report");
   ASSERT_NE(lock, nullptr);
   ASSERT_EQ(lock->markers.size(), 1u);
-  EXPECT_EQ(lock->markers[0].kind, "lock_lost");
-  EXPECT_EQ(lock->markers[0].cause, "terminated");
+  EXPECT_STREQ(MarkerKindName(lock->markers[0]), "lock_lost");
+  EXPECT_STREQ(EventCauseName(lock->markers[0].cause), "terminated");
   EXPECT_EQ(lock->markers[0].evidence, EndEvidence::kLog);
   const TimelineRowWindow* root = FindRow(w, TimelineRowKind::kRoot, "pid 10");
   ASSERT_NE(root, nullptr);
   ASSERT_EQ(root->markers.size(), 2u);
-  EXPECT_EQ(root->markers[0].kind, "blocking_episode_start");
+  EXPECT_STREQ(MarkerKindName(root->markers[0]), "blocking_episode_start");
   EXPECT_DOUBLE_EQ(root->markers[0].time, kT0 + 2);
-  EXPECT_EQ(root->markers[1].kind, "blocking_episode_end");
+  EXPECT_STREQ(MarkerKindName(root->markers[1]), "blocking_episode_end");
   EXPECT_DOUBLE_EQ(root->markers[1].event_time, kT0 + 9);
   EXPECT_NE(FindRow(w, TimelineRowKind::kLease, "sweep"), nullptr);
   // A window of 3 s keeps only what overlaps it: the expiry (8) and the episode's end (9).
@@ -249,7 +249,7 @@ TEST(Timeline, ARestartKeepsTheHistoryAndGoesOnOnlyUnderTheSameSessions) {
   ASSERT_NE(four, nullptr);
   ExpectOneClosedAt(four->holds, kT0);
   ASSERT_EQ(four->markers.size(), 1u);
-  EXPECT_EQ(four->markers[0].kind, "lock_lost");
+  EXPECT_STREQ(MarkerKindName(four->markers[0]), "lock_lost");
   const TimelineRowWindow* r = FindRow(w, TimelineRowKind::kRoot, "pid 7");
   ASSERT_NE(r, nullptr);
   ASSERT_EQ(r->holds.size(), 1u);

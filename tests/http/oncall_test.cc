@@ -310,7 +310,7 @@ TEST(BetweenPolls, LoggedWaitsTimeoutsAndDeadlocksNewestFirstBoundedAndEscaped) 
       "(query: <img src=x onerror=alert(1)>)";
   events.push_back(std::make_shared<const Event>(deadlock));
   Event lost = Logged(EventKind::kLockLost, 2003);
-  lost.cause = EventCause::kTerminated;
+  lost.cause = CauseOf(HoldEnd::kTerminated);
   lost.lock = "lost-lock";
   events.push_back(std::make_shared<const Event>(lost));
 

@@ -80,7 +80,7 @@ TEST(TimelinePage, HostileApplicationNamesAreEscapedInTheSvgAndTheJson) {
   Event lost;
   lost.time = kT0 + 500;
   lost.kind = EventKind::kLockLost;
-  lost.cause = EventCause::kTerminated;
+  lost.cause = CauseOf(HoldEnd::kTerminated);
   lost.datname = "app";
   lost.lock = "7";
   lost.previous = Who(42, hostile);
@@ -177,7 +177,7 @@ TEST(TimelinePage, AThousandKeysKeepThePageUnderItsBudget) {
         e.kind = p == 117   ? EventKind::kLockLost
                  : p == 118 ? EventKind::kLockTakeover
                             : EventKind::kLockHandover;
-        e.cause = p == 117 ? EventCause::kTerminated : EventCause::kNone;
+        e.cause = p == 117 ? CauseOf(HoldEnd::kTerminated) : EventCause::kNone;
         e.datname = "app";
         e.lock = std::to_string(k);
         e.previous = Who(pid - kKeys, "report-worker-" + std::to_string(pid - kKeys));

@@ -169,7 +169,7 @@ TEST_F(Blocking, IdleInTransactionRootIsTerminatedAndTheEpisodeEndsWithItsCause)
   ASSERT_EQ(episodes.size(), before + 1);
   const Event& e = episodes.back();
   EXPECT_EQ(e.outcome, EventOutcome::kRootEnded);
-  EXPECT_EQ(e.cause, EventCause::kTerminated);
+  EXPECT_EQ(e.cause, CauseOf(HoldEnd::kTerminated));
   EXPECT_EQ(e.previous.pid, pid);
   EXPECT_EQ(e.peak_blocked, 1);
   EXPECT_GE(Count("root_ended"), 1);

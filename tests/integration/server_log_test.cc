@@ -160,7 +160,7 @@ TEST(ServerLog, CleanCloseIsAReleaseOnTheLogsWord) {
     const auto e = EndWhileHolding(format, Pg().Dsn(), kNothing, [](TestSession& s) { s.Close(); });
     ASSERT_NE(e, nullptr) << format;
     EXPECT_EQ(e->kind, EventKind::kLockReleased) << format;
-    EXPECT_EQ(e->cause, EventCause::kSessionClosed) << format;
+    EXPECT_EQ(e->cause, CauseOf(HoldEnd::kCleanClose)) << format;
     // Its disconnection line names no cause; nothing abandoned in its database says it closed
     // (12/13 count no abandoned ends: the line alone).
     EXPECT_EQ(e->evidence,
@@ -225,7 +225,8 @@ Tally TallyOf(const Poller& poller) {
   for (const auto& e : *snap->events) {
     if (e->kind != EventKind::kLockLost && e->kind != EventKind::kLockReleased) continue;
     const bool victim = e->lock == "nightly-report";
-    const bool terminated = e->kind == EventKind::kLockLost && e->cause == EventCause::kTerminated;
+    const bool terminated =
+        e->kind == EventKind::kLockLost && e->cause == CauseOf(HoldEnd::kTerminated);
     if (victim) (terminated ? t.victims_terminated : t.victims_other) += 1;
     if (!victim) (e->kind == EventKind::kLockLost ? t.clean_lost : t.clean_released) += 1;
     if (e->evidence == EndEvidence::kLog || e->evidence == EndEvidence::kLogAndCounters) {
@@ -370,7 +371,7 @@ TEST(ServerLog, ServerRestartIsAServerRestartLoss) {
   ASSERT_TRUE(Pg().RestartServer());
   const auto e = PollUntilEnded(poller, pid);
   ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->cause, EventCause::kServerRestart);
+  EXPECT_EQ(e->cause, CauseOf(HoldEnd::kServerRestart));
 }
 
 }  // namespace

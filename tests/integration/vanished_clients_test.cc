@@ -200,8 +200,10 @@ TEST_F(VanishedClients, AHolderKilledWhileIdleIsConnectionLostAndItsKeyTakenOver
   const Ended counters = EndedOf(*counters_only_, holder.pid());
   std::printf("SIGKILL while idle: %s; %s\n", Describe("with the log", log).c_str(),
               Describe("counters alone", counters).c_str());
-  ExpectEnd(log, EventKind::kLockLost, EventCause::kConnectionLost, EndEvidence::kLogAndCounters);
-  ExpectEnd(counters, EventKind::kLockLost, EventCause::kConnectionLost, EndEvidence::kCounters);
+  ExpectEnd(log, EventKind::kLockLost, CauseOf(HoldEnd::kConnectionLost),
+            EndEvidence::kLogAndCounters);
+  ExpectEnd(counters, EventKind::kLockLost, CauseOf(HoldEnd::kConnectionLost),
+            EndEvidence::kCounters);
   for (const Ended* e : {&log, &counters}) {
     ASSERT_NE(e->next_holder, nullptr);
     EXPECT_EQ(e->next_holder->kind, EventKind::kLockTakeover);
@@ -222,9 +224,10 @@ TEST_F(VanishedClients, ACleanCloseIsAReleaseAndAHandOver) {
   const Ended counters = EndedOf(*counters_only_, holder.pid());
   std::printf("clean close: %s; %s\n", Describe("with the log", log).c_str(),
               Describe("counters alone", counters).c_str());
-  ExpectEnd(log, EventKind::kLockReleased, EventCause::kSessionClosed,
+  ExpectEnd(log, EventKind::kLockReleased, CauseOf(HoldEnd::kCleanClose),
             EndEvidence::kLogAndCounters);
-  ExpectEnd(counters, EventKind::kLockReleased, EventCause::kSessionClosed, EndEvidence::kCounters);
+  ExpectEnd(counters, EventKind::kLockReleased, CauseOf(HoldEnd::kCleanClose),
+            EndEvidence::kCounters);
   for (const Ended* e : {&log, &counters}) {
     ASSERT_NE(e->next_holder, nullptr);
     EXPECT_EQ(e->next_holder->kind, EventKind::kLockHandover);
@@ -249,7 +252,8 @@ TEST_F(VanishedClients, OneKilledAndOneClosedInOneIntervalAreUndetermined) {
     std::printf("one killed + one closed, %s: %s; %s\n", h == &killed ? "killed" : "closed",
                 Describe("with the log", log).c_str(),
                 Describe("counters alone", EndedOf(*counters_only_, h->pid())).c_str());
-    ExpectEnd(log, EventKind::kLockLost, EventCause::kUndetermined, EndEvidence::kLogAndCounters);
+    ExpectEnd(log, EventKind::kLockLost, CauseOf(HoldEnd::kUndetermined),
+              EndEvidence::kLogAndCounters);
   }
 }
 
@@ -293,10 +297,10 @@ TEST_P(LockLibraries, AHolderEndedWhileIdle) {
               Describe("with the log", log).c_str(), Describe("counters alone", counters).c_str());
   const bool lost = how != HolderEnd::kUnlock;
   ExpectEnd(log, lost ? EventKind::kLockLost : EventKind::kLockReleased,
-            lost ? EventCause::kConnectionLost : EventCause::kSessionClosed,
+            lost ? CauseOf(HoldEnd::kConnectionLost) : CauseOf(HoldEnd::kCleanClose),
             EndEvidence::kLogAndCounters);
   ExpectEnd(counters, lost ? EventKind::kLockLost : EventKind::kLockReleased,
-            lost ? EventCause::kConnectionLost : EventCause::kSessionClosed,
+            lost ? CauseOf(HoldEnd::kConnectionLost) : CauseOf(HoldEnd::kCleanClose),
             EndEvidence::kCounters);
   for (const Ended* e : {&log, &counters}) {
     ASSERT_NE(e->next_holder, nullptr);

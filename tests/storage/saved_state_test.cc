@@ -160,12 +160,11 @@ SavedTarget Sample() {
   TimelineMarker marker;
   marker.row = lock_row;
   marker.time = 1796389000;
-  marker.kind = "lock_lost";
-  marker.cause = "terminated";
+  marker.cause = CauseOf(HoldEnd::kTerminated);
   marker.evidence = EndEvidence::kLog;
   marker.previous_pid = 4141;
   marker.previous = "old";
-  marker.event_kind = "lock_lost";
+  marker.event_kind = EventKind::kLockLost;
   marker.event_time = 1796389000;
   timeline.markers.push_back(marker);
   s.timeline = timeline;
@@ -401,6 +400,8 @@ TEST(SavedState, DamagedEpisodesLeasesOrTimelineAreRefusedWithAReason) {
       {"\"closed\":[[0,", "\"closed\":[[2,", "timeline row"},
       {"\"markers\":[[0,1796389000,\"lock_lost\",\"terminated\",\"log\"",
        "\"markers\":[[0,1796389000,\"lock_lost\",\"terminated\",\"logs\"", "marker evidence"},
+      {"[0,1796389000,\"lock_lost\"", "[0,1796389000,\"lock_lots\"", "marker kind"},
+      {"\"lock_lost\",\"terminated\",\"log\"", "\"lock_lost\",\"bored\",\"log\"", "marker cause"},
       {"\"timeline\":{\"now\":", "\"timeline\":{\"then\":", "missing \"now\""},
       {"\"leases\":{\"tables\":[", "\"leases\":{\"tablez\":[", "missing \"tables\""},
   };
@@ -441,6 +442,45 @@ TEST(SavedState, ATimelineTooLargeForTheFileLosesItsOldestHistoryFirst) {
   EXPECT_EQ(r.timeline->closed.back().pid, 5999) << "the newest are kept";
   EXPECT_EQ(r.timeline->open.size(), 2u);
   EXPECT_EQ(r.timeline->markers.size(), 1u);
+}
+
+// Markers as the file has always written them (their kinds and causes as words, the event's kind
+// apart, "" for a lease's expiry) are read as the typed moments and events, and written again the
+// same.
+TEST(SavedState, MarkerKindsReadAsWrittenBefore) {
+  const std::string bytes = EncodeSavedTarget(Sample());
+  const std::string from =
+      "\"markers\":[[0,1796389000,\"lock_lost\",\"terminated\",\"log\",\"\",0,1,4141,\"old\",0,"
+      "\"\",\"lock_lost\",1796389000]]";
+  const std::string to =
+      "\"markers\":[[0,1796389000,\"lock_lost\",\"terminated\",\"log\",\"\",0,1,4141,\"old\",0,"
+      "\"\",\"lock_lost\",1796389000],"
+      "[0,1796389001,\"lease_expiry\",\"\",\"\",\"\",0,1,4141,\"old\",0,\"\",\"\",0],"
+      "[0,1796389002,\"blocking_episode_start\",\"connection_lost\",\"counters\",\"root_ended\","
+      "3,1,4141,\"old\",0,\"\",\"blocking_episode\",1796389005],"
+      "[0,1796389005,\"blocking_episode_end\",\"connection_lost\",\"counters\",\"root_ended\","
+      "3,1,4141,\"old\",0,\"\",\"blocking_episode\",1796389005]]";
+  std::string old = bytes;
+  const size_t at = old.find(from);
+  ASSERT_NE(at, std::string::npos) << bytes;
+  old.replace(at, from.size(), to);
+  SavedTarget r;
+  const Status status = DecodeSavedTarget(old, &r);
+  ASSERT_TRUE(status.ok()) << status.message();
+  ASSERT_TRUE(r.timeline.has_value());
+  const std::vector<TimelineMarker>& m = r.timeline->markers;
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[0].moment, MarkerMoment::kEvent);
+  EXPECT_EQ(m[0].event_kind, EventKind::kLockLost);
+  EXPECT_EQ(m[0].cause, CauseOf(HoldEnd::kTerminated));
+  EXPECT_EQ(m[1].moment, MarkerMoment::kLeaseExpiry);
+  EXPECT_FALSE(m[1].event_kind.has_value());
+  EXPECT_EQ(m[2].moment, MarkerMoment::kEpisodeStart);
+  EXPECT_EQ(m[3].moment, MarkerMoment::kEpisodeEnd);
+  EXPECT_EQ(m[3].event_kind, EventKind::kBlockingEpisode);
+  EXPECT_EQ(m[3].cause, CauseOf(HoldEnd::kConnectionLost));
+  EXPECT_EQ(m[3].outcome, EventOutcome::kRootEnded);
+  EXPECT_EQ(EncodeSavedTarget(r), old);
 }
 
 // A file written before pooled locks were kept has no "pooled": read, with none.

@@ -89,12 +89,11 @@ void AddBounds(pglock::SavedTarget* s) {
       pglock::TimelineMarker m;
       m.row = row(i);
       m.time = 1796390000.5 + i;
-      m.kind = "kind_" + std::to_string(k);
-      m.cause = "terminated";
-      m.outcome = "released";
+      m.event_kind = pglock::EventKinds()[k].kind;
+      m.cause = pglock::CauseOf(pglock::HoldEnd::kTerminated);
+      m.outcome = pglock::EventOutcome::kReleased;
       m.previous_pid = 100000 + i;
       m.previous = "job-runner-" + std::to_string(i % 50);
-      m.event_kind = m.kind;
       m.event_time = m.time;
       t.markers.push_back(std::move(m));
     }
