@@ -17,10 +17,10 @@ namespace {
 // up to 500 ms old, while pg_stat_activity and pg_locks are current: a session that ended just
 // before the poll is gone with its locks but its end is not counted yet, so a termination or a
 // timeout would pass for a clean disconnect. True when that can be the case: the counters were
-// written before `ended_by` and a session that held a lock in `prev` (or whose hold waits) is gone
+// written before `ended_by` and a session that held a lock in `prev` (or whose hold is pending) is gone
 // in `cur`.
 bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_by,
-                        const std::set<SessionId>& waiting) {
+                        const std::set<SessionId>& pending) {
   if (!cur.database_stats_snapshot || *cur.database_stats_snapshot >= ended_by ||
       !prev.database_stats || prev.postmaster_start != cur.postmaster_start) {
     return false;
@@ -35,7 +35,7 @@ bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_
                        return l.granted && it != backend_start.end() &&
                               alive.count({l.pid, it->second}) == 0;
                      }) ||
-         std::any_of(waiting.begin(), waiting.end(),
+         std::any_of(pending.begin(), pending.end(),
                      [&](const SessionId& sid) { return alive.count(sid) == 0; });
 }
 
@@ -77,7 +77,7 @@ void CountNextHolder(bool lost, Event e, const std::string& counter_lock, Counte
 // holder changed with no loss (CountNextHolder decides).
 void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
                         const PollIndex& prev_index, const PollIndex& cur_index, double now,
-                        const LockNames* names, const std::set<AdvisoryKey>& waiting_keys,
+                        const LockNames* names, const std::set<AdvisoryKey>& pending_keys,
                         LostKeys* lost_keys, Counters* counters, std::vector<Event>* events) {
   ForEachKey(
       prev_holds, cur_holds,
@@ -99,7 +99,7 @@ void CountHolderChanges(const HoldIndex& prev_holds, const HoldIndex& cur_holds,
         }
         if (!held_now || same_holder) return;
         // Its holder's judgement waits: the change of holder is judged with how it ended.
-        if (previous != nullptr && waiting_keys.count(key) != 0) return;
+        if (previous != nullptr && pending_keys.count(key) != 0) return;
         Event e;
         e.time = now;
         e.datname = cur_index.Datname(key.datid);
@@ -137,7 +137,7 @@ struct JudgedInterval {
         settle(!restarted && c.database_stats.has_value() && p.database_stats.has_value()) {}
 
   // The key's exclusive holder at `cur` other than `d`'s session, into d->taken_by/taker.
-  void NoteTaker(WaitingHold* d) const {
+  void NoteTaker(PendingHold* d) const {
     if (!d->exclusive || d->taken_by) return;
     for (const Hold& c : cur_holds.Find(d->key)) {
       if (!c.exclusive || c.session == d->session) continue;
@@ -148,8 +148,8 @@ struct JudgedInterval {
   }
 
   // A hold of `prev` whose judgement waits, in `state`.
-  WaitingHold Waiting(const AdvisoryKey& key, const Hold& h, HoldState state) const {
-    WaitingHold d;
+  PendingHold Waiting(const AdvisoryKey& key, const Hold& h, HoldState state) const {
+    PendingHold d;
     d.state = state;
     d.key = key;
     d.session = h.session;
@@ -185,13 +185,13 @@ std::shared_ptr<const HoldIndex> AdvisoryHolds::HoldsOf(
 }
 
 bool AdvisoryHolds::settling() const {
-  return std::any_of(waiting_.begin(), waiting_.end(),
-                     [](const WaitingHold& p) { return p.state == HoldState::kSettling; });
+  return std::any_of(pending_.begin(), pending_.end(),
+                     [](const PendingHold& p) { return p.state == HoldState::kSettling; });
 }
 
-WaitingSessions AdvisoryHolds::Waiting() const {
-  WaitingSessions out;
-  for (const WaitingHold& p : waiting_) {
+PendingSessions AdvisoryHolds::Pending() const {
+  PendingSessions out;
+  for (const PendingHold& p : pending_) {
     if (p.state == HoldState::kSettling || p.state == HoldState::kAwaitingLog) continue;
     out.all.insert(p.session);
     if (p.state == HoldState::kAwaitingEndCount) out.awaited.insert(p.session);
@@ -204,7 +204,7 @@ WaitingSessions AdvisoryHolds::Waiting() const {
 void AdvisoryHolds::KeepEndsCountedWhileListed(const EndJudgement& ended) {
   counted_while_listed_.clear();
   std::map<uint32_t, std::set<SessionId>> ending;  // per database
-  for (const WaitingHold& p : waiting_) {
+  for (const PendingHold& p : pending_) {
     if (p.state == HoldState::kBackendEnding) ending[p.key.datid].insert(p.session);
   }
   for (const auto& [datid, sessions] : ending) {
@@ -219,7 +219,7 @@ void AdvisoryHolds::KeepEndsCountedWhileListed(const EndJudgement& ended) {
 
 std::optional<HoldState> AdvisoryHolds::StateOf(const AdvisoryKey& key,
                                                 const SessionId& session) const {
-  for (const WaitingHold& p : waiting_) {
+  for (const PendingHold& p : pending_) {
     if (p.key == key && p.session == session) return p.state;
   }
   if (indexed_holds_ == nullptr) return std::nullopt;
@@ -246,7 +246,7 @@ void AdvisoryHolds::Observe(const std::shared_ptr<const PollData>& cur,
   std::shared_ptr<const PollData> baseline = waiting ? counter_wait_.baseline : last_inventory;
   if (counter_wait_.waits < kMaxCounterWaits &&
       SessionCountersLag(*baseline, *cur, waiting ? counter_wait_.since : cur->now,
-                         Waiting().all)) {
+                         Pending().all)) {
     if (!waiting) counter_wait_.since = cur->now;
     counter_wait_.baseline = std::move(baseline);
     ++counter_wait_.waits;
@@ -272,10 +272,10 @@ void AdvisoryHolds::SeeSessions(const PollData& cur) {
 void AdvisoryHolds::ForgetEndedSessions(const PollData& cur) {
   std::set<SessionId> alive;
   for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
-  const std::set<SessionId> waiting = Waiting().all;
+  const std::set<SessionId> pending = Pending().all;
   for (auto it = sightings_.begin(); it != sightings_.end();) {
     const SessionSighting& seen = it->second;
-    const bool keep = alive.count(it->first) != 0 || waiting.count(it->first) != 0 ||
+    const bool keep = alive.count(it->first) != 0 || pending.count(it->first) != 0 ||
                       (seen.awaiting_end && cur.now - *seen.awaiting_end <= kLateSessionEndSeconds);
     it = keep ? std::next(it) : sightings_.erase(it);
   }
@@ -333,18 +333,18 @@ void AdvisoryHolds::JudgeInterval(const std::shared_ptr<const PollData>& prev_po
   }
   const EndJudgement ended =
       in.restarted ? EndJudgement{}
-                   : EndCauses(prev, cur, Waiting(), settled_ends_, &sightings_, log_.get());
+                   : EndCauses(prev, cur, Pending(), settled_ends_, &sightings_, log_.get());
   settled_ends_.clear();
   settle_.stats = cur.database_stats.value_or(std::vector<DatabaseStats>{});
   settle_.now = cur.now;
-  std::vector<WaitingHold> waiting = std::move(waiting_);
-  waiting_.clear();
-  JudgeWaitingHolds(in, ended, std::move(waiting), names, counters, events);
+  std::vector<PendingHold> pending = std::move(pending_);
+  pending_.clear();
+  JudgePendingHolds(in, ended, std::move(pending), names, counters, events);
   // Keys whose change of holder is judged later, with how their holder's session ended.
-  std::set<AdvisoryKey> waiting_keys;
+  std::set<AdvisoryKey> pending_keys;
   // The same holds at both ends: every hold stays kHeld and no key changes holder.
   const bool unchanged = !in.restarted && &in.prev_holds == &in.cur_holds;
-  if (!unchanged) JudgeHeldHolds(in, ended, names, counters, events, &waiting_keys);
+  if (!unchanged) JudgeHeldHolds(in, ended, names, counters, events, &pending_keys);
   KeepEndsCountedWhileListed(ended);
   // Forget losses older than the takeover window: a key taken that much later is a new run.
   for (auto it = lost_keys_.begin(); it != lost_keys_.end();) {
@@ -353,7 +353,7 @@ void AdvisoryHolds::JudgeInterval(const std::shared_ptr<const PollData>& prev_po
   const HoldIndex nothing_held{HoldRows{}};
   if (!unchanged) {
     CountHolderChanges(in.restarted ? nothing_held : in.prev_holds, in.cur_holds, in.prev_index,
-                       in.cur_index, cur.now, names, waiting_keys, &lost_keys_, counters, events);
+                       in.cur_index, cur.now, names, pending_keys, &lost_keys_, counters, events);
   }
   while (lost_keys_.size() > kMaxLostKeys) {
     auto oldest = std::min_element(
@@ -363,12 +363,12 @@ void AdvisoryHolds::JudgeInterval(const std::shared_ptr<const PollData>& prev_po
   }
 }
 
-void AdvisoryHolds::JudgeWaitingHolds(const JudgedInterval& in, const EndJudgement& ended,
-                                      std::vector<WaitingHold> waiting, const LockNames* names,
+void AdvisoryHolds::JudgePendingHolds(const JudgedInterval& in, const EndJudgement& ended,
+                                      std::vector<PendingHold> pending, const LockNames* names,
                                       Counters* counters, std::vector<Event>* events) {
-  for (WaitingHold& d : waiting) {
+  for (PendingHold& d : pending) {
     if (d.state == HoldState::kAwaitingLog) {
-      waiting_.push_back(std::move(d));  // judged by JudgeAwaitingLog at every poll
+      pending_.push_back(std::move(d));  // judged by JudgeAwaitingLog at every poll
       continue;
     }
     const Session* s = in.cur_index.Find(d.session.first);
@@ -385,7 +385,7 @@ void AdvisoryHolds::JudgeWaitingHolds(const JudgedInterval& in, const EndJudgeme
                in.cur.now - d.held_at < kMaxLogWaitSeconds) {
       // Still listed though its disconnection line is read (the poll's snapshot came first): it
       // is gone by the next judgement, which shares out its database's abandoned ends.
-      waiting_.push_back(std::move(d));
+      pending_.push_back(std::move(d));
       continue;
     }
     // The key's next holder: who had it when the hold started to wait, else who has it now.
@@ -393,7 +393,7 @@ void AdvisoryHolds::JudgeWaitingHolds(const JudgedInterval& in, const EndJudgeme
     const HoldTransition t = NextHoldState(d.state, e);
     if (t.to == HoldState::kSettling) {
       d.state = HoldState::kSettling;
-      waiting_.push_back(std::move(d));  // its key was not held by it at `prev`
+      pending_.push_back(std::move(d));  // its key was not held by it at `prev`
       continue;
     }
     // Everything is lost at a restart; the key's next holder is judged as after any restart.
@@ -404,14 +404,14 @@ void AdvisoryHolds::JudgeWaitingHolds(const JudgedInterval& in, const EndJudgeme
 void AdvisoryHolds::JudgeHeldHolds(const JudgedInterval& in, const EndJudgement& ended,
                                    const LockNames* names, Counters* counters,
                                    std::vector<Event>* events,
-                                   std::set<AdvisoryKey>* waiting_keys) {
+                                   std::set<AdvisoryKey>* pending_keys) {
   const HoldIndex nothing_held{HoldRows{}};
   // Everything is lost at a restart: nothing is still held.
   ForEachKey(
       in.prev_holds, in.restarted ? nothing_held : in.cur_holds,
       [&](const AdvisoryKey& key, std::span<const Hold> before, std::span<const Hold> now_held) {
         for (const Hold& h : before)
-          JudgeHeldHold(in, ended, key, h, now_held, names, counters, events, waiting_keys);
+          JudgeHeldHold(in, ended, key, h, now_held, names, counters, events, pending_keys);
       });
 }
 
@@ -419,7 +419,7 @@ void AdvisoryHolds::JudgeHeldHold(const JudgedInterval& in, const EndJudgement& 
                                   const AdvisoryKey& key, const Hold& h,
                                   std::span<const Hold> now_held, const LockNames* names,
                                   Counters* counters, std::vector<Event>* events,
-                                  std::set<AdvisoryKey>* waiting_keys) {
+                                  std::set<AdvisoryKey>* pending_keys) {
   HoldEvidence e;
   e.still_held = std::any_of(now_held.begin(), now_held.end(),
                              [&](const Hold& c) { return c.session == h.session; });
@@ -440,15 +440,15 @@ void AdvisoryHolds::JudgeHeldHold(const JudgedInterval& in, const EndJudgement& 
     CountEnded(in, key, h, t, names, counters, events);
     return;
   }
-  WaitingHold d = in.Waiting(key, h, t.to);
+  PendingHold d = in.Waiting(key, h, t.to);
   if (ended.causes.count(h.session) != 0) d.share = ShareOf(ended, key.datid);
   in.NoteTaker(&d);
-  if (h.exclusive) waiting_keys->insert(key);
+  if (h.exclusive) pending_keys->insert(key);
   if (t.to == HoldState::kAwaitingLog) {
     EndOrAwaitLog(std::move(d), t, in.cur.now, names, counters, events);
     return;
   }
-  waiting_.push_back(std::move(d));
+  pending_.push_back(std::move(d));
 }
 
 void AdvisoryHolds::CountEnded(const JudgedInterval& in, const AdvisoryKey& key, const Hold& h,
@@ -480,7 +480,7 @@ void AdvisoryHolds::CountEnded(const JudgedInterval& in, const AdvisoryKey& key,
   if (events != nullptr) events->push_back(std::move(e));
 }
 
-void AdvisoryHolds::CountEndedAfterWait(const WaitingHold& d, const HoldTransition& t, double now,
+void AdvisoryHolds::CountEndedAfterWait(const PendingHold& d, const HoldTransition& t, double now,
                                         const LockNames* names, Counters* counters,
                                         std::vector<Event>* events) {
   const HoldEnd end = t.end;

@@ -55,14 +55,14 @@
 //     releases its locks before it counts its end and leaves pg_stat_activity). A client that
 //     unlocks runs a statement for it, which moves state_change; one that unlocks inside a
 //     statement still running waits here an inventory and ends as an unlock: its session is still
-//     there. Waiting adds no evidence of a loss; only the end counters do. Its end may already be
+//     there. Time adds no evidence of a loss; only the end counters do. Its end may already be
 //     counted at the poll that saw it listed (it counts its end, then leaves): the ends of that
 //     interval no gone session claimed are kept for the kBackendEnding sessions alone, one of
 //     each kind per session, and claimed by them first at the next judgement.
 //   - kAwaitingEndCount: the session's idle time reached its timeout, but no fatal end is counted
 //     yet (a poll may fall between the two writes an exit spans). A clean close after the same
 //     idle time looks identical, so the hold goes the way of a clean close (kSettling) if no count
-//     comes by the next inventory: waiting never invents a loss.
+//     comes by the next inventory: time never invents a loss.
 //   - the log's word: the backend writes its FATAL line (with its SQLSTATE) before it releases
 //     its locks, and its disconnection line after; both carry its session id (backend start and
 //     pid). Nothing but the end of that very session writes them: no race with other sessions of
@@ -70,11 +70,11 @@
 //     gone outside a transaction has its EOF logged at DEBUG1 only. It is a loss when its
 //     database's abandoned ends over the interval are as many as its no-cause ends (one: its
 //     own), undetermined when fewer, a release when none (session_ends.h, JudgeNoCauseEnd).
-//   - kAwaitingLog: waiting adds nothing but time; it ends on the log's word or, failing it, on
+//   - kAwaitingLog: time adds nothing else; it ends on the log's word or, failing it, on
 //     the cause the counters gave when it started to wait (evidence "counters").
 //   - kSettling: a backend counts its end, then leaves pg_stat_activity; a poll reads the counters
 //     first: a session that left between those two reads is gone with no end counted. The second
-//     read settles it; ends that other waiting sessions will claim (kBackendEnding holds, sessions
+//     read settles it; ends that other pending holds' sessions will claim (kBackendEnding holds, sessions
 //     ending as a timeout by the time of that read: the reservation horizon) are reserved for them
 //     first, so a settling clean close cannot take their end.
 // Thread-compatible: owned by one poller's EventTracker.
@@ -138,7 +138,7 @@ HoldTransition NextHoldState(HoldState from, const HoldEvidence& evidence);
 
 // A hold whose judgement waits (kBackendEnding, kAwaitingEndCount, kSettling): what is kept of it
 // and of its key's next holder, judged by how its session ended.
-struct WaitingHold {
+struct PendingHold {
   HoldState state = HoldState::kBackendEnding;
   AdvisoryKey key;
   SessionId session;
@@ -204,29 +204,29 @@ class AdvisoryHolds {
   // The holds of `poll` indexed by key: those of the last judgement's `cur` are kept, not rebuilt.
   std::shared_ptr<const HoldIndex> HoldsOf(const std::shared_ptr<const PollData>& poll);
   // The holds that waited since the last judgement: ended, or kSettling.
-  void JudgeWaitingHolds(const JudgedInterval& in, const EndJudgement& ended,
-                         std::vector<WaitingHold> waiting, const LockNames* names,
+  void JudgePendingHolds(const JudgedInterval& in, const EndJudgement& ended,
+                         std::vector<PendingHold> pending, const LockNames* names,
                          Counters* counters, std::vector<Event>* events);
-  // The kHeld holds of `prev`: still held, waiting, or ended; the keys whose change of holder
-  // waits with them go into *waiting_keys.
+  // The kHeld holds of `prev`: still held, pending, or ended; the keys whose change of holder
+  // waits with them go into *pending_keys.
   void JudgeHeldHolds(const JudgedInterval& in, const EndJudgement& ended, const LockNames* names,
                       Counters* counters, std::vector<Event>* events,
-                      std::set<AdvisoryKey>* waiting_keys);
+                      std::set<AdvisoryKey>* pending_keys);
   // One kHeld hold `h` of `key` at `prev`, with the key's holds at `cur`.
   void JudgeHeldHold(const JudgedInterval& in, const EndJudgement& ended, const AdvisoryKey& key,
                      const Hold& h, std::span<const Hold> now_held, const LockNames* names,
                      Counters* counters, std::vector<Event>* events,
-                     std::set<AdvisoryKey>* waiting_keys);
+                     std::set<AdvisoryKey>* pending_keys);
   // Counts one hold of `prev` that ended as `t` at once (a loss remembers its key).
   void CountEnded(const JudgedInterval& in, const AdvisoryKey& key, const Hold& h,
                   const HoldTransition& t, const LockNames* names, Counters* counters,
                   std::vector<Event>* events);
   // Counts a hold that waited and ended as `t`, with the hand-over or takeover of its key by
   // its next holder.
-  void CountEndedAfterWait(const WaitingHold& d, const HoldTransition& t, double now,
+  void CountEndedAfterWait(const PendingHold& d, const HoldTransition& t, double now,
                            const LockNames* names, Counters* counters, std::vector<Event>* events);
   // A hold that ends as `t` or, when `t` is kAwaitingLog, starts to wait for the log at `now`.
-  void EndOrAwaitLog(WaitingHold d, const HoldTransition& t, double now, const LockNames* names,
+  void EndOrAwaitLog(PendingHold d, const HoldTransition& t, double now, const LockNames* names,
                      Counters* counters, std::vector<Event>* events);
   // The kAwaitingLog holds whose session's end the log shows now, or whose wait is over, end.
   void JudgeAwaitingLog(double now, const LockNames* names, Counters* counters,
@@ -237,7 +237,7 @@ class AdvisoryHolds {
   // How a hold whose log shows no cause ended (REQUIRES: d in kAwaitingLog, log_ set): a clean
   // close at once when no abandoned end was counted; else, once the log was read through twice
   // since the wait started (or kMaxLogWaitSeconds passed), JudgeNoCauseEnd. nullopt: wait.
-  std::optional<HoldTransition> NoCauseVerdict(const WaitingHold& d, double now) const;
+  std::optional<HoldTransition> NoCauseVerdict(const PendingHold& d, double now) const;
   // Takes out of *late, the ends counted since the poll that judged the `settling` holds, those
   // that belong to other sessions: one end for each kBackendEnding session, and a fatal end for
   // each session that ends as a timeout would by the reservation horizon (when the second read
@@ -247,13 +247,13 @@ class AdvisoryHolds {
                          double reservation_horizon,
                          std::map<uint32_t, SessionEndDeltas>* late) const;
   // The sessions of the holds that wait for the next inventory (kBackendEnding, kAwaitingEndCount).
-  WaitingSessions Waiting() const;
+  PendingSessions Pending() const;
   // After a judgement: keeps, of the interval's unclaimed ends, those the kBackendEnding sessions
   // may have counted while still listed.
   void KeepEndsCountedWhileListed(const EndJudgement& ended);
   // Remembers what every poll shows of each session, for EndCauses.
   void SeeSessions(const PollData& cur);
-  // After a judgement: forgets the sessions gone by `cur`, but those still waiting for their late
+  // After a judgement: forgets the sessions gone by `cur`, but those still pending for their late
   // end count (for at most kLateSessionEndSeconds) or whose hold waits.
   void ForgetEndedSessions(const PollData& cur);
   void SeedZeroCounters(const PollData& cur, const LockNames* names, Counters* counters);
@@ -262,7 +262,7 @@ class AdvisoryHolds {
   std::shared_ptr<const SessionEndLog> log_;
   // Holds in kBackendEnding, kAwaitingEndCount, kSettling or kAwaitingLog, in the order they
   // started to wait.
-  std::vector<WaitingHold> waiting_;
+  std::vector<PendingHold> pending_;
   // What kSettling holds are settled against: the counters and now() of the poll that judged
   // them, and that poll (its settings, for the sessions' timeouts). The ends Settle() explained,
   // per database, not to be claimed again at the next judgement.
@@ -274,7 +274,7 @@ class AdvisoryHolds {
   std::map<uint32_t, SessionEndDeltas> settled_ends_;
   // The ends counted in the last judged interval that no session claimed, at most one of each kind
   // per kBackendEnding session of the database: theirs to claim at the next judgement
-  // (WaitingSessions::counted_while_listed).
+  // (PendingSessions::counted_while_listed).
   std::map<uint32_t, SessionEndDeltas> counted_while_listed_;
   Sightings sightings_;
   // While the session counters may predate a holder's end: the inventory lock events are judged

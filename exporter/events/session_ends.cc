@@ -113,8 +113,8 @@ std::map<uint32_t, SessionEndDeltas> EndDeltasSince(
 
 // The sessions that take part in explaining an interval's session ends.
 struct EndParties {
-  EndParties(const PollData& prev, const PollData& cur, const WaitingSessions& waiting)
-      : deferred(waiting.all), awaited(waiting.awaited) {
+  EndParties(const PollData& prev, const PollData& cur, const PendingSessions& pending)
+      : deferred(pending.all), awaited(pending.awaited) {
     for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
     const PollIndex prev_index(prev);
     std::optional<int> last_pid;  // a session's locks come in runs: one insert per run
@@ -128,8 +128,8 @@ struct EndParties {
   }
 
   std::set<SessionId> alive;            // listed at `cur`
-  std::set<SessionId> holders;          // held a lock at `prev`, or a hold waiting since
-  const std::set<SessionId>& deferred;  // of the holds waiting since the last judgement
+  std::set<SessionId> holders;          // held a lock at `prev`, or a hold pending since
+  const std::set<SessionId>& deferred;  // of the holds pending since the last judgement
   const std::set<SessionId>& awaited;   // of those, waiting for their late end count
 };
 
@@ -291,24 +291,24 @@ void TakeLogsWord(HoldEnd logged, const SessionId& sid, bool holder, bool ending
 
 }  // namespace
 
-EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingSessions& waiting,
+EndJudgement EndCauses(const PollData& prev, const PollData& cur, const PendingSessions& pending,
                        const std::map<uint32_t, SessionEndDeltas>& settled, Sightings* sightings,
                        const SessionEndLog* log) {
   EndJudgement out;
-  const EndParties parties(prev, cur, waiting);
+  const EndParties parties(prev, cur, pending);
   const bool deltas_known = cur.database_stats.has_value() && prev.database_stats.has_value();
   out.unlogged_evidence = deltas_known ? EndEvidence::kCounters : EndEvidence::kTiming;
   std::map<uint32_t, SessionEndDeltas> deltas = EndDeltasSince(prev, cur, settled);
   const Gone gone = GoneInClaimOrder(parties, sightings);
   if (log != nullptr) {
-    out.shares = SharesOf(prev, cur, gone, deltas_known, deltas, waiting.counted_while_listed);
+    out.shares = SharesOf(prev, cur, gone, deltas_known, deltas, pending.counted_while_listed);
   }
   // Those whose idle time matches a timeout claim the 'fatal' deltas first, lock holders or not: a
   // server that reaps idle sessions counts a fatal end for each, and those must not be pinned on
   // a holder that closed its session cleanly.
   std::vector<std::pair<SessionId, uint32_t>> undecided;  // holders without a timeout match
   std::vector<SessionId> candidates;  // holders that match a timeout whose count is not seen yet
-  std::map<uint32_t, SessionEndDeltas> counted_while_listed = waiting.counted_while_listed;
+  std::map<uint32_t, SessionEndDeltas> counted_while_listed = pending.counted_while_listed;
   for (auto* entry : gone) {
     const SessionId& sid = entry->first;
     SessionSighting& seen = entry->second;
@@ -316,11 +316,11 @@ EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingS
     const bool holder = parties.holders.count(sid) != 0;
     if (const std::optional<HoldEnd> logged = log ? log->EndOf(sid) : std::nullopt) {
       seen.awaiting_end.reset();
-      TakeLogsWord(*logged, sid, holder, waiting.ending.count(sid) != 0, deltas_known,
+      TakeLogsWord(*logged, sid, holder, pending.ending.count(sid) != 0, deltas_known,
                    &counted_while_listed[seen.datid], &deltas[seen.datid], &out);
       continue;
     }
-    if (waiting.ending.count(sid) != 0) {
+    if (pending.ending.count(sid) != 0) {
       // Its own end when one was counted while it was still listed.
       const HoldEnd own = ClaimEnd(timeout, &counted_while_listed[seen.datid]);
       if (own != HoldEnd::kCleanClose) {

@@ -118,7 +118,7 @@ HoldEnd JudgeNoCauseEnd(const AbandonedShare& share, const SessionEndLog& log);
 
 // The sessions whose hold judgement waits (advisory_holds.h): those that still take part in
 // explaining the next interval's ends.
-struct WaitingSessions {
+struct PendingSessions {
   std::set<SessionId> all;      // every session of a hold that waits
   std::set<SessionId> awaited;  // of those, gone as a timeout would end them, count not seen yet
   std::set<SessionId> ending;   // of those, kBackendEnding: lock gone while still listed
@@ -148,7 +148,7 @@ struct EndJudgement {
   std::map<uint32_t, std::shared_ptr<const AbandonedShare>> shares;
 };
 
-// How each session that held a lock at `prev` (or whose hold waits: `waiting`) and is gone at
+// How each session that held a lock at `prev` (or whose hold is pending: `pending`) and is gone at
 // `cur` ended: kCleanClose, else the cause of the loss. The server's `log` (may be null) is asked
 // first: a session whose end it shows takes that cause, and the counted end of its kind if one is
 // left, so that the counters explain the other sessions only. `settled` are the ends already given
@@ -156,7 +156,7 @@ struct EndJudgement {
 // session seen since `prev` (and of those ended earlier that still wait for their end count); those
 // that ended as a timeout would, but whose database shows no fatal end for them yet, are marked as
 // waiting for it.
-EndJudgement EndCauses(const PollData& prev, const PollData& cur, const WaitingSessions& waiting,
+EndJudgement EndCauses(const PollData& prev, const PollData& cur, const PendingSessions& pending,
                        const std::map<uint32_t, SessionEndDeltas>& settled, Sightings* sightings,
                        const SessionEndLog* log = nullptr);
 

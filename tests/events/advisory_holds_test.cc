@@ -1,4 +1,4 @@
-// The advisory holds' state machine (exporter/events/advisory_holds.h, advisory_holds_waiting.cc)
+// The advisory holds' state machine (exporter/events/advisory_holds.h, advisory_holds_pending.cc)
 // on hand-made polls judged through JudgePoll(): releases and losses, the states a hold waits in
 // (backend_ending, awaiting_end_count, settling), hand-overs and takeovers, a server restart and
 // the bound on the lost keys remembered for takeovers. How a holder's session ended (its cause) is

@@ -85,7 +85,7 @@ bool AdvisoryHolds::AskLog(const SessionId& session, HoldEvidence* e) const {
   return true;
 }
 
-std::optional<HoldTransition> AdvisoryHolds::NoCauseVerdict(const WaitingHold& d,
+std::optional<HoldTransition> AdvisoryHolds::NoCauseVerdict(const PendingHold& d,
                                                             double now) const {
   const auto ended = [](HoldEnd end, EndEvidence evidence) {
     return HoldTransition{HoldState::kEnded, end, evidence};
@@ -105,7 +105,7 @@ std::optional<HoldTransition> AdvisoryHolds::NoCauseVerdict(const WaitingHold& d
   return ended(JudgeNoCauseEnd(share, *log_), EndEvidence::kLogAndCounters);
 }
 
-void AdvisoryHolds::EndOrAwaitLog(WaitingHold d, const HoldTransition& t, double now,
+void AdvisoryHolds::EndOrAwaitLog(PendingHold d, const HoldTransition& t, double now,
                                   const LockNames* names, Counters* counters,
                                   std::vector<Event>* events) {
   if (t.to != HoldState::kAwaitingLog) {
@@ -125,17 +125,17 @@ void AdvisoryHolds::EndOrAwaitLog(WaitingHold d, const HoldTransition& t, double
       return;
     }
   }
-  waiting_.push_back(std::move(d));
+  pending_.push_back(std::move(d));
 }
 
 void AdvisoryHolds::JudgeAwaitingLog(double now, const LockNames* names, Counters* counters,
                                      std::vector<Event>* events) {
-  if (std::none_of(waiting_.begin(), waiting_.end(),
-                   [](const WaitingHold& p) { return p.state == HoldState::kAwaitingLog; })) {
+  if (std::none_of(pending_.begin(), pending_.end(),
+                   [](const PendingHold& p) { return p.state == HoldState::kAwaitingLog; })) {
     return;
   }
-  std::vector<WaitingHold> rest;
-  for (WaitingHold& d : waiting_) {
+  std::vector<PendingHold> rest;
+  for (PendingHold& d : pending_) {
     if (d.state != HoldState::kAwaitingLog) {
       rest.push_back(std::move(d));
       continue;
@@ -165,7 +165,7 @@ void AdvisoryHolds::JudgeAwaitingLog(double now, const LockNames* names, Counter
       CountEndedAfterWait(d, t, now, names, counters, events);
     }
   }
-  waiting_ = std::move(rest);
+  pending_ = std::move(rest);
 }
 
 void AdvisoryHolds::ReserveOthersEnds(const PollData& poll, const std::set<SessionId>& settling,
@@ -173,7 +173,7 @@ void AdvisoryHolds::ReserveOthersEnds(const PollData& poll, const std::set<Sessi
                                       std::map<uint32_t, SessionEndDeltas>* late) const {
   std::set<SessionId> ending;
   std::map<uint32_t, SessionEndDeltas> counted = counted_while_listed_;
-  for (const WaitingHold& d : waiting_) {
+  for (const PendingHold& d : pending_) {
     if (d.state == HoldState::kBackendEnding && settling.count(d.session) == 0 &&
         ending.insert(d.session).second) {
       // One end, any kind: one already counted while it was listed, else one counted since.
@@ -192,24 +192,24 @@ void AdvisoryHolds::Settle(const std::optional<std::vector<DatabaseStats>>& late
                            double seconds_after_poll, const LockNames* names, Counters* counters,
                            std::vector<Event>* events) {
   if (!settling()) return;
-  std::vector<WaitingHold> holds, rest;
-  for (WaitingHold& p : waiting_) {
+  std::vector<PendingHold> holds, rest;
+  for (PendingHold& p : pending_) {
     (p.state == HoldState::kSettling ? holds : rest).push_back(std::move(p));
   }
-  waiting_ = std::move(rest);
+  pending_ = std::move(rest);
   std::shared_ptr<const PollData> poll = std::move(settle_.poll);
   settle_.poll.reset();
   // Ends counted since the poll that judged these holds, per database.
   std::map<uint32_t, SessionEndDeltas> late;
   if (later) late = EndDeltasBetween(settle_.stats, *later);
   std::set<SessionId> sessions;
-  for (const WaitingHold& d : holds) sessions.insert(d.session);
+  for (const PendingHold& d : holds) sessions.insert(d.session);
   if (later && poll != nullptr) {
     ReserveOthersEnds(*poll, sessions, settle_.now + seconds_after_poll, &late);
   }
   // One cause per session, for all its locks; each end explains one session, the log's word first.
   std::map<SessionId, HoldEvidence> causes;
-  for (const WaitingHold& d : holds) {
+  for (const PendingHold& d : holds) {
     if (causes.count(d.session) != 0) continue;
     SessionEndDeltas& left = late[d.key.datid];
     const SessionEndDeltas before = left;
@@ -227,7 +227,7 @@ void AdvisoryHolds::Settle(const std::optional<std::vector<DatabaseStats>>& late
     claimed.killed += before.killed - left.killed;
     claimed.abandoned += before.abandoned - left.abandoned;
   }
-  for (WaitingHold& d : holds) {
+  for (PendingHold& d : holds) {
     if (causes[d.session].session_end == HoldEnd::kConnectionLost) d.late_abandoned = 1;
     const HoldTransition t = NextHoldState(HoldState::kSettling, causes[d.session]);
     EndOrAwaitLog(std::move(d), t, settle_.now, names, counters, events);
