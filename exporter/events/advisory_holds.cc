@@ -17,8 +17,8 @@ namespace {
 // up to 500 ms old, while pg_stat_activity and pg_locks are current: a session that ended just
 // before the poll is gone with its locks but its end is not counted yet, so a termination or a
 // timeout would pass for a clean disconnect. True when that can be the case: the counters were
-// written before `ended_by` and a session that held a lock in `prev` (or whose hold is pending) is gone
-// in `cur`.
+// written before `ended_by` and a session that held a lock in `prev` (or whose hold is pending) is
+// gone in `cur`.
 bool SessionCountersLag(const PollData& prev, const PollData& cur, double ended_by,
                         const std::set<SessionId>& pending) {
   if (!cur.database_stats_snapshot || *cur.database_stats_snapshot >= ended_by ||

@@ -74,9 +74,9 @@
 //     the cause the counters gave when it started to wait (evidence "counters").
 //   - kSettling: a backend counts its end, then leaves pg_stat_activity; a poll reads the counters
 //     first: a session that left between those two reads is gone with no end counted. The second
-//     read settles it; ends that other pending holds' sessions will claim (kBackendEnding holds, sessions
-//     ending as a timeout by the time of that read: the reservation horizon) are reserved for them
-//     first, so a settling clean close cannot take their end.
+//     read settles it; ends that other pending holds' sessions will claim (kBackendEnding holds,
+//     sessions ending as a timeout by the time of that read: the reservation horizon) are reserved
+//     for them first, so a settling clean close cannot take their end.
 // Thread-compatible: owned by one poller's EventTracker.
 #pragma once
 
