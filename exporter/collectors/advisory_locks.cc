@@ -71,7 +71,7 @@ const MetricDesc kTakeovers{
     "events.takeover_window; one per loss): two runs may overlap.",
     {"target", "datname", "lock"}};
 
-// Prepared once per connection: the inventory reads every advisory lock, the cheap tier only the
+// Prepared once per connection: the inventory reads every advisory lock, the tiered polls only the
 // pending requests, behind a gate.
 constexpr char kInventoryStatement[] = "advisory_locks_inventory";
 constexpr char kWaitersStatement[] = "advisory_locks_waiters";

@@ -7,7 +7,7 @@
 // with the table full (pglock_lock_table_full). Stateless; thread-safe.
 //
 // Freshness in the tiered mode: slots and lock-manager waiters every poll; entries and the top
-// sessions at inventory polls only (a cheap poll carries the last inventory's, with their age).
+// sessions at inventory polls only (a tiered poll carries the last inventory's, with their age).
 #pragma once
 
 #include <cstdint>
@@ -47,7 +47,7 @@ struct LockTableReading {
   int own_pid = 0;  // the exporter's backend: its entries are not counted
 };
 
-// The entries counted from an inventory's pg_locks read (PollData::parts): a cheap poll carries
+// The entries counted from an inventory's pg_locks read (PollData::parts): a tiered poll carries
 // the last inventory's (InventoryTier), with the time of that read.
 struct LockTableCount {
   static constexpr bool kReadAtInventory = true;

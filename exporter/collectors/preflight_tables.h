@@ -13,7 +13,7 @@
 
 namespace pglock {
 
-// What the read gave (PollData::parts), carried to the cheap polls after an inventory poll.
+// What the read gave (PollData::parts), carried to the tiered polls after an inventory poll.
 struct PreflightTablesReading {
   static constexpr bool kReadAtInventory = true;
   struct Table {

@@ -25,7 +25,7 @@ class InventoryTier {
   bool Due(SteadyClock::time_point now) const;
 
   // Completes a successful poll started at `started` before it is shared: an inventory is
-  // remembered; a cheap poll gets the holders of the last inventory whose session is alive.
+  // remembered; a tiered poll gets the holders of the last inventory whose session is alive.
   void Complete(SteadyClock::time_point started, std::shared_ptr<PollData>* data);
 
   // The last successful inventory poll, or null.

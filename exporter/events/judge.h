@@ -30,7 +30,7 @@ struct CountersReadAgain {
 // Called at most once per poll, only when some holder's session closed with no end counted.
 using ReadCountersAgain = std::function<CountersReadAgain()>;
 
-// Judges the successful poll `*data`, started at `started` (the tier's clock): a cheap poll gets
+// Judges the successful poll `*data`, started at `started` (the tier's clock): a tiered poll gets
 // the last inventory's holders; counts into *counters and appends the events to *events (may be
 // null), naming configured keys from `names`.
 void JudgePoll(SteadyClock::time_point started, std::shared_ptr<PollData>* data,

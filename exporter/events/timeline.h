@@ -200,7 +200,7 @@ class Timeline {
   Timeline& operator=(const Timeline&) = delete;
 
   // A good poll: its advisory holders (every granted lock in `data`, the inventory tier's for a
-  // cheap poll) and lease rows (`data`, with the table's own times), its advisory waits, blocking
+  // tiered poll) and lease rows (`data`, with the table's own times), its advisory waits, blocking
   // roots and row-lock holders (`view`). `names` names configured keys (may be null).
   void Observe(const PollData& data, const TargetView& view, const LockNames* names) EXCLUDES(mu_);
   // The events the poller records, before coalescing (one marker per lock). Lock releases are

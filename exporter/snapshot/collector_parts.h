@@ -4,7 +4,7 @@
 // against. Only what other units read (the sessions, the locks, the counters the event judgement
 // uses, what the on-call page shows) stays a named field.
 // A part of a poll's data that only inventory polls read (its type declares
-// `static constexpr bool kReadAtInventory = true;`) is carried to the cheap polls after it
+// `static constexpr bool kReadAtInventory = true;`) is carried to the tiered polls after it
 // (InventoryTier::Complete, CarryInventoryParts()), without the tier knowing its type.
 // Thread-compatible: filled by the thread that builds the PollData or TargetView; read-only once
 // published. Copies share the parts and clone one only when it is written (Mutable()), so a copy

@@ -2,7 +2,7 @@
 """Resident size of several exporters side by side while the held locks rise and fall.
 
 Run by tests/bench/memory_drop.sh, which starts the server and passes PGHOST/PGPORT. Every
-exporter runs at once against the same server (full polls every --interval-ms, polls offset so
+exporter runs at once against the same server (inventory polls every --interval-ms, polls offset so
 that no two overlap), each as a role of its own. Phases, each sampled every --sample seconds:
 
   15k    one session holds 15,000 advisory locks

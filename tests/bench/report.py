@@ -93,8 +93,8 @@ def main():
       "exporter's kind of connection (TCP, same role), before and after the exporter runs; "
       "postgres_exporter = one `/metrics` scrape (curl, sequential).")
     w("")
-    w("| point | advisory locks held | waiters | sessions | floor | full poll | full ÷ floor | tiered poll "
-      "| tiered ÷ floor | postgres_exporter scrape | full ÷ postgres_exporter |")
+    w("| point | advisory locks held | waiters | sessions | floor | inventory poll | inventory ÷ floor | tiered poll "
+      "| tiered ÷ floor | postgres_exporter scrape | inventory ÷ postgres_exporter |")
     w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for p in points:
         if S("meta", p, "held") is None:
@@ -113,8 +113,8 @@ def main():
     w("CPU = user+system time (all threads) over the window ÷ polls in it; server = the exporter's "
       "PostgreSQL backend. postgres_exporter: per scrape, its process and its backends.")
     w("")
-    w("| point | exporter CPU/poll full | tiered | server CPU/poll full | tiered | postgres_exporter CPU/scrape "
-      "(process + server) | RSS full | RSS tiered | postgres_exporter RSS | /metrics bytes (lease series) "
+    w("| point | exporter CPU/poll inventory | tiered | server CPU/poll inventory | tiered | postgres_exporter CPU/scrape "
+      "(process + server) | RSS inventory | RSS tiered | postgres_exporter RSS | /metrics bytes (lease series) "
       "| gzip bytes | postgres_exporter /metrics bytes |")
     w("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for p in points:
@@ -154,7 +154,7 @@ def main():
         cost = lambda p: S("query", p, q) or (S("query", p, "server") if q == "server_info" else None)
         w(f"| {label} | " + " | ".join(med_p95(cost(p)) for p in points if S("meta", p, "held")) + " |")
     w("")
-    w("A full poll runs all but the tiered form of advisory_locks.sql in one round trip; a tiered poll "
+    w("An inventory poll runs all but the tiered form of advisory_locks.sql in one round trip; a tiered poll "
       "between inventories runs the tiered form instead, which reads pg_locks only when a backend waits "
       "on a lock.")
     w("")
