@@ -515,6 +515,10 @@ void ReadCounterMap(Reader& r, dom::object o, std::string_view key, std::map<K, 
       return std::tuple_size_v<K>;
     }
   }();
+  // A counter the file does not name was added after it was written: it starts at 0, and the
+  // rest of the state is kept.
+  dom::element field;
+  if (!r.ok() || o.at_key(key).get(field) == simdjson::NO_SUCH_FIELD) return;
   for (dom::element x : r.Arr(r.Field(o, key), key)) {
     const auto t = r.Tuple(x, kLabels + 1, key);
     if (!r.ok()) return;

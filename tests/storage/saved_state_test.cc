@@ -496,6 +496,32 @@ TEST(SavedState, AFileWithoutPooledLocksIsReadWithNone) {
   EXPECT_EQ(r.events.size(), 1u);
 }
 
+// A counter added after a file was written is not in it: it starts at 0, and the rest of the
+// state (the other counters, the events) is read.
+TEST(SavedState, AFileWithoutACounterReadsItAsZero) {
+  std::string bytes = EncodeSavedTarget(Sample());
+  const std::string key = "\"deadlocks\":";
+  const size_t at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos) << bytes;
+  // The key and its array (nested arrays inside), with the comma that joins it to the next key.
+  size_t end = at + key.size();
+  int depth = 0;
+  do {
+    if (bytes[end] == '[') ++depth;
+    if (bytes[end] == ']') --depth;
+    ++end;
+  } while (depth > 0 && end < bytes.size());
+  if (end < bytes.size() && bytes[end] == ',') ++end;
+  bytes.erase(at, end - at);
+  ASSERT_EQ(bytes.find(key), std::string::npos);
+  SavedTarget r;
+  const Status status = DecodeSavedTarget(bytes, &r);
+  ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_TRUE(r.counters.deadlocks.empty());
+  EXPECT_EQ((r.counters.losses[{"app", "nightly-report", "terminated"}]), 3);
+  EXPECT_FALSE(r.events.empty());
+}
+
 // Doubles past 2^63 (a corrupt but parseable file's) are written so that they read back: their
 // shortest form would be digits alone, an integer too large for the reader.
 TEST(SavedState, HugeNumbersReadBack) {
