@@ -253,11 +253,13 @@ TEST(Process, ServesMetricsWhileAStalledTargetTimesOut) {
     return Value(samples, "pglock_up", {{"target", "main"}}) == 1 &&
            Value(samples, "pglock_up", {{"target", "stalled"}}) == 0;
   })) << exporter.Log();
-  // The hung target costs the deadline, not more, and never slows the other or the scrape.
+  // The hung target costs the deadline, not more, and never slows the other or the scrape: either
+  // would take the whole 1 s deadline, so under 1 s is the bound that tells them apart on a
+  // loaded machine.
   EXPECT_LE(*Value(samples, "pglock_poll_duration_seconds", {{"target", "stalled"}}), 1.5);
-  EXPECT_LT(*Value(samples, "pglock_poll_duration_seconds", {{"target", "main"}}), 0.5);
+  EXPECT_LT(*Value(samples, "pglock_poll_duration_seconds", {{"target", "main"}}), 1.0);
   const HttpResponse metrics = Get(exporter.Url("/metrics"));
-  EXPECT_LT(metrics.seconds, 0.5);
+  EXPECT_LT(metrics.seconds, 1.0);
   std::string out;
   EXPECT_TRUE(testing::PromtoolCheck(metrics.body, &out)) << out;
   EXPECT_EQ(Get(exporter.Url("/-/ready")).code, 200);
