@@ -197,7 +197,9 @@ void LeaseHandover::ExpectOnlyHandovers(const std::string& scenario, const Cycle
   Settle();
   Report(scenario, cycle.taken());
   std::printf("[gap] longest give-back -> take: %.3f s\n", cycle.longest_gap());
-  EXPECT_LT(cycle.longest_gap(), 0.1);
+  // The workload's premise: each take follows its give-back at once (a round trip; the margin is
+  // for a loaded machine), not after a poll interval.
+  EXPECT_LT(cycle.longest_gap(), 0.5);
   EXPECT_EQ(Kind("overlap"), 0);
   EXPECT_EQ(Kind("expired_takeover"), 0);
   EXPECT_GE(Kind("handover"), 1);
