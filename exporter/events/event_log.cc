@@ -195,4 +195,28 @@ std::shared_ptr<const EventList> EventLog::Contents() const {
   return contents_;
 }
 
+std::vector<std::shared_ptr<const Event>> EventLog::Since(uint64_t from, uint64_t* next) const {
+  std::vector<std::pair<uint64_t, std::shared_ptr<const Event>>> found;
+  {
+    MutexLock lock(&mu_);
+    *next = next_seq_;
+    for (const auto& [kind, ring] : rings_) {
+      // From the newest slot back to the first older than `from`, or the ring's front.
+      size_t pos = ring.front + ring.size;
+      while (pos > ring.front) {
+        --pos;
+        const auto& slot = ring.chunks[pos / EventChunk::kSize]->slots[pos % EventChunk::kSize];
+        if (slot.first < from) break;
+        found.push_back(slot);
+      }
+    }
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::shared_ptr<const Event>> out;
+  out.reserve(found.size());
+  for (auto& [seq, e] : found) out.push_back(std::move(e));
+  return out;
+}
+
 }  // namespace pglock

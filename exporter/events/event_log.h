@@ -89,6 +89,11 @@ class EventLog {
   // The current contents, oldest first. The same list object is returned until the next Append
   // that adds something, so a snapshot set that did not change keeps its cached pages.
   std::shared_ptr<const EventList> Contents() const EXCLUDES(mu_);
+  // The kept events appended at or after sequence number `from` (the events journal's next
+  // line), oldest first, and in *next the number the next appended event will have: from 0, all
+  // the log keeps. Costs the events returned and the chunks they are in.
+  std::vector<std::shared_ptr<const Event>> Since(uint64_t from, uint64_t* next) const
+      EXCLUDES(mu_);
 
  private:
   // One kind's events: `size` of them, from slot `front` of the first chunk on. A chunk's slots

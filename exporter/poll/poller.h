@@ -133,6 +133,11 @@ class Poller {
   // Writes the state file: at most every kStateWriteInterval after a good poll, and once more at
   // Stop() (`final`); never before a poll applied (or refused) the saved state.
   void SaveState(bool final);
+  // Brings the events journal up to the event log (`kept` events): appends the events added
+  // since the last write, or writes the journal whole under the next generation (the first write
+  // of a run, when it holds more than about twice `kept`, after a failed append). Sets *journal to
+  // what the state file may name: the new journal, or the last one written on an error.
+  void WriteEventJournal(size_t kept, SavedJournal* journal);
   // An event judged across the exporter's gap (a holder gone in it, a lease transition of the
   // first read after it, an episode in progress at the stop): says so.
   void StampGap(Event* e);
@@ -209,6 +214,14 @@ class Poller {
   uint64_t written_fingerprint_ = 0;  // of what the last write kept (poller_state.cc)
   bool state_write_failing_ = false;
   bool final_state_written_ = false;
+  // The events journal: the generation written by this run (0: none yet, the next write
+  // rewrites it), its lines, and the event log's sequence number of its next line; the journals
+  // to remove once a state file that no longer names them is written.
+  uint64_t journal_generation_ = 0;
+  uint64_t journal_lines_ = 0;
+  uint64_t journal_next_seq_ = 0;
+  std::optional<SavedJournal> loaded_journal_;  // named by the state file read at start
+  std::vector<uint64_t> retired_journals_;
   std::atomic<bool> forget_state_{false};
   // The exporter's gap the first poll after a start judged (server epoch seconds), and the
   // sessions holding locks before it that the first poll no longer saw (pid, backend start):

@@ -155,6 +155,31 @@ void Poller::LoadState() {
                  s.message());
     return;
   }
+  if (saved->journal) {
+    loaded_journal_ = saved->journal;
+    const std::string journal_path =
+        EventJournalPath(poll_.storage_path, target_.name, saved->journal->generation);
+    std::string lines;
+    s = ReadWholeFile(journal_path, kMaxSavedStateBytes, &lines, &missing);
+    if (s.ok() && missing) s = Status::IoFailed("missing");
+    if (!s.ok()) {
+      spdlog::warn("target {}: events journal {} not read, no events restored (the rest is): {}",
+                   target_.name, journal_path, s.message());
+    } else {
+      JournalRead read = DecodeEventLines(lines, saved->journal->lines);
+      if (read.lines < saved->journal->lines) {
+        spdlog::warn("target {}: events journal {} ends after {} of the state's {} lines",
+                     target_.name, journal_path, read.lines, saved->journal->lines);
+      }
+      if (read.damaged > 0) {
+        spdlog::warn(
+            "target {}: events journal {}: {} of {} lines damaged and skipped, the rest "
+            "restored; the first: {}",
+            target_.name, journal_path, read.damaged, read.lines, read.first_damage);
+      }
+      saved->events = std::move(read.events);
+    }
+  }
   saved_ = std::move(saved);  // StartServerLog(), next, resumes the log reader from it
 }
 
@@ -237,6 +262,13 @@ void Poller::SaveState(bool final) {
   if (forget_state_.load()) {
     if (!final) return;
     final_state_written_ = true;
+    if (journal_generation_ != 0) retired_journals_.push_back(journal_generation_);
+    if (loaded_journal_) retired_journals_.push_back(loaded_journal_->generation);
+    for (uint64_t g : retired_journals_) {
+      if (Status s = RemoveFile(EventJournalPath(poll_.storage_path, target_.name, g)); !s.ok()) {
+        spdlog::warn("target {}: removed from the config: {}", target_.name, s.message());
+      }
+    }
     if (Status s = RemoveFile(path); !s.ok()) {
       spdlog::warn("target {}: removed from the config: {}", target_.name, s.message());
     } else {
@@ -271,10 +303,8 @@ void Poller::SaveState(bool final) {
   s.inventory = inventory_.last();
   s.first_seen = history_.first_seen;
   s.counters = counters_;
-  if (events) {
-    s.events.reserve(events->size());
-    for (const auto& e : *events) s.events.push_back(*e);
-  }
+  s.journal.emplace();
+  WriteEventJournal(events ? events->size() : 0, &*s.journal);
   if (log_position_) s.log = SavedLogPosition{*log_position_, records_taken_until_};
   for (const PooledLock* l : events_.pooled().Locks()) s.pooled.push_back(*l);
   s.episodes = std::move(episodes);
@@ -282,6 +312,16 @@ void Poller::SaveState(bool final) {
   s.timeline = timeline_->Save();
   const Status written = WriteFileAtomically(path, EncodeSavedTarget(s));
   CountStateWrite(written.ok(), s.saved_at);
+  if (written.ok()) {
+    // No state file names them now.
+    for (uint64_t g : retired_journals_) {
+      if (g == s.journal->generation) continue;
+      if (Status r = RemoveFile(EventJournalPath(poll_.storage_path, target_.name, g)); !r.ok()) {
+        spdlog::warn("target {}: {}", target_.name, r.message());
+      }
+    }
+    retired_journals_.clear();
+  }
   if (written.ok() == !state_write_failing_) return;
   state_write_failing_ = !written.ok();
   if (state_write_failing_) {
@@ -290,6 +330,54 @@ void Poller::SaveState(bool final) {
   } else {
     spdlog::info("target {}: saving its state again in {}", target_.name, path);
   }
+}
+
+void Poller::WriteEventJournal(size_t kept, SavedJournal* journal) {
+  const auto named = [&] {
+    if (journal_generation_ != 0) return SavedJournal{journal_generation_, journal_lines_};
+    return loaded_journal_.value_or(SavedJournal{});
+  };
+  if (journal_generation_ != 0) {
+    uint64_t next = 0;
+    const auto added = event_log_.Since(journal_next_seq_, &next);
+    if (!JournalWantsRewrite(journal_lines_, added.size(), kept)) {
+      const Status s = added.empty()
+                           ? Status::Ok()
+                           : AppendToFile(EventJournalPath(poll_.storage_path, target_.name,
+                                                           journal_generation_),
+                                          EncodeEventLines(added));
+      if (s.ok()) {
+        journal_lines_ += added.size();
+        journal_next_seq_ = next;
+        *journal = named();
+        return;
+      }
+      // The file may end in part of a line now: the state keeps naming the lines before it, and
+      // the journal is written whole below.
+      spdlog::warn("target {}: {}", target_.name, s.message());
+    }
+  }
+  const uint64_t generation =
+      std::max(journal_generation_, loaded_journal_ ? loaded_journal_->generation : 0) + 1;
+  uint64_t next = 0;
+  const auto all = event_log_.Since(0, &next);
+  const Status s = WriteFileAtomically(
+      EventJournalPath(poll_.storage_path, target_.name, generation), EncodeEventLines(all));
+  if (!s.ok()) {
+    // Counted and logged with the state's write, whose file keeps naming the last journal.
+    spdlog::warn("target {}: {}", target_.name, s.message());
+    *journal = named();
+    return;
+  }
+  if (journal_generation_ != 0) retired_journals_.push_back(journal_generation_);
+  if (loaded_journal_ && loaded_journal_->generation != generation) {
+    retired_journals_.push_back(loaded_journal_->generation);
+    loaded_journal_.reset();
+  }
+  journal_generation_ = generation;
+  journal_lines_ = all.size();
+  journal_next_seq_ = next;
+  *journal = named();
 }
 
 }  // namespace pglock

@@ -1376,10 +1376,20 @@ std::string EncodeSavedTarget(const SavedTarget& state) {
   w.Close(']');
   w.Key("counters");
   WriteCounters(state.counters, &w);
+  // Kept for readers of files before the journal, which want the key: empty with a journal.
   w.Key("events");
   w.Open('[');
   for (const Event& e : state.events) WriteEvent(e, &w);
   w.Close(']');
+  if (state.journal) {
+    w.Key("journal");
+    w.Open('{');
+    w.Key("generation");
+    w.U64(state.journal->generation);
+    w.Key("lines");
+    w.U64(state.journal->lines);
+    w.Close('}');
+  }
   w.Key("pooled");
   w.Open('[');
   for (const PooledLock& l : state.pooled) WritePooled(l, &w);
@@ -1463,6 +1473,15 @@ Status DecodeSavedTarget(std::string_view bytes, SavedTarget* out) {
     s.events.push_back(ReadEvent(r, x));
     if (!r.ok()) break;
   }
+  // Absent from files written before the events journal: their events are the ones above.
+  dom::element journal;
+  if (r.ok() && o.at_key("journal").get(journal) == simdjson::SUCCESS) {
+    const dom::object j = r.Obj(journal, "journal");
+    SavedJournal sj;
+    sj.generation = r.U64(r.Field(j, "generation"), "journal generation");
+    sj.lines = r.U64(r.Field(j, "lines"), "journal lines");
+    s.journal = sj;
+  }
   // Absent from the files of the first release of the format: nothing pooled then.
   dom::element pooled;
   if (r.ok() && o.at_key("pooled").get(pooled) == simdjson::SUCCESS) {
@@ -1485,6 +1504,46 @@ Status DecodeSavedTarget(std::string_view bytes, SavedTarget* out) {
   if (!r.ok()) return Status::InvalidData(r.error());
   *out = std::move(s);
   return Status::Ok();
+}
+
+std::string EncodeEventLines(const std::vector<std::shared_ptr<const Event>>& events) {
+  std::string out;
+  out.reserve(512 * events.size());
+  for (const auto& e : events) {
+    Writer w;
+    WriteEvent(*e, &w);
+    out += w.Take();
+    out += '\n';
+  }
+  return out;
+}
+
+JournalRead DecodeEventLines(std::string_view bytes, uint64_t lines) {
+  JournalRead out;
+  dom::parser parser;
+  while (out.lines < lines && !bytes.empty()) {
+    const size_t end = bytes.find('\n');
+    // A last line without its newline was cut short by a crash: not one of the state's lines.
+    if (end == std::string_view::npos) break;
+    const std::string_view line = bytes.substr(0, end);
+    bytes.remove_prefix(end + 1);
+    ++out.lines;
+    dom::element root;
+    std::string error;
+    if (const auto err = parser.parse(line.data(), line.size()).get(root); err) {
+      error = std::string("not JSON: ") + simdjson::error_message(err);
+    } else {
+      Reader r;
+      Event e = ReadEvent(r, root);
+      if (r.ok()) {
+        out.events.push_back(std::move(e));
+        continue;
+      }
+      error = r.error();
+    }
+    if (out.damaged++ == 0) out.first_damage = "line " + std::to_string(out.lines) + ": " + error;
+  }
+  return out;
 }
 
 }  // namespace pglock

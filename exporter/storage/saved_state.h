@@ -45,6 +45,17 @@ struct SavedLogPosition {
   double records_taken_until = 0;  // wall clock (epoch seconds)
 };
 
+// The target's events live beside its state file, in an events journal (docs/restarts.md): one
+// event a line, oldest first, appended as events happen and rewritten whole, under the next
+// generation's name, once it holds about twice what the log keeps; so a write costs the events
+// added since the last, not the events kept. The state file names the generation and how many of
+// its lines the state covers: lines past them (appended before a crash stopped the state's write)
+// are not read.
+struct SavedJournal {
+  uint64_t generation = 0;
+  uint64_t lines = 0;
+};
+
 struct SavedTarget {
   std::string target;
   // The server's system identifier and port ("" when unknown): a file of another server is not
@@ -56,7 +67,9 @@ struct SavedTarget {
   std::shared_ptr<const PollData> inventory;
   std::vector<HoldHistory::Entry> first_seen;
   Counters counters;
+  // Files written before the journal keep the events here; a file with a journal keeps none here.
   std::vector<Event> events;
+  std::optional<SavedJournal> journal;
   std::optional<SavedLogPosition> log;
   // Session locks on pooled server connections, with what proved them (absent in older files).
   std::vector<PooledLock> pooled;
@@ -69,5 +82,27 @@ struct SavedTarget {
 std::string EncodeSavedTarget(const SavedTarget& state);
 // Fills *out from `bytes`; on any error *out is left empty and the status says what was wrong.
 Status DecodeSavedTarget(std::string_view bytes, SavedTarget* out);
+
+// The journal is written whole again, instead of appended to, once it would hold more than twice
+// the events the log keeps and kJournalSlackLines: each event is encoded about twice in all,
+// whatever the history kept, and a journal holds at most about twice what it restores.
+inline constexpr uint64_t kJournalSlackLines = 256;
+inline bool JournalWantsRewrite(uint64_t lines, uint64_t added, uint64_t kept) {
+  return lines + added > 2 * kept + kJournalSlackLines;
+}
+
+// The journal's lines for `events`, each a JSON object ending in '\n'.
+std::string EncodeEventLines(const std::vector<std::shared_ptr<const Event>>& events);
+
+// What a journal's first lines hold.
+struct JournalRead {
+  std::vector<Event> events;  // oldest first
+  uint64_t lines = 0;         // lines read (at most the `lines` asked for)
+  // Lines that did not decode, each skipped (the rest kept), and the first one's error.
+  uint64_t damaged = 0;
+  std::string first_damage;
+};
+// Reads the first `lines` lines of `bytes` (fewer when it holds fewer). Takes any bytes.
+JournalRead DecodeEventLines(std::string_view bytes, uint64_t lines);
 
 }  // namespace pglock

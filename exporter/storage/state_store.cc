@@ -31,9 +31,7 @@ std::atomic<bool> g_enabled{false};
 std::atomic<double> g_errors{0};
 std::atomic<double> g_last_write{0};
 
-}  // namespace
-
-std::string StateFilePath(const std::string& dir, const std::string& target) {
+std::string FileStem(const std::string& dir, const std::string& target) {
   std::string name;
   for (unsigned char c : target) {
     if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
@@ -47,7 +45,31 @@ std::string StateFilePath(const std::string& dir, const std::string& target) {
   }
   std::string path = dir;
   if (path.empty() || path.back() != '/') path += '/';
-  return path + name + ".state.json";
+  return path + name;
+}
+
+}  // namespace
+
+std::string StateFilePath(const std::string& dir, const std::string& target) {
+  return FileStem(dir, target) + ".state.json";
+}
+
+std::string EventJournalPath(const std::string& dir, const std::string& target,
+                             uint64_t generation) {
+  return FileStem(dir, target) + ".events." + std::to_string(generation) + ".jsonl";
+}
+
+Status AppendToFile(const std::string& path, std::string_view bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::IoFailed(Errno("cannot open", path));
+  const bool written = WriteAll(fd, bytes);
+  const int write_errno = errno;
+  const bool synced = written && ::fdatasync(fd) == 0;
+  const int sync_errno = errno;
+  ::close(fd);
+  if (written && synced) return Status::Ok();
+  errno = written ? sync_errno : write_errno;
+  return Status::IoFailed(Errno(written ? "cannot sync" : "cannot append to", path));
 }
 
 Status WriteFileAtomically(const std::string& path, std::string_view bytes) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -16,8 +17,18 @@ namespace pglock {
 // "<dir>/<target>.state.json", the target's name with every byte outside [A-Za-z0-9_-] as %XX.
 std::string StateFilePath(const std::string& dir, const std::string& target);
 
+// "<dir>/<target>.events.<generation>.jsonl": the target's events journal (saved_state.h), named
+// as StateFilePath names the state file ('.' is escaped in a target's name, so no target's files
+// are another's).
+std::string EventJournalPath(const std::string& dir, const std::string& target,
+                             uint64_t generation);
+
 // Replaces `path` with `bytes`, all or nothing: a crash leaves the old file or the new one.
 Status WriteFileAtomically(const std::string& path, std::string_view bytes);
+
+// Appends `bytes` to `path` (created when missing) and syncs it. On an error the file may end in
+// part of `bytes`: the caller rewrites it before relying on what follows.
+Status AppendToFile(const std::string& path, std::string_view bytes);
 
 // The whole of `path` when it holds at most `max_bytes`; *missing is set (and the status is ok)
 // when there is no such file.

@@ -46,6 +46,42 @@ TEST(CoalesceEvents, DifferentPollsOrSessionsOrEpisodesStayApart) {
   EXPECT_EQ(events.size(), 4u);
 }
 
+// The events journal's appends: what was added since a sequence number, in the order appended,
+// across kinds and chunks, without what the log no longer keeps.
+TEST(EventLog, SinceGivesTheKeptEventsAddedAfterASequenceNumber) {
+  EventLog log(100);
+  uint64_t next = 99;
+  EXPECT_TRUE(log.Since(0, &next).empty());
+  EXPECT_EQ(next, 0u);
+  std::vector<Event> first;
+  for (int i = 0; i < 150; ++i) {
+    first.push_back(
+        Of(i % 3 == 0 ? EventKind::kLockLost : EventKind::kLockReleased, i, std::to_string(i), i));
+  }
+  log.Append(first);
+  uint64_t mark = 0;
+  const auto all = log.Since(0, &mark);
+  EXPECT_EQ(mark, 150u);
+  ASSERT_EQ(all.size(), 150u);
+  for (int i = 0; i < 150; ++i) EXPECT_EQ(all[i]->previous.pid, i);
+  std::vector<Event> second;
+  for (int i = 150; i < 230; ++i) second.push_back(Of(EventKind::kLockReleased, i, "x", i));
+  log.Append(second);
+  const auto added = log.Since(mark, &next);
+  EXPECT_EQ(next, 230u);
+  ASSERT_EQ(added.size(), 80u);
+  EXPECT_EQ(added.front()->previous.pid, 150);
+  EXPECT_EQ(added.back()->previous.pid, 229);
+  EXPECT_TRUE(log.Since(next, &next).empty());
+  // 100 releases kept of 180: the first 80 are gone; every loss (50) stays. From 0: what the log
+  // keeps, in the order of Contents().
+  const auto kept = log.Since(0, &next);
+  const auto contents = log.Contents();
+  ASSERT_EQ(kept.size(), contents->size());
+  EXPECT_EQ(kept.size(), 150u);
+  for (size_t i = 0; i < kept.size(); ++i) EXPECT_EQ(kept[i], (*contents)[i]) << i;
+}
+
 TEST(EventLog, AFloodOfRoutineEventsKeepsTheLossesBeforeIt) {
   EventLog log(10);
   log.Append(

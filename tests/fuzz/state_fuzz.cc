@@ -1,14 +1,31 @@
 // The state file reader ([storage] path): no crash on any bytes, nothing half-read on an error,
-// and every state it accepts encodes to bytes it reads back to the same encoding.
+// and every state it accepts encodes to bytes it reads back to the same encoding. The same bytes
+// as an events journal: no crash, and the events it reads written again read back the same.
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "exporter/storage/saved_state.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  const pglock::JournalRead journal = pglock::DecodeEventLines(bytes, UINT64_MAX);
+  if (journal.events.size() + journal.damaged != journal.lines) std::abort();
+  std::vector<std::shared_ptr<const pglock::Event>> events;
+  for (const pglock::Event& e : journal.events) {
+    events.push_back(std::make_shared<const pglock::Event>(e));
+  }
+  const std::string lines = pglock::EncodeEventLines(events);
+  const pglock::JournalRead back = pglock::DecodeEventLines(lines, UINT64_MAX);
+  if (back.damaged != 0 || back.events.size() != events.size()) std::abort();
+  std::vector<std::shared_ptr<const pglock::Event>> again_events;
+  for (const pglock::Event& e : back.events) {
+    again_events.push_back(std::make_shared<const pglock::Event>(e));
+  }
+  if (pglock::EncodeEventLines(again_events) != lines) std::abort();
   pglock::SavedTarget state;
   if (!pglock::DecodeSavedTarget(bytes, &state).ok()) {
     if (state.inventory || !state.events.empty() || !state.target.empty()) std::abort();

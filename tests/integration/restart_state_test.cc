@@ -8,6 +8,7 @@
 // the lease tables' last reads survive a stop and a start.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -434,15 +435,133 @@ TEST(RestartState, AWriteThatFailsIsCountedAndPollingGoesOn) {
   fs::remove(dir.file() + ".tmp");
 }
 
+std::string Journal(const StateDir& dir, uint64_t generation) {
+  return EventJournalPath(dir.path(), "it", generation);
+}
+
+size_t LinesOf(const std::string& path) {
+  const std::string bytes = Read(path);
+  return static_cast<size_t>(std::count(bytes.begin(), bytes.end(), '\n'));
+}
+
+std::vector<std::shared_ptr<const Event>> LockEvents(const Poller& poller) {
+  std::vector<std::shared_ptr<const Event>> out;
+  for (const auto& e : *poller.Latest()->events) {
+    if (e->lock == "nightly-report") out.push_back(e);
+  }
+  return out;
+}
+
+// `a` holds the named lock, gives it back and `b` takes it between two polls of `poller`, then `b`
+// gives it back: one event (a hand-over).
+void HandOver(Poller& poller, TestSession& a, TestSession& b) {
+  const std::string key = std::to_string(kKey);
+  ASSERT_EQ(a.Query("SELECT pg_try_advisory_lock(" + key + ")"), "t");
+  poller.PollOnceForTest();
+  const size_t before = LockEvents(poller).size();
+  ASSERT_EQ(a.Query("SELECT pg_advisory_unlock(" + key + ")"), "t");
+  ASSERT_EQ(b.Query("SELECT pg_try_advisory_lock(" + key + ")"), "t");
+  poller.PollOnceForTest();
+  ASSERT_EQ(b.Query("SELECT pg_advisory_unlock(" + key + ")"), "t");
+  poller.PollOnceForTest();
+  ASSERT_EQ(LockEvents(poller).size(), before + 1);
+}
+
+// The events live in a journal beside the state file: a write appends the events added since
+// the last one (the journal's generation unchanged, the state naming its lines), the next start
+// restores them, and its first write writes them whole under the next generation and removes
+// the one before once the state names the new one.
+TEST(RestartState, TheEventsJournalIsAppendedToRestoredAndRewrittenAtTheNextStart) {
+  StateDir dir;
+  TestSession a(Pg().Dsn()), b(Pg().Dsn());
+  {
+    Poller first(Target(false), Poll(dir));
+    first.PollOnceForTest();  // the first write: an empty journal, generation 1
+    ASSERT_TRUE(fs::exists(Journal(dir, 1)));
+    EXPECT_EQ(LinesOf(Journal(dir, 1)), 0u);
+    HandOver(first, a, b);
+    HandOver(first, b, a);
+    first.Stop();  // the final write appends the two events
+  }
+  EXPECT_EQ(LinesOf(Journal(dir, 1)), 2u);
+  SavedTarget saved;
+  ASSERT_TRUE(DecodeSavedTarget(Read(dir.file()), &saved).ok());
+  ASSERT_TRUE(saved.journal.has_value());
+  EXPECT_EQ(saved.journal->generation, 1u);
+  EXPECT_EQ(saved.journal->lines, 2u);
+  EXPECT_TRUE(saved.events.empty());
+
+  Poller second(Target(false), Poll(dir));
+  second.PollOnceForTest();
+  const auto restored = LockEvents(second);
+  ASSERT_EQ(restored.size(), 2u);
+  EXPECT_EQ(restored[0]->previous.pid, a.Pid());
+  EXPECT_EQ(restored[0]->current.pid, b.Pid());
+  EXPECT_EQ(restored[1]->previous.pid, b.Pid());
+  EXPECT_FALSE(fs::exists(Journal(dir, 1)));
+  EXPECT_EQ(LinesOf(Journal(dir, 2)), 2u);
+  ASSERT_TRUE(DecodeSavedTarget(Read(dir.file()), &saved).ok());
+  EXPECT_EQ(saved.journal->generation, 2u);
+  EXPECT_EQ(saved.journal->lines, 2u);
+  second.Stop();
+}
+
+// A damaged line loses that event alone, a missing journal the events alone: the rest of the
+// state is applied, and each is one log line.
+TEST(RestartState, ADamagedOrMissingJournalLosesOnlyItsEvents) {
+  StateDir dir;
+  TestSession a(Pg().Dsn()), b(Pg().Dsn());
+  {
+    Poller first(Target(false), Poll(dir));
+    first.PollOnceForTest();
+    HandOver(first, a, b);
+    HandOver(first, b, a);
+    first.Stop();
+  }
+  const std::string journal = Read(Journal(dir, 1));
+  const std::string state = Read(dir.file());
+  std::string damaged = journal;
+  damaged.replace(0, 1, "[");
+  Write(Journal(dir, 1), damaged);
+  {
+    testing::LogCapture log;
+    Poller second(Target(false), Poll(dir));
+    second.PollOnceForTest();
+    ASSERT_EQ(LockEvents(second).size(), 1u);
+    EXPECT_EQ(LockEvents(second)[0]->previous.pid, b.Pid());
+    EXPECT_NE(
+        log.Text().find("1 of 2 lines damaged and skipped, the rest restored; the first: line 1: "),
+        std::string::npos)
+        << log.Text();
+    EXPECT_NE(log.Text().find("saved state applied"), std::string::npos) << log.Text();
+    second.Stop();
+  }
+  Write(dir.file(), state);
+  fs::remove(Journal(dir, 2));
+  fs::remove(Journal(dir, 1));
+  testing::LogCapture log;
+  Poller third(Target(false), Poll(dir));
+  third.PollOnceForTest();
+  EXPECT_TRUE(LockEvents(third).empty());
+  EXPECT_NE(log.Text().find("events journal " + Journal(dir, 1) +
+                            " not read, no events restored (the rest is): missing"),
+            std::string::npos)
+      << log.Text();
+  EXPECT_NE(log.Text().find("saved state applied"), std::string::npos) << log.Text();
+  third.Stop();
+}
+
 TEST(RestartState, ATargetRemovedFromTheConfigDropsItsState) {
   StateDir dir;
   {
     Poller poller(Target(false), Poll(dir));
     poller.PollOnceForTest();
     ASSERT_TRUE(fs::exists(dir.file()));
+    ASSERT_TRUE(fs::exists(Journal(dir, 1)));
     poller.ForgetSavedState();
   }
   EXPECT_FALSE(fs::exists(dir.file()));
+  EXPECT_FALSE(fs::exists(Journal(dir, 1)));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -586,7 +587,89 @@ TEST(SavedState, AnotherVersionFormatOrSizeIsRefusedWithAReason) {
   EXPECT_NE(s.message().find("negative"), std::string::npos) << s.message();
 }
 
+std::vector<std::shared_ptr<const Event>> JournalEvents() {
+  std::vector<std::shared_ptr<const Event>> out;
+  for (int i = 0; i < 3; ++i) {
+    Event e = Sample().events.at(0);
+    e.time += i;
+    e.lock = "job \"" + std::to_string(i) + "\"\nnext";
+    e.previous.pid = 100 + i;
+    out.push_back(std::make_shared<const Event>(std::move(e)));
+  }
+  return out;
+}
+
+TEST(EventJournal, TheLinesReadBackTheEventsInOrder) {
+  const auto events = JournalEvents();
+  const std::string bytes = EncodeEventLines(events);
+  EXPECT_EQ(std::count(bytes.begin(), bytes.end(), '\n'), 3);
+  const JournalRead all = DecodeEventLines(bytes, 3);
+  EXPECT_EQ(all.lines, 3u);
+  EXPECT_EQ(all.damaged, 0u);
+  ASSERT_EQ(all.events.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(EventJson(all.events[i]), EventJson(*events[i])) << i;
+  }
+  // Only the lines the state names: those appended after it (before a crash) are not read.
+  const JournalRead two = DecodeEventLines(bytes, 2);
+  EXPECT_EQ(two.lines, 2u);
+  ASSERT_EQ(two.events.size(), 2u);
+  EXPECT_EQ(two.events[1].previous.pid, 101);
+  EXPECT_TRUE(DecodeEventLines(bytes, 0).events.empty());
+}
+
+TEST(EventJournal, ATornLastLineIsNotReadAndADamagedLineIsSkippedAlone) {
+  const std::string bytes = EncodeEventLines(JournalEvents());
+  // Cut inside the third line: two lines, though the state named four.
+  const JournalRead torn = DecodeEventLines(bytes.substr(0, bytes.size() - 10), 4);
+  EXPECT_EQ(torn.lines, 2u);
+  EXPECT_EQ(torn.events.size(), 2u);
+  EXPECT_EQ(torn.damaged, 0u);
+  // The second line damaged: it alone is lost, and said.
+  const size_t second = bytes.find('\n') + 1;
+  std::string damaged = bytes;
+  damaged.replace(second, 9, "{\"tim\":1,");
+  const JournalRead read = DecodeEventLines(damaged, 3);
+  EXPECT_EQ(read.lines, 3u);
+  EXPECT_EQ(read.damaged, 1u);
+  ASSERT_EQ(read.events.size(), 2u);
+  EXPECT_EQ(read.events[0].previous.pid, 100);
+  EXPECT_EQ(read.events[1].previous.pid, 102);
+  EXPECT_EQ(read.first_damage.rfind("line 2: ", 0), 0u) << read.first_damage;
+  // Anything at all: an answer, never a crash.
+  for (const std::string junk :
+       {std::string("\n\n\n"), std::string("\x00\xff{[\n", 5), std::string("[]\n{}\n\"x\"\n")}) {
+    const JournalRead r = DecodeEventLines(junk, 10);
+    EXPECT_TRUE(r.events.empty());
+    EXPECT_EQ(r.damaged, r.lines);
+  }
+}
+
+TEST(EventJournal, TheStateNamesItsJournalAndAnOlderFileHasNone) {
+  SavedTarget s = Sample();
+  s.events.clear();
+  s.journal = SavedJournal{7, 12345678901234ull};
+  SavedTarget r;
+  ASSERT_TRUE(DecodeSavedTarget(EncodeSavedTarget(s), &r).ok());
+  ASSERT_TRUE(r.journal.has_value());
+  EXPECT_EQ(r.journal->generation, 7u);
+  EXPECT_EQ(r.journal->lines, 12345678901234ull);
+  EXPECT_TRUE(r.events.empty());
+  SavedTarget older;
+  ASSERT_TRUE(DecodeSavedTarget(OlderFile(), &older).ok());
+  EXPECT_FALSE(older.journal.has_value());
+  EXPECT_EQ(older.events.size(), 1u);
+}
+
+TEST(EventJournal, ItIsRewrittenPastTwiceWhatTheLogKeeps) {
+  EXPECT_FALSE(JournalWantsRewrite(0, 0, 0));
+  EXPECT_FALSE(JournalWantsRewrite(2000, 256, 1000));
+  EXPECT_TRUE(JournalWantsRewrite(2000, 257, 1000));
+  EXPECT_TRUE(JournalWantsRewrite(300, 0, 10));
+}
+
 TEST(StateStore, FileNamesAreSafeForAnyTargetName) {
+  EXPECT_EQ(EventJournalPath("/var/lib/x", "a.b", 3), "/var/lib/x/a%2Eb.events.3.jsonl");
   EXPECT_EQ(StateFilePath("/var/lib/x", "orders-db_1"), "/var/lib/x/orders-db_1.state.json");
   EXPECT_EQ(StateFilePath("/var/lib/x/", "../etc/passwd"),
             "/var/lib/x/%2E%2E%2Fetc%2Fpasswd.state.json");
