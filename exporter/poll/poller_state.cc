@@ -160,7 +160,7 @@ void Poller::LoadState() {
     const std::string journal_path =
         EventJournalPath(poll_.storage_path, target_.name, saved->journal->generation);
     std::string lines;
-    s = ReadWholeFile(journal_path, kMaxSavedStateBytes, &lines, &missing);
+    s = ReadWholeFile(journal_path, kMaxEventJournalBytes, &lines, &missing);
     if (s.ok() && missing) s = Status::IoFailed("missing");
     if (!s.ok()) {
       spdlog::warn("target {}: events journal {} not read, no events restored (the rest is): {}",

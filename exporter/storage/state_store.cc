@@ -121,7 +121,7 @@ Status ReadWholeFile(const std::string& path, size_t max_bytes, std::string* out
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);
     return Status::InvalidData(path + ": " + std::to_string(st.st_size) + " bytes, more than the " +
-                               std::to_string(max_bytes) + " a state file may hold");
+                               std::to_string(max_bytes) + " it may hold");
   }
   char buf[1 << 16];
   for (;;) {

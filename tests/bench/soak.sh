@@ -7,7 +7,9 @@
 # and what the exporter recorded against what the workload did. A benchmark, not a test: not
 # part of the default test run.
 #
-#   tests/bench/soak.sh [--minutes 30] [--idle 3]     # about minutes + 2 x idle + 2 minutes
+#   tests/bench/soak.sh [--minutes 30] [--idle 3] [--storage]
+#   # about minutes + 2 x idle + 2 minutes; --storage: with a state directory ([storage] path, as
+#   # the Debian package and the Kubernetes base run it)
 #
 # Writes a Markdown report to stdout and to BENCH_OUT when set (the raw JSON beside it, .json).
 # Environment: PGLOCK_EXPORTER_BINARY (default build/pglock_exporter; copied before the run, so a
@@ -23,12 +25,13 @@ repo=$(cd -- "$here/../.." && pwd)
 source "$repo/scripts/lib/pg.sh"
 py=/usr/bin/python3
 bin=${PGLOCK_EXPORTER_BINARY:-$repo/build/pglock_exporter}
-minutes=30 idle=3
+minutes=30 idle=3 storage=0
 while (($#)); do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
     --idle) idle=$2; shift 2 ;;
-    *) echo "usage: $0 [--minutes N] [--idle N]" >&2; exit 2 ;;
+    --storage) storage=1; shift ;;
+    *) echo "usage: $0 [--minutes N] [--idle N] [--storage]" >&2; exit 2 ;;
   esac
 done
 [[ -x $bin ]] || { echo "no exporter at $bin (set PGLOCK_EXPORTER_BINARY)" >&2; exit 2; }
@@ -134,8 +137,13 @@ dsn = "host=127.0.0.1 port=$PG_PORT dbname=app user=pglock_exporter"
   path = "$PG_DATA/log"
   format = "jsonlog"
 TOML
+storage_flags=()
+if ((storage)); then
+  mkdir "$tmp/state"
+  storage_flags=(--storage.path="$tmp/state")
+fi
 "$bin" --config.file="$tmp/config.toml" --web.listen-address="127.0.0.1:$port" \
-  >"$tmp/logs/exporter.log" 2>&1 &
+  "${storage_flags[@]}" >"$tmp/logs/exporter.log" 2>&1 &
 exporter_pid=$!
 
 # --- the soak ----------------------------------------------------------------------------------------
@@ -153,12 +161,12 @@ warnings=$(grep -ciE '\b(warn|warning|error)\b' "$tmp/logs/exporter.log" || true
 header="# Soak: the exporter's cost over ${minutes} minutes of lock traffic
 
 - date: $started; $(nproc) CPUs, $(free -g | awk '/^Mem:/ {print $2}') GiB, shared with other work (load average $load_before before, $load_after after)
-- exporter: $("$bin" --version 2>&1 | head -n 1), 1 s polls (every poll an inventory), the server's jsonlog read; PostgreSQL $PG_VERSION (logging_collector, jsonlog, log_disconnections, log_lock_waits)
+- exporter: $("$bin" --version 2>&1 | head -n 1), 1 s polls (every poll an inventory), the server's jsonlog read$( ((storage)) && echo ", its state kept in a state directory (--storage.path: $(ls "$tmp/state" | paste -sd ' '), $(du -sk "$tmp/state" | cut -f1) KiB at the end)"); PostgreSQL $PG_VERSION (logging_collector, jsonlog, log_disconnections, log_lock_waits)
 - phases: ${idle} idle minutes (after a 30 s warm-up), ${minutes} minutes of traffic, ${idle} idle minutes (after the workers ended and 15 s more)
 - traffic: two named advisory locks handed over between two sessions every 2.5–4 s; tests/e2e/job_loop.py on a third (a new session every second: unlock, clean close, transaction lock); a fourth lost every 30 s, in turn terminated (taken over 2 s later) and ended by its role's 3 s idle_in_transaction_session_timeout with a session waiting for it (taken over at once); a deadlock of two transaction-level advisory locks every 90 s; a blocking episode every 60 s (a transaction idle on an accounts row for 5 s, two sessions waiting); tests/e2e/lease_cycle.py on two leases (a new holder every 3 s), one lease renewed every 5 s, one left to expire and taken over every 60 s, 20 stable leases; a job queue (docs/row-locks.md's recipe, \`queue = true\`) fed to about 8 queued jobs, two workers claiming one job at a time for 0.3–1.2 s
 - scrapes: every 15 s with Accept-Encoding: gzip, and the plain one at each minute's end that the table reads
 - the exporter's log: $warnings lines with a warning or an error
-- command: \`tests/bench/soak.sh --minutes $minutes --idle $idle\`"
+- command: \`tests/bench/soak.sh --minutes $minutes --idle $idle$( ((storage)) && echo " --storage")\`"
 
 report=$("$py" "$here/soak.py" report --json "$json" --header "$header")
 if [[ -n ${BENCH_OUT:-} ]]; then printf '%s\n' "$report" >"$BENCH_OUT"; fi
