@@ -351,6 +351,7 @@ Timeline::Close(std::unordered_map<OpenKey, Open, OpenKeyHash>::iterator it) {
   it->second.interval.end = EndOf(it->first, it->second);
   it->second.interval.open = false;
   closed_.push_back(std::move(it->second.interval));
+  ++closed_total_;
   ++changes_;
   return open_.erase(it);
 }
@@ -529,7 +530,7 @@ TimelineInterval Timeline::Restored(const TimelineInterval& saved) {
   return i;
 }
 
-TimelineSaved Timeline::Save() const {
+TimelineSaved Timeline::Save(bool with_closed) const {
   MutexLock lock(&mu_);
   TimelineSaved s;
   s.now = now_;
@@ -559,7 +560,7 @@ TimelineSaved Timeline::Save() const {
                     a.wait, a.text) < std::tie(b.interval.start, b.key_kind, b.datid, b.classid,
                                                b.objid, b.objsubid, b.pid, b.wait, b.text);
   });
-  s.closed.assign(closed_.begin(), closed_.end());
+  if (with_closed) s.closed.assign(closed_.begin(), closed_.end());
   for (const auto& [kind, ring] : markers_)
     s.markers.insert(s.markers.end(), ring.begin(), ring.end());
   return s;
@@ -603,10 +604,12 @@ void Timeline::Restore(const TimelineSaved& saved) {
     o.opened = poll_;
     o.backend_start = so.backend_start;
   }
+  closed_total_ = 0;
   for (const TimelineInterval& i : saved.closed) {
     if (!i.row) continue;
     closed_.push_back(Restored(i));
     closed_.back().open = false;
+    ++closed_total_;
   }
   while (closed_.size() > kClosedIntervals) {
     closed_.pop_front();
@@ -669,6 +672,21 @@ size_t Timeline::markers() const {
   size_t n = 0;
   for (const auto& [kind, ring] : markers_) n += ring.size();
   return n;
+}
+
+std::vector<TimelineInterval> Timeline::ClosedSince(uint64_t from, uint64_t* next) const {
+  MutexLock lock(&mu_);
+  *next = closed_total_;
+  const uint64_t first = closed_total_ - closed_.size();  // the number of closed_.front()
+  const size_t begin =
+      from <= first ? 0 : static_cast<size_t>(std::min<uint64_t>(from - first, closed_.size()));
+  return std::vector<TimelineInterval>(closed_.begin() + static_cast<std::ptrdiff_t>(begin),
+                                       closed_.end());
+}
+
+size_t Timeline::closed_count() const {
+  MutexLock lock(&mu_);
+  return closed_.size();
 }
 
 }  // namespace pglock

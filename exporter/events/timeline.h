@@ -213,7 +213,13 @@ class Timeline {
   // A copy of the history for the state file; Restore() on a fresh timeline puts it back (the
   // bounds enforced again: what is past them is dropped and counted). The next Observe() judges
   // its open intervals against that poll's sessions and records the gap.
-  TimelineSaved Save() const EXCLUDES(mu_);
+  // `with_closed` false: without the closed intervals (they are kept in a journal of their own,
+  // ClosedSince).
+  TimelineSaved Save(bool with_closed = true) const EXCLUDES(mu_);
+  // The kept closed intervals closed (or restored) at or after number `from`, oldest first, and in
+  // *next the number the next one will have: from 0, all that are kept. Costs the ones returned.
+  std::vector<TimelineInterval> ClosedSince(uint64_t from, uint64_t* next) const EXCLUDES(mu_);
+  size_t closed_count() const EXCLUDES(mu_);
   void Restore(const TimelineSaved& saved) EXCLUDES(mu_);
   // Moves with every interval opened or closed, marker added and gap recorded (not with an open
   // interval extended): whether a write of the state has something new to keep.
@@ -312,6 +318,7 @@ class Timeline {
   std::deque<TimelineGap> gaps_ GUARDED_BY(mu_);      // oldest first
   bool restored_ GUARDED_BY(mu_) = false;             // until the first Observe() after Restore()
   uint64_t changes_ GUARDED_BY(mu_) = 0;
+  uint64_t closed_total_ GUARDED_BY(mu_) = 0;  // intervals ever put in closed_
 };
 
 }  // namespace pglock

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -34,6 +35,7 @@
 #include "exporter/snapshot/preflight.h"
 #include "exporter/snapshot/snapshot.h"
 #include "exporter/storage/saved_state.h"
+#include "exporter/storage/state_store.h"
 #include "exporter/util/thread_annotations.h"
 
 namespace pglock {
@@ -133,11 +135,33 @@ class Poller {
   // Writes the state file: at most every kStateWriteInterval after a good poll, and once more at
   // Stop() (`final`); never before a poll applied (or refused) the saved state.
   void SaveState(bool final);
-  // Brings the events journal up to the event log (`kept` events): appends the events added
-  // since the last write, or writes the journal whole under the next generation (the first write
-  // of a run, when it holds more than about twice `kept`, after a failed append). Sets *journal to
-  // what the state file may name: the new journal, or the last one written on an error.
-  void WriteEventJournal(size_t kept, SavedJournal* journal);
+  // A journal beside the state file (the events', the timeline's closed intervals'): the
+  // generation this run wrote (0: none yet, the next write writes it whole), its lines, the
+  // number of its next item, the generation the state file read at start named, and the ones to
+  // remove once a state file that no longer names them is on disk.
+  struct StateJournal {
+    using PathOf = std::string (*)(const std::string& dir, const std::string& target,
+                                   uint64_t generation);
+    explicit StateJournal(PathOf p) : path(p) {}
+    PathOf path;
+    uint64_t generation = 0;
+    uint64_t lines = 0;
+    uint64_t next = 0;
+    std::optional<SavedJournal> loaded;
+    std::vector<uint64_t> retired;
+  };
+  // The items numbered `from` on, encoded as lines; *count of them, *next the number after.
+  using JournalLines = std::function<std::string(uint64_t from, uint64_t* next, size_t* count)>;
+  // Brings a journal up to what it keeps (`kept` items): appends the items added since the last
+  // write, or writes it whole under the next generation (the first write of a run, when it would
+  // hold more than about twice `kept`, after a failed append). Sets *named to what the state
+  // file may name: the new journal, or the last one written on an error.
+  void WriteJournal(StateJournal* journal, size_t kept, const JournalLines& since,
+                    SavedJournal* named);
+  // Reads the journal `saved` names at start; false (and one log line) when it cannot.
+  bool ReadJournal(StateJournal* journal, const SavedJournal& saved, std::string* bytes);
+  // Removes the retired generations of both journals.
+  void RemoveRetiredJournals();
   // An event judged across the exporter's gap (a holder gone in it, a lease transition of the
   // first read after it, an episode in progress at the stop): says so.
   void StampGap(Event* e);
@@ -214,14 +238,8 @@ class Poller {
   uint64_t written_fingerprint_ = 0;  // of what the last write kept (poller_state.cc)
   bool state_write_failing_ = false;
   bool final_state_written_ = false;
-  // The events journal: the generation written by this run (0: none yet, the next write
-  // rewrites it), its lines, and the event log's sequence number of its next line; the journals
-  // to remove once a state file that no longer names them is written.
-  uint64_t journal_generation_ = 0;
-  uint64_t journal_lines_ = 0;
-  uint64_t journal_next_seq_ = 0;
-  std::optional<SavedJournal> loaded_journal_;  // named by the state file read at start
-  std::vector<uint64_t> retired_journals_;
+  StateJournal events_journal_{&EventJournalPath};
+  StateJournal timeline_journal_{&TimelineJournalPath};
   std::atomic<bool> forget_state_{false};
   // The exporter's gap the first poll after a start judged (server epoch seconds), and the
   // sessions holding locks before it that the first poll no longer saw (pid, backend start):

@@ -155,30 +155,37 @@ void Poller::LoadState() {
                  s.message());
     return;
   }
-  if (saved->journal) {
-    loaded_journal_ = saved->journal;
-    const std::string journal_path =
-        EventJournalPath(poll_.storage_path, target_.name, saved->journal->generation);
-    std::string lines;
-    s = ReadWholeFile(journal_path, kMaxEventJournalBytes, &lines, &missing);
-    if (s.ok() && missing) s = Status::IoFailed("missing");
-    if (!s.ok()) {
-      spdlog::warn("target {}: events journal {} not read, no events restored (the rest is): {}",
-                   target_.name, journal_path, s.message());
-    } else {
-      JournalRead read = DecodeEventLines(lines, saved->journal->lines);
-      if (read.lines < saved->journal->lines) {
-        spdlog::warn("target {}: events journal {} ends after {} of the state's {} lines",
-                     target_.name, journal_path, read.lines, saved->journal->lines);
-      }
-      if (read.damaged > 0) {
-        spdlog::warn(
-            "target {}: events journal {}: {} of {} lines damaged and skipped, the rest "
-            "restored; the first: {}",
-            target_.name, journal_path, read.damaged, read.lines, read.first_damage);
-      }
-      saved->events = std::move(read.events);
+  std::string lines;
+  if (saved->journal && ReadJournal(&events_journal_, *saved->journal, &lines)) {
+    JournalRead read = DecodeEventLines(lines, saved->journal->lines);
+    if (read.lines < saved->journal->lines) {
+      spdlog::warn("target {}: events journal ends after {} of the state's {} lines", target_.name,
+                   read.lines, saved->journal->lines);
     }
+    if (read.damaged > 0) {
+      spdlog::warn(
+          "target {}: events journal: {} of {} lines damaged and skipped, the rest restored; the "
+          "first: {}",
+          target_.name, read.damaged, read.lines, read.first_damage);
+    }
+    saved->events = std::move(read.events);
+  }
+  if (saved->timeline && saved->timeline_journal &&
+      ReadJournal(&timeline_journal_, *saved->timeline_journal, &lines)) {
+    IntervalJournalRead read = DecodeIntervalLines(lines, saved->timeline_journal->lines);
+    if (read.lines < saved->timeline_journal->lines || read.damaged > 0) {
+      spdlog::warn(
+          "target {}: timeline journal: {} of the state's {} lines read, {} damaged and "
+          "skipped{}{}",
+          target_.name, read.lines, saved->timeline_journal->lines, read.damaged,
+          read.damaged > 0 ? "; the first: " : "", read.first_damage);
+    }
+    // The newest kClosedIntervals: the older ones were dropped (and counted) when they were.
+    const size_t skip =
+        read.intervals.size() > kClosedIntervals ? read.intervals.size() - kClosedIntervals : 0;
+    saved->timeline->closed.assign(
+        std::make_move_iterator(read.intervals.begin() + static_cast<std::ptrdiff_t>(skip)),
+        std::make_move_iterator(read.intervals.end()));
   }
   saved_ = std::move(saved);  // StartServerLog(), next, resumes the log reader from it
 }
@@ -262,13 +269,12 @@ void Poller::SaveState(bool final) {
   if (forget_state_.load()) {
     if (!final) return;
     final_state_written_ = true;
-    if (journal_generation_ != 0) retired_journals_.push_back(journal_generation_);
-    if (loaded_journal_) retired_journals_.push_back(loaded_journal_->generation);
-    for (uint64_t g : retired_journals_) {
-      if (Status s = RemoveFile(EventJournalPath(poll_.storage_path, target_.name, g)); !s.ok()) {
-        spdlog::warn("target {}: removed from the config: {}", target_.name, s.message());
-      }
+    for (StateJournal* j : {&events_journal_, &timeline_journal_}) {
+      if (j->generation != 0) j->retired.push_back(j->generation);
+      if (j->loaded) j->retired.push_back(j->loaded->generation);
+      j->generation = 0;  // none is current now
     }
+    RemoveRetiredJournals();
     if (Status s = RemoveFile(path); !s.ok()) {
       spdlog::warn("target {}: removed from the config: {}", target_.name, s.message());
     } else {
@@ -304,24 +310,32 @@ void Poller::SaveState(bool final) {
   s.first_seen = history_.first_seen;
   s.counters = counters_;
   s.journal.emplace();
-  WriteEventJournal(events ? events->size() : 0, &*s.journal);
+  WriteJournal(
+      &events_journal_, events ? events->size() : 0,
+      [&](uint64_t from, uint64_t* next, size_t* count) {
+        const auto added = event_log_.Since(from, next);
+        *count = added.size();
+        return EncodeEventLines(added);
+      },
+      &*s.journal);
   if (log_position_) s.log = SavedLogPosition{*log_position_, records_taken_until_};
   for (const PooledLock* l : events_.pooled().Locks()) s.pooled.push_back(*l);
   s.episodes = std::move(episodes);
   s.leases = std::move(leases);
-  s.timeline = timeline_->Save();
+  // The closed intervals go to their journal: a write costs those closed since the last one.
+  s.timeline = timeline_->Save(/*with_closed=*/false);
+  s.timeline_journal.emplace();
+  WriteJournal(
+      &timeline_journal_, timeline_->closed_count(),
+      [&](uint64_t from, uint64_t* next, size_t* count) {
+        const auto closed = timeline_->ClosedSince(from, next);
+        *count = closed.size();
+        return EncodeIntervalLines(closed);
+      },
+      &*s.timeline_journal);
   const Status written = WriteFileAtomically(path, EncodeSavedTarget(s));
   CountStateWrite(written.ok(), s.saved_at);
-  if (written.ok()) {
-    // No state file names them now.
-    for (uint64_t g : retired_journals_) {
-      if (g == s.journal->generation) continue;
-      if (Status r = RemoveFile(EventJournalPath(poll_.storage_path, target_.name, g)); !r.ok()) {
-        spdlog::warn("target {}: {}", target_.name, r.message());
-      }
-    }
-    retired_journals_.clear();
-  }
+  if (written.ok()) RemoveRetiredJournals();  // no state file names them now
   if (written.ok() == !state_write_failing_) return;
   state_write_failing_ = !written.ok();
   if (state_write_failing_) {
@@ -332,24 +346,49 @@ void Poller::SaveState(bool final) {
   }
 }
 
-void Poller::WriteEventJournal(size_t kept, SavedJournal* journal) {
-  const auto named = [&] {
-    if (journal_generation_ != 0) return SavedJournal{journal_generation_, journal_lines_};
-    return loaded_journal_.value_or(SavedJournal{});
+bool Poller::ReadJournal(StateJournal* journal, const SavedJournal& saved, std::string* bytes) {
+  journal->loaded = saved;
+  const std::string path = journal->path(poll_.storage_path, target_.name, saved.generation);
+  bool missing = false;
+  Status s = ReadWholeFile(path, kMaxEventJournalBytes, bytes, &missing);
+  if (s.ok() && missing) s = Status::IoFailed("missing");
+  if (s.ok()) return true;
+  spdlog::warn("target {}: journal {} not read, what it keeps is not restored (the rest is): {}",
+               target_.name, path, s.message());
+  return false;
+}
+
+void Poller::RemoveRetiredJournals() {
+  for (StateJournal* j : {&events_journal_, &timeline_journal_}) {
+    for (uint64_t g : j->retired) {
+      if (g == j->generation) continue;
+      if (Status r = RemoveFile(j->path(poll_.storage_path, target_.name, g)); !r.ok()) {
+        spdlog::warn("target {}: {}", target_.name, r.message());
+      }
+    }
+    j->retired.clear();
+  }
+}
+
+void Poller::WriteJournal(StateJournal* j, size_t kept, const JournalLines& since,
+                          SavedJournal* named) {
+  const auto current = [&] {
+    if (j->generation != 0) return SavedJournal{j->generation, j->lines};
+    return j->loaded.value_or(SavedJournal{});
   };
-  if (journal_generation_ != 0) {
+  if (j->generation != 0) {
     uint64_t next = 0;
-    const auto added = event_log_.Since(journal_next_seq_, &next);
-    if (!JournalWantsRewrite(journal_lines_, added.size(), kept)) {
-      const Status s = added.empty()
-                           ? Status::Ok()
-                           : AppendToFile(EventJournalPath(poll_.storage_path, target_.name,
-                                                           journal_generation_),
-                                          EncodeEventLines(added));
+    size_t count = 0;
+    const std::string added = since(j->next, &next, &count);
+    if (!JournalWantsRewrite(j->lines, count, kept)) {
+      const Status s =
+          count == 0
+              ? Status::Ok()
+              : AppendToFile(j->path(poll_.storage_path, target_.name, j->generation), added);
       if (s.ok()) {
-        journal_lines_ += added.size();
-        journal_next_seq_ = next;
-        *journal = named();
+        j->lines += count;
+        j->next = next;
+        *named = current();
         return;
       }
       // The file may end in part of a line now: the state keeps naming the lines before it, and
@@ -357,27 +396,26 @@ void Poller::WriteEventJournal(size_t kept, SavedJournal* journal) {
       spdlog::warn("target {}: {}", target_.name, s.message());
     }
   }
-  const uint64_t generation =
-      std::max(journal_generation_, loaded_journal_ ? loaded_journal_->generation : 0) + 1;
+  const uint64_t generation = std::max(j->generation, j->loaded ? j->loaded->generation : 0) + 1;
   uint64_t next = 0;
-  const auto all = event_log_.Since(0, &next);
-  const Status s = WriteFileAtomically(
-      EventJournalPath(poll_.storage_path, target_.name, generation), EncodeEventLines(all));
+  size_t count = 0;
+  const std::string all = since(0, &next, &count);
+  const Status s = WriteFileAtomically(j->path(poll_.storage_path, target_.name, generation), all);
   if (!s.ok()) {
     // Counted and logged with the state's write, whose file keeps naming the last journal.
     spdlog::warn("target {}: {}", target_.name, s.message());
-    *journal = named();
+    *named = current();
     return;
   }
-  if (journal_generation_ != 0) retired_journals_.push_back(journal_generation_);
-  if (loaded_journal_ && loaded_journal_->generation != generation) {
-    retired_journals_.push_back(loaded_journal_->generation);
-    loaded_journal_.reset();
+  if (j->generation != 0) j->retired.push_back(j->generation);
+  if (j->loaded && j->loaded->generation != generation) {
+    j->retired.push_back(j->loaded->generation);
+    j->loaded.reset();
   }
-  journal_generation_ = generation;
-  journal_lines_ = all.size();
-  journal_next_seq_ = next;
-  *journal = named();
+  j->generation = generation;
+  j->lines = count;
+  j->next = next;
+  *named = current();
 }
 
 }  // namespace pglock

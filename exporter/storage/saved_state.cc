@@ -1381,13 +1381,16 @@ std::string EncodeSavedTarget(const SavedTarget& state) {
   w.Open('[');
   for (const Event& e : state.events) WriteEvent(e, &w);
   w.Close(']');
-  if (state.journal) {
-    w.Key("journal");
+  for (const auto& [key, journal] :
+       {std::pair<const char*, const std::optional<SavedJournal>*>{"journal", &state.journal},
+        {"timeline_journal", &state.timeline_journal}}) {
+    if (!*journal) continue;
+    w.Key(key);
     w.Open('{');
     w.Key("generation");
-    w.U64(state.journal->generation);
+    w.U64((*journal)->generation);
     w.Key("lines");
-    w.U64(state.journal->lines);
+    w.U64((*journal)->lines);
     w.Close('}');
   }
   w.Key("pooled");
@@ -1473,14 +1476,18 @@ Status DecodeSavedTarget(std::string_view bytes, SavedTarget* out) {
     s.events.push_back(ReadEvent(r, x));
     if (!r.ok()) break;
   }
-  // Absent from files written before the events journal: their events are the ones above.
-  dom::element journal;
-  if (r.ok() && o.at_key("journal").get(journal) == simdjson::SUCCESS) {
-    const dom::object j = r.Obj(journal, "journal");
+  // Absent from files written before the journals: their events and closed intervals are in
+  // the file.
+  for (const auto& [key, into] :
+       {std::pair<const char*, std::optional<SavedJournal>*>{"journal", &s.journal},
+        {"timeline_journal", &s.timeline_journal}}) {
+    dom::element journal;
+    if (!r.ok() || o.at_key(key).get(journal) != simdjson::SUCCESS) continue;
+    const dom::object j = r.Obj(journal, key);
     SavedJournal sj;
     sj.generation = r.U64(r.Field(j, "generation"), "journal generation");
     sj.lines = r.U64(r.Field(j, "lines"), "journal lines");
-    s.journal = sj;
+    *into = sj;
   }
   // Absent from the files of the first release of the format: nothing pooled then.
   dom::element pooled;
@@ -1518,31 +1525,92 @@ std::string EncodeEventLines(const std::vector<std::shared_ptr<const Event>>& ev
   return out;
 }
 
-JournalRead DecodeEventLines(std::string_view bytes, uint64_t lines) {
-  JournalRead out;
+namespace {
+
+// Reads the first `lines` lines of `bytes` into *out (its items, lines, damaged, first_damage),
+// each by `read`, which fails the Reader on what it cannot take.
+template <typename Out, typename Read>
+void DecodeLines(std::string_view bytes, uint64_t lines, Out* out, Read read) {
   dom::parser parser;
-  while (out.lines < lines && !bytes.empty()) {
+  while (out->lines < lines && !bytes.empty()) {
     const size_t end = bytes.find('\n');
     // A last line without its newline was cut short by a crash: not one of the state's lines.
     if (end == std::string_view::npos) break;
     const std::string_view line = bytes.substr(0, end);
     bytes.remove_prefix(end + 1);
-    ++out.lines;
+    ++out->lines;
     dom::element root;
     std::string error;
     if (const auto err = parser.parse(line.data(), line.size()).get(root); err) {
       error = std::string("not JSON: ") + simdjson::error_message(err);
     } else {
       Reader r;
-      Event e = ReadEvent(r, root);
-      if (r.ok()) {
-        out.events.push_back(std::move(e));
-        continue;
-      }
+      if (read(r, root); r.ok()) continue;
       error = r.error();
     }
-    if (out.damaged++ == 0) out.first_damage = "line " + std::to_string(out.lines) + ": " + error;
+    if (out->damaged++ == 0) {
+      out->first_damage = "line " + std::to_string(out->lines) + ": " + error;
+    }
   }
+}
+
+}  // namespace
+
+JournalRead DecodeEventLines(std::string_view bytes, uint64_t lines) {
+  JournalRead out;
+  DecodeLines(bytes, lines, &out, [&](Reader& r, dom::element e) {
+    Event ev = ReadEvent(r, e);
+    if (r.ok()) out.events.push_back(std::move(ev));
+  });
+  return out;
+}
+
+std::string EncodeIntervalLines(const std::vector<TimelineInterval>& intervals) {
+  std::string out;
+  out.reserve(160 * intervals.size());
+  for (const TimelineInterval& i : intervals) {
+    if (!i.row) continue;
+    Writer w;
+    w.Open('[');
+    w.Str(TimelineRowKindLabel(i.row->kind));
+    w.Str(i.row->scope);
+    w.Str(i.row->name);
+    w.Bool(i.wait);
+    w.Num(i.start);
+    w.Num(i.end);
+    w.Bool(i.expired);
+    w.Int(i.pid);
+    w.Str(i.who);
+    w.Str(i.detail);
+    w.Int(i.blocker_pid);
+    w.Close(']');
+    out += w.Take();
+    out += '\n';
+  }
+  return out;
+}
+
+IntervalJournalRead DecodeIntervalLines(std::string_view bytes, uint64_t lines) {
+  IntervalJournalRead out;
+  DecodeLines(bytes, lines, &out, [&](Reader& r, dom::element e) {
+    const auto t = r.Tuple(e, 11, "timeline interval");
+    if (!r.ok()) return;
+    TimelineRow row;
+    row.kind = ReadRowKind(r, t[0], "timeline row kind");
+    row.scope = r.Str(t[1], "timeline row scope");
+    row.name = r.Str(t[2], "timeline row name");
+    TimelineInterval i;
+    i.row = std::make_shared<const TimelineRow>(std::move(row));
+    i.wait = r.Bool(t[3], "interval wait");
+    i.start = r.Num(t[4], "interval start");
+    i.end = r.Num(t[5], "interval end");
+    i.expired = r.Bool(t[6], "interval expired");
+    i.pid = r.Pid(t[7], "interval pid");
+    i.who = r.Str(t[8], "interval who");
+    i.detail = r.Str(t[9], "interval detail");
+    i.blocker_pid = r.Pid(t[10], "interval blocker_pid");
+    if (r.ok()) out.intervals.push_back(std::move(i));
+  });
   return out;
 }
 

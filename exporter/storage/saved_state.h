@@ -77,6 +77,9 @@ struct SavedTarget {
   std::optional<EpisodeTrackerSaved> episodes;
   std::optional<LeaseTransitions::Saved> leases;
   std::optional<TimelineSaved> timeline;
+  // The timeline's closed intervals are in a journal of their own, as the events (then
+  // timeline->closed is empty in the file); absent: they are in the timeline section.
+  std::optional<SavedJournal> timeline_journal;
 };
 
 std::string EncodeSavedTarget(const SavedTarget& state);
@@ -107,5 +110,15 @@ struct JournalRead {
 };
 // Reads the first `lines` lines of `bytes` (fewer when it holds fewer). Takes any bytes.
 JournalRead DecodeEventLines(std::string_view bytes, uint64_t lines);
+
+// The same for the timeline's closed intervals, each line naming its row.
+std::string EncodeIntervalLines(const std::vector<TimelineInterval>& intervals);
+struct IntervalJournalRead {
+  std::vector<TimelineInterval> intervals;  // oldest first
+  uint64_t lines = 0;
+  uint64_t damaged = 0;
+  std::string first_damage;
+};
+IntervalJournalRead DecodeIntervalLines(std::string_view bytes, uint64_t lines);
 
 }  // namespace pglock

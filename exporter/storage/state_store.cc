@@ -59,6 +59,11 @@ std::string EventJournalPath(const std::string& dir, const std::string& target,
   return FileStem(dir, target) + ".events." + std::to_string(generation) + ".jsonl";
 }
 
+std::string TimelineJournalPath(const std::string& dir, const std::string& target,
+                                uint64_t generation) {
+  return FileStem(dir, target) + ".timeline." + std::to_string(generation) + ".jsonl";
+}
+
 Status AppendToFile(const std::string& path, std::string_view bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return Status::IoFailed(Errno("cannot open", path));

@@ -22,6 +22,9 @@ std::string StateFilePath(const std::string& dir, const std::string& target);
 // are another's).
 std::string EventJournalPath(const std::string& dir, const std::string& target,
                              uint64_t generation);
+// "<dir>/<target>.timeline.<generation>.jsonl": its timeline's closed intervals.
+std::string TimelineJournalPath(const std::string& dir, const std::string& target,
+                                uint64_t generation);
 
 // Replaces `path` with `bytes`, all or nothing: a crash leaves the old file or the new one.
 Status WriteFileAtomically(const std::string& path, std::string_view bytes);

@@ -191,6 +191,35 @@ TEST(Timeline, MarkersFromEventsLossesFirstReleasesLeftOut) {
 // poll after it: a holder it still sees (the same pid and backend start) goes on across the gap;
 // one it does not see, or a reused pid, ends at its last sighting before the stop; the gap is
 // in the window; markers and closed intervals are as they were.
+// The closed intervals' journal (exporter/storage/): what closed since a number, in the order
+// closed, without what the bound dropped; Save without them.
+TEST(Timeline, ClosedSinceGivesTheIntervalsClosedAfterANumber) {
+  Timeline t;
+  Session a = Client(7, "a");
+  uint64_t next = 99;
+  EXPECT_TRUE(t.ClosedSince(0, &next).empty());
+  EXPECT_EQ(next, 0u);
+  t.Observe(Poll(kT0, {Granted(1, 7), Granted(2, 7), Granted(3, 7)}, {a}), {}, nullptr);
+  t.Observe(Poll(kT0 + 1, {Granted(3, 7)}, {a}), {}, nullptr);  // keys 1 and 2 closed
+  uint64_t mark = 0;
+  EXPECT_EQ(t.ClosedSince(0, &mark).size(), 2u);
+  EXPECT_EQ(mark, 2u);
+  t.Observe(Poll(kT0 + 2, {}, {a}), {}, nullptr);  // key 3 closed
+  const auto added = t.ClosedSince(mark, &next);
+  EXPECT_EQ(next, 3u);
+  ASSERT_EQ(added.size(), 1u);
+  EXPECT_EQ(added[0].row->name, "3");
+  EXPECT_TRUE(t.ClosedSince(next, &next).empty());
+  EXPECT_EQ(t.closed_count(), 3u);
+  EXPECT_TRUE(t.Save(/*with_closed=*/false).closed.empty());
+  EXPECT_EQ(t.Save().closed.size(), 3u);
+  // Restored: numbered from 0 again, all of them.
+  Timeline after;
+  after.Restore(t.Save());
+  EXPECT_EQ(after.ClosedSince(0, &next).size(), 3u);
+  EXPECT_EQ(next, 3u);
+}
+
 TEST(Timeline, ARestartKeepsTheHistoryAndGoesOnOnlyUnderTheSameSessions) {
   Session a = Client(7, "a"), b = Client(8, "b"), c = Client(9, "c");
   for (Session* s : {&a, &b, &c}) s->backend_start = kT0 - 100;

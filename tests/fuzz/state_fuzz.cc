@@ -1,6 +1,7 @@
 // The state file reader ([storage] path): no crash on any bytes, nothing half-read on an error,
 // and every state it accepts encodes to bytes it reads back to the same encoding. The same bytes
-// as an events journal: no crash, and the events it reads written again read back the same.
+// as an events journal and as a timeline journal: no crash, and what it reads written again reads
+// back the same.
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -26,6 +27,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     again_events.push_back(std::make_shared<const pglock::Event>(e));
   }
   if (pglock::EncodeEventLines(again_events) != lines) std::abort();
+  const pglock::IntervalJournalRead intervals = pglock::DecodeIntervalLines(bytes, UINT64_MAX);
+  if (intervals.intervals.size() + intervals.damaged != intervals.lines) std::abort();
+  const std::string interval_lines = pglock::EncodeIntervalLines(intervals.intervals);
+  const pglock::IntervalJournalRead intervals_back =
+      pglock::DecodeIntervalLines(interval_lines, UINT64_MAX);
+  if (intervals_back.damaged != 0 ||
+      pglock::EncodeIntervalLines(intervals_back.intervals) != interval_lines) {
+    std::abort();
+  }
   pglock::SavedTarget state;
   if (!pglock::DecodeSavedTarget(bytes, &state).ok()) {
     if (state.inventory || !state.events.empty() || !state.target.empty()) std::abort();

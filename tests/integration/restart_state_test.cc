@@ -484,12 +484,19 @@ TEST(RestartState, TheEventsJournalIsAppendedToRestoredAndRewrittenAtTheNextStar
     first.Stop();  // the final write appends the two events
   }
   EXPECT_EQ(LinesOf(Journal(dir, 1)), 2u);
+  // The timeline's closed bars (each holder's, closed at its give-back) in their own journal.
+  const size_t closed = LinesOf(TimelineJournalPath(dir.path(), "it", 1));
+  EXPECT_GE(closed, 4u);
   SavedTarget saved;
   ASSERT_TRUE(DecodeSavedTarget(Read(dir.file()), &saved).ok());
   ASSERT_TRUE(saved.journal.has_value());
   EXPECT_EQ(saved.journal->generation, 1u);
   EXPECT_EQ(saved.journal->lines, 2u);
   EXPECT_TRUE(saved.events.empty());
+  ASSERT_TRUE(saved.timeline_journal.has_value());
+  EXPECT_EQ(saved.timeline_journal->lines, closed);
+  ASSERT_TRUE(saved.timeline.has_value());
+  EXPECT_TRUE(saved.timeline->closed.empty());
 
   Poller second(Target(false), Poll(dir));
   second.PollOnceForTest();
@@ -503,6 +510,14 @@ TEST(RestartState, TheEventsJournalIsAppendedToRestoredAndRewrittenAtTheNextStar
   ASSERT_TRUE(DecodeSavedTarget(Read(dir.file()), &saved).ok());
   EXPECT_EQ(saved.journal->generation, 2u);
   EXPECT_EQ(saved.journal->lines, 2u);
+  EXPECT_FALSE(fs::exists(TimelineJournalPath(dir.path(), "it", 1)));
+  EXPECT_GE(LinesOf(TimelineJournalPath(dir.path(), "it", 2)), closed);
+  // The bars came back: the page's window holds the closed ones from before the restart.
+  size_t bars = 0;
+  for (const TimelineRowWindow& r : second.Latest()->timeline->Query(3600).rows) {
+    if (r.row->name == "nightly-report") bars += r.holds.size();
+  }
+  EXPECT_GE(bars, 4u);
   second.Stop();
 }
 
@@ -543,8 +558,8 @@ TEST(RestartState, ADamagedOrMissingJournalLosesOnlyItsEvents) {
   Poller third(Target(false), Poll(dir));
   third.PollOnceForTest();
   EXPECT_TRUE(LockEvents(third).empty());
-  EXPECT_NE(log.Text().find("events journal " + Journal(dir, 1) +
-                            " not read, no events restored (the rest is): missing"),
+  EXPECT_NE(log.Text().find("journal " + Journal(dir, 1) +
+                            " not read, what it keeps is not restored (the rest is): missing"),
             std::string::npos)
       << log.Text();
   EXPECT_NE(log.Text().find("saved state applied"), std::string::npos) << log.Text();
@@ -562,6 +577,7 @@ TEST(RestartState, ATargetRemovedFromTheConfigDropsItsState) {
   }
   EXPECT_FALSE(fs::exists(dir.file()));
   EXPECT_FALSE(fs::exists(Journal(dir, 1)));
+  EXPECT_FALSE(fs::exists(TimelineJournalPath(dir.path(), "it", 1)));
 }
 
 }  // namespace

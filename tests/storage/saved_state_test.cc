@@ -661,6 +661,54 @@ TEST(EventJournal, TheStateNamesItsJournalAndAnOlderFileHasNone) {
   EXPECT_EQ(older.events.size(), 1u);
 }
 
+TEST(EventJournal, TheTimelinesClosedIntervalsReadBackWithTheirRows) {
+  std::vector<TimelineInterval> closed;
+  for (int i = 0; i < 3; ++i) {
+    TimelineInterval v;
+    v.row = std::make_shared<const TimelineRow>(
+        TimelineRow{i == 1 ? TimelineRowKind::kLease : TimelineRowKind::kLock, "app",
+                    "job \"" + std::to_string(i) + "\""});
+    v.wait = i == 2;
+    v.start = 1796390000.25 + i;
+    v.end = v.start + 0.5;
+    v.expired = i == 1;
+    v.pid = 100 + i;
+    v.who = "réport\nrunner";
+    v.detail = "ExclusiveLock";
+    v.blocker_pid = i;
+    closed.push_back(v);
+  }
+  TimelineInterval no_row;  // never written
+  closed.push_back(no_row);
+  const std::string bytes = EncodeIntervalLines(closed);
+  EXPECT_EQ(std::count(bytes.begin(), bytes.end(), '\n'), 3);
+  const IntervalJournalRead read = DecodeIntervalLines(bytes, 3);
+  EXPECT_EQ(read.damaged, 0u);
+  ASSERT_EQ(read.intervals.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const TimelineInterval& a = closed[i];
+    const TimelineInterval& b = read.intervals[i];
+    EXPECT_EQ(b.row->kind, a.row->kind) << i;
+    EXPECT_EQ(b.row->name, a.row->name) << i;
+    EXPECT_EQ(std::tie(b.wait, b.start, b.end, b.expired, b.pid, b.who, b.detail, b.blocker_pid),
+              std::tie(a.wait, a.start, a.end, a.expired, a.pid, a.who, a.detail, a.blocker_pid))
+        << i;
+  }
+  std::string damaged = bytes;
+  damaged.replace(bytes.find('\n') + 2, 4, "xxxx");  // the second line's row kind
+  const IntervalJournalRead d = DecodeIntervalLines(damaged, 3);
+  EXPECT_EQ(d.damaged, 1u);
+  EXPECT_EQ(d.intervals.size(), 2u);
+  EXPECT_EQ(d.first_damage.rfind("line 2: ", 0), 0u) << d.first_damage;
+  SavedTarget s = Sample();
+  s.timeline_journal = SavedJournal{3, 3};
+  SavedTarget r;
+  ASSERT_TRUE(DecodeSavedTarget(EncodeSavedTarget(s), &r).ok());
+  ASSERT_TRUE(r.timeline_journal.has_value());
+  EXPECT_EQ(r.timeline_journal->generation, 3u);
+  EXPECT_FALSE(r.journal.has_value());
+}
+
 TEST(EventJournal, ItIsRewrittenPastTwiceWhatTheLogKeeps) {
   EXPECT_FALSE(JournalWantsRewrite(0, 0, 0));
   EXPECT_FALSE(JournalWantsRewrite(2000, 256, 1000));
@@ -670,6 +718,7 @@ TEST(EventJournal, ItIsRewrittenPastTwiceWhatTheLogKeeps) {
 
 TEST(StateStore, FileNamesAreSafeForAnyTargetName) {
   EXPECT_EQ(EventJournalPath("/var/lib/x", "a.b", 3), "/var/lib/x/a%2Eb.events.3.jsonl");
+  EXPECT_EQ(TimelineJournalPath("/var/lib/x", "a", 4), "/var/lib/x/a.timeline.4.jsonl");
   EXPECT_EQ(StateFilePath("/var/lib/x", "orders-db_1"), "/var/lib/x/orders-db_1.state.json");
   EXPECT_EQ(StateFilePath("/var/lib/x/", "../etc/passwd"),
             "/var/lib/x/%2E%2E%2Fetc%2Fpasswd.state.json");
