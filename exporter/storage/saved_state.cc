@@ -1056,9 +1056,8 @@ class RowTable {
   std::vector<const TimelineRow*> rows_;
 };
 
-void WriteInterval(const TimelineInterval& i, RowTable* rows, Writer* w) {
-  w->Open('[');
-  w->Int(rows->Index(*i.row));
+// An interval's fields after its row, as the state file and the timeline journal both write them.
+void WriteIntervalFields(const TimelineInterval& i, Writer* w) {
   w->Bool(i.wait);
   w->Num(i.start);
   w->Num(i.end);
@@ -1067,6 +1066,13 @@ void WriteInterval(const TimelineInterval& i, RowTable* rows, Writer* w) {
   w->Str(i.who);
   w->Str(i.detail);
   w->Int(i.blocker_pid);
+}
+constexpr size_t kIntervalFields = 8;
+
+void WriteInterval(const TimelineInterval& i, RowTable* rows, Writer* w) {
+  w->Open('[');
+  w->Int(rows->Index(*i.row));
+  WriteIntervalFields(i, w);
   w->Close(']');
 }
 
@@ -1214,20 +1220,26 @@ std::shared_ptr<const TimelineRow> RowAt(
   return r.ok() ? rows[static_cast<size_t>(i)] : nullptr;
 }
 
+// The fields WriteIntervalFields wrote, from t[at] on.
+void ReadIntervalFields(Reader& r, const std::vector<dom::element>& t, size_t at,
+                        TimelineInterval* i) {
+  i->wait = r.Bool(t[at], "interval wait");
+  i->start = r.Num(t[at + 1], "interval start");
+  i->end = r.Num(t[at + 2], "interval end");
+  i->expired = r.Bool(t[at + 3], "interval expired");
+  i->pid = r.Pid(t[at + 4], "interval pid");
+  i->who = r.Str(t[at + 5], "interval who");
+  i->detail = r.Str(t[at + 6], "interval detail");
+  i->blocker_pid = r.Pid(t[at + 7], "interval blocker_pid");
+}
+
 TimelineInterval ReadInterval(Reader& r, dom::element e,
                               const std::vector<std::shared_ptr<const TimelineRow>>& rows) {
   TimelineInterval i;
-  const auto t = r.Tuple(e, 9, "timeline interval");
+  const auto t = r.Tuple(e, 1 + kIntervalFields, "timeline interval");
   if (!r.ok()) return i;
   i.row = RowAt(r, t[0], rows);
-  i.wait = r.Bool(t[1], "interval wait");
-  i.start = r.Num(t[2], "interval start");
-  i.end = r.Num(t[3], "interval end");
-  i.expired = r.Bool(t[4], "interval expired");
-  i.pid = r.Pid(t[5], "interval pid");
-  i.who = r.Str(t[6], "interval who");
-  i.detail = r.Str(t[7], "interval detail");
-  i.blocker_pid = r.Pid(t[8], "interval blocker_pid");
+  ReadIntervalFields(r, t, 1, &i);
   return i;
 }
 
@@ -1575,14 +1587,7 @@ std::string EncodeIntervalLines(const std::vector<TimelineInterval>& intervals) 
     w.Str(TimelineRowKindLabel(i.row->kind));
     w.Str(i.row->scope);
     w.Str(i.row->name);
-    w.Bool(i.wait);
-    w.Num(i.start);
-    w.Num(i.end);
-    w.Bool(i.expired);
-    w.Int(i.pid);
-    w.Str(i.who);
-    w.Str(i.detail);
-    w.Int(i.blocker_pid);
+    WriteIntervalFields(i, &w);
     w.Close(']');
     out += w.Take();
     out += '\n';
@@ -1593,7 +1598,7 @@ std::string EncodeIntervalLines(const std::vector<TimelineInterval>& intervals) 
 IntervalJournalRead DecodeIntervalLines(std::string_view bytes, uint64_t lines) {
   IntervalJournalRead out;
   DecodeLines(bytes, lines, &out, [&](Reader& r, dom::element e) {
-    const auto t = r.Tuple(e, 11, "timeline interval");
+    const auto t = r.Tuple(e, 3 + kIntervalFields, "timeline interval");
     if (!r.ok()) return;
     TimelineRow row;
     row.kind = ReadRowKind(r, t[0], "timeline row kind");
@@ -1601,14 +1606,7 @@ IntervalJournalRead DecodeIntervalLines(std::string_view bytes, uint64_t lines) 
     row.name = r.Str(t[2], "timeline row name");
     TimelineInterval i;
     i.row = std::make_shared<const TimelineRow>(std::move(row));
-    i.wait = r.Bool(t[3], "interval wait");
-    i.start = r.Num(t[4], "interval start");
-    i.end = r.Num(t[5], "interval end");
-    i.expired = r.Bool(t[6], "interval expired");
-    i.pid = r.Pid(t[7], "interval pid");
-    i.who = r.Str(t[8], "interval who");
-    i.detail = r.Str(t[9], "interval detail");
-    i.blocker_pid = r.Pid(t[10], "interval blocker_pid");
+    ReadIntervalFields(r, t, 3, &i);
     if (r.ok()) out.intervals.push_back(std::move(i));
   });
   return out;
