@@ -32,6 +32,7 @@ using testing::HttpGet;
 using testing::HttpResponse;
 using testing::LockLibrariesPath;
 using testing::Pg;
+using testing::Python3;
 using testing::TestPoll;
 using testing::TestSession;
 using testing::ValidJson;
@@ -100,7 +101,7 @@ std::string Json(const std::string& body, const std::string& expr) {
   std::string quoted = "'";
   for (const char c : script) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   quoted += "'";
-  FILE* p = popen(("python3 -c " + quoted + " " + path + " 2>&1").c_str(), "r");
+  FILE* p = popen((Python3() + " -c " + quoted + " " + path + " 2>&1").c_str(), "r");
   std::string out;
   char buf[4096];
   size_t n = 0;

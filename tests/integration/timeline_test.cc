@@ -13,6 +13,7 @@
 
 #include "exporter/http/timeline_page.h"
 #include "exporter/poll/poller.h"
+#include "tests/support/http_get.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/test_poll.h"
 
@@ -22,6 +23,7 @@ namespace {
 using testing::Pg;
 using testing::TestPoll;
 using testing::TestSession;
+using testing::ValidJson;
 using testing::WaitFor;
 
 constexpr const char* kHostileApp = "<img src=x onerror=alert(1)>&\"";
@@ -46,13 +48,6 @@ std::string Num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", v);
   return buf;
-}
-
-bool ValidJson(const std::string& text) {
-  FILE* p = popen("python3 -c 'import json,sys; json.load(sys.stdin)'", "w");
-  if (p == nullptr) return false;
-  fwrite(text.data(), 1, text.size(), p);
-  return pclose(p) == 0;
 }
 
 // A poller driven by the test, with the server time of every poll it ran.
