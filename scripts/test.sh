@@ -67,6 +67,29 @@ if ((quick == 0)); then
   asan_pid=$!
 fi
 
+# How long each test took at the last run on this machine, kept outside the clone (as the compiler
+# cache is): ctest and the matrix start the longest first with it. Without it (a fresh machine)
+# they start the integration binaries first, in their listed order.
+if [[ -z ${PGLOCK_TEST_COST_DIR:-} ]]; then
+  if ((EUID == 0)); then PGLOCK_TEST_COST_DIR=/var/cache/pglock_exporter/test-costs
+  else PGLOCK_TEST_COST_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/pglock_exporter/test-costs; fi
+fi
+mkdir -p "$PGLOCK_TEST_COST_DIR"
+# costs in|out BUILD_DIR: the build directory's cost files from the cache, or back to it.
+costs() {
+  local name file
+  for file in Testing/Temporary/CTestCostData.txt matrix_costs.txt; do
+    name="$2-${file##*/}"
+    if [[ $1 == in && -f $PGLOCK_TEST_COST_DIR/$name ]]; then
+      mkdir -p "$2/${file%/*}" && cp "$PGLOCK_TEST_COST_DIR/$name" "$2/$file"
+    elif [[ $1 == out && -f $2/$file ]]; then
+      cp "$2/$file" "$PGLOCK_TEST_COST_DIR/$name"
+    fi
+  done
+  true
+}
+costs in build
+
 step "unit and integration tests (ctest)"
 export PGLOCK_REQUIRE_PROMTOOL=1
 export PGLOCK_EXPORTER_BINARY=$root/build/pglock_exporter
@@ -75,20 +98,16 @@ export PGLOCK_EXPORTER_BINARY=$root/build/pglock_exporter
 # with its own server; the matrix runs the same way.
 (cd build && ctest --output-on-failure -j "$((2 * $(nproc)))" --timeout 900)
 
-if [[ -x alerts/check.sh ]]; then
-  step "alert rules: promtool check rules + test rules"
-  alerts/check.sh
-fi
-if [[ -x dashboards/check.sh ]]; then
-  step "dashboards"
-  dashboards/check.sh >/dev/null
-  echo "dashboards ok"
-fi
-step "metric names: code vs alert rules, dashboards and docs/metrics.md"
-scripts/check_metric_names_test.py -q
-scripts/check_metric_names.py
-step "links between README.md and docs/"
-scripts/check_doc_links.py
+# The checks that start no server: alert rules (promtool check and test rules), dashboards, metric
+# names (code vs alert rules, dashboards and docs/metrics.md), links between README.md and docs/.
+# They run beside the first group below.
+# Chained: a function called where its status is tested runs without `set -e`.
+quick_checks() {
+  alerts/check.sh && dashboards/check.sh >/dev/null && echo "dashboards ok" &&
+    scripts/check_metric_names_test.py -q && scripts/check_metric_names.py &&
+    scripts/check_doc_links.py
+}
+
 # side_by_side TITLE COMMAND...: runs the commands (each a script and its arguments, one word each,
 # split on spaces) at once, each one's output into a log of its own, printed whole as it ends; after
 # the last one ends, fails if any failed. Each one writes "INDEX STATUS" to a FIFO when it ends:
@@ -131,23 +150,14 @@ side_by_side() {
 # side by side: each has its own servers, free ports and temporary directory, and they mostly wait
 # on real time (the live alerts wait for real `for:` durations; the matrix runs two binaries per
 # core). The images are built here, once, before the container tests below need them.
-group=("tests/matrix/run.sh build" "tests/container/images.sh build" tests/container/manifests_test.sh)
+group=(quick_checks "tests/matrix/run.sh build" "tests/container/images.sh build"
+  tests/container/manifests_test.sh)
 for t in tests/e2e/*.sh; do
   # A script that lost its mode would be skipped without a word: refuse it instead.
   [[ -x $t ]] || { echo "$t is not executable (chmod +x, git update-index --chmod=+x)" >&2; exit 1; }
   group+=("$t")
 done
 side_by_side "integration tests on PostgreSQL $matrix_versions (tests/matrix/run.sh), the container images, the manifests, the end-to-end tests" "${group[@]}"
-
-# The package test and the container tests side by side: each its own temporary directory, free
-# ports and servers; each container test its own podman storage and configuration
-# (tests/container/lib.sh; podman's shared lock memory, /dev/shm/libpod_lock, hands each storage's
-# containers locks of their own), loading the images built above. The package test installs the
-# .deb on this machine (dpkg -i, --purge), which nothing else here uses; its cpack (which builds
-# the build directory's preinstall target, a no-op after the build) never runs beside the images'.
-side_by_side "the Debian package (cpack, dpkg -i, the installed exporter, dpkg --purge), the image under podman, the sidecar overlay under podman kube play, the shards overlay (12 PostgreSQL servers)" \
-  "tests/package/package_test.sh build" "tests/container/container_test.sh build" \
-  "tests/container/kube_play_test.sh build" "tests/container/shards_test.sh build"
 
 if ((quick == 0)); then
   step "sanitizer build and fuzzing (libFuzzer, ${FUZZ_SECONDS:-20}s per target): waiting for them"
@@ -165,9 +175,28 @@ if ((quick == 0)); then
     echo "fuzzing failed (build-asan.fuzz.log; the inputs in build-asan/findings/)" >&2
     exit 1
   fi
-  step "sanitizer tests (address, undefined)"
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 PGLOCK_EXPORTER_BINARY=$root/build-asan/pglock_exporter \
-     ctest --output-on-failure -j "$(nproc)" --timeout 900)
 fi
 
+# The unit and integration tests again, in the sanitizer build: two per core, as the release
+# build's, each integration binary with a server of its own.
+sanitizer_tests() {
+  costs in build-asan
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 PGLOCK_EXPORTER_BINARY=$root/build-asan/pglock_exporter \
+    ctest --output-on-failure -j "$((2 * $(nproc)))" --timeout 900) && costs out build-asan
+}
+
+# The package test, the container tests and the sanitizer pass side by side: each its own
+# temporary directory, free ports and servers; each container test its own podman storage and
+# configuration (tests/container/lib.sh; podman's shared lock memory, /dev/shm/libpod_lock, hands
+# each storage's containers locks of their own), loading the images built above. The package test
+# installs the .deb on this machine (dpkg -i, --purge), which nothing else here uses; its cpack
+# (which builds the build directory's preinstall target, a no-op after the build) never runs
+# beside the images'.
+group=("tests/package/package_test.sh build" "tests/container/container_test.sh build"
+  "tests/container/kube_play_test.sh build" "tests/container/shards_test.sh build")
+((quick == 0)) && group+=(sanitizer_tests)
+side_by_side "the Debian package (cpack, dpkg -i, the installed exporter, dpkg --purge), the image under podman, the sidecar overlay under podman kube play, the shards overlay (12 PostgreSQL servers)$( ((quick == 0)) && echo ', the sanitizer build'"'"'s unit and integration tests (address, undefined)')" \
+  "${group[@]}"
+
+costs out build
 step "all tests passed"

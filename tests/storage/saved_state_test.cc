@@ -145,7 +145,8 @@ SavedTarget Sample() {
   open.objsubid = 2;
   open.pid = 4242;
   open.backend_start = session.backend_start;
-  open.interval = {lock_row, false, 1796390000, 1796399999.5, true, false, 4242, "réport\nrunner"};
+  open.interval = {lock_row,         false, 1796390000, 1796399999.5, true, false, 4242,
+                   "réport\nrunner", ""};
   timeline.open.push_back(open);
   TimelineSavedOpen waiting;
   waiting.key_kind = TimelineRowKind::kRoot;
@@ -154,10 +155,11 @@ SavedTarget Sample() {
   waiting.text =
       "app\x1f\x1f"
       "4242";
-  waiting.interval = {root_row, true, 1796399000, 1796399999.5, true, false, 4343, "waiter"};
+  waiting.interval = {root_row, true, 1796399000, 1796399999.5, true, false, 4343, "waiter", ""};
   waiting.interval.blocker_pid = 4242;
   timeline.open.push_back(waiting);
-  timeline.closed.push_back({lock_row, false, 1796380000, 1796389000, false, false, 4141, "old"});
+  timeline.closed.push_back(
+      {lock_row, false, 1796380000, 1796389000, false, false, 4141, "old", ""});
   TimelineMarker marker;
   marker.row = lock_row;
   marker.time = 1796389000;
@@ -637,7 +639,7 @@ TEST(EventJournal, ATornLastLineIsNotReadAndADamagedLineIsSkippedAlone) {
   EXPECT_EQ(read.events[1].previous.pid, 102);
   EXPECT_EQ(read.first_damage.rfind("line 2: ", 0), 0u) << read.first_damage;
   // Anything at all: an answer, never a crash.
-  for (const std::string junk :
+  for (const std::string& junk :
        {std::string("\n\n\n"), std::string("\x00\xff{[\n", 5), std::string("[]\n{}\n\"x\"\n")}) {
     const JournalRead r = DecodeEventLines(junk, 10);
     EXPECT_TRUE(r.events.empty());
