@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cmath>
@@ -663,6 +664,23 @@ TEST(ExpositionTextTest, PromtoolAcceptsHostileOutput) {
   const std::string text = Serialize(families);
   std::string out;
   EXPECT_TRUE(testing::PromtoolCheck(text, &out)) << out << "\n" << text.substr(0, 2000);
+}
+
+// The check skips a text whose form (the values' digits aside) passed before, and only that:
+// another value's format, another label or a text that failed is checked again.
+TEST(ExpositionTextTest, PromtoolChecksEachFormOnce) {
+  if (access("/usr/bin/promtool", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/promtool";
+  const std::string head = "# HELP t_total a\n# TYPE t_total counter\n";
+  std::string out;
+  EXPECT_TRUE(testing::PromtoolCheck(head + "t_total{pid=\"1\"} 5\n", &out)) << out;
+  EXPECT_EQ(out, "");
+  EXPECT_TRUE(testing::PromtoolCheck(head + "t_total{pid=\"1\"} 7\n", &out)) << out;
+  EXPECT_EQ(out, "the same form passed promtool check metrics before");
+  EXPECT_FALSE(testing::PromtoolCheck(head + "t_total{pid=\"1\"} 7e\n", &out));
+  EXPECT_NE(out.find("expected float"), std::string::npos) << out;
+  EXPECT_FALSE(testing::PromtoolCheck(head + "t_total{pid=\"1\"} 8e\n", &out));
+  EXPECT_TRUE(testing::PromtoolCheck(head + "t_total{pid=\"2\"} 7\n", &out)) << out;
+  EXPECT_EQ(out, "");
 }
 
 }  // namespace
