@@ -7,7 +7,7 @@ set -euo pipefail
 purpose=${1:-test}
 build_pkgs=(build-essential cmake pkg-config git prometheus-cpp-dev libcivetweb-dev libpq-dev
             libtoml11-dev libspdlog-dev libfmt-dev libsimdjson-dev libgtest-dev libcrypt-dev libssl-dev
-            zlib1g-dev clang-format clang libclang-rt-14-dev dpkg-dev ccache ninja-build)
+            zlib1g-dev clang-format clang libclang-rt-14-dev lld dpkg-dev ccache ninja-build)
 runtime_pkgs=(postgresql-15 postgresql-client-15 prometheus prometheus-alertmanager pgbouncer curl
               openssl python3 procps iproute2 util-linux adduser lintian locales)
 extra_pkgs=()

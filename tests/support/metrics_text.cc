@@ -106,10 +106,10 @@ bool EnvOn(const char* name) {
   return !s.empty() && s != "0" && s != "false";
 }
 
-// The text with every sample's value reduced to its form: each digit of the value a 0 ("12.5" ->
-// "00.0", "NaN" and "+Inf" kept), names, labels and comments as they are. Two texts with the same
-// form pass or fail promtool check metrics alike, since what it checks (the syntax, the names,
-// help and types, duplicate series) never depends on a value's digits.
+// The text with every sample's value reduced to its form: each run of digits in the value a 0
+// ("12.5" and "3.25" -> "0.0", "1e-05" -> "0e-0", "NaN" and "+Inf" kept), names, labels and
+// comments as they are. Two texts of one form pass or fail promtool check metrics alike: what it
+// checks (the syntax, the names, help and types) never depends on a value's digits.
 std::string Form(const std::string& text) {
   std::string form;
   form.reserve(text.size());
@@ -123,7 +123,13 @@ std::string Form(const std::string& text) {
       form.append(line);
     } else {
       form.append(line.substr(0, space + 1));
-      for (const char c : line.substr(space + 1)) form += c >= '0' && c <= '9' ? '0' : c;
+      bool digits = false;
+      for (const char c : line.substr(space + 1)) {
+        const bool digit = c >= '0' && c <= '9';
+        if (!digit) form += c;
+        if (digit && !digits) form += '0';
+        digits = digit;
+      }
     }
     form += '\n';
     start = end + 1;
