@@ -46,7 +46,7 @@ costs() {
   for file in Testing/Temporary/CTestCostData.txt matrix_costs.txt; do
     name="$2-${file##*/}"
     if [[ $1 == in && -f $PGLOCK_TEST_COST_DIR/$name ]]; then
-      mkdir -p "$2/${file%/*}" && cp "$PGLOCK_TEST_COST_DIR/$name" "$2/$file"
+      mkdir -p "$(dirname "$2/$file")" && cp "$PGLOCK_TEST_COST_DIR/$name" "$2/$file"
     elif [[ $1 == out && -f $2/$file ]]; then
       cp "$2/$file" "$PGLOCK_TEST_COST_DIR/$name"
     fi

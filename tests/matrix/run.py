@@ -53,9 +53,13 @@ def load_costs(build):
 
 
 def save_costs(build, costs):
-    with open(os.path.join(build, COST_FILE), "w", encoding="utf-8") as f:
-        for name, seconds in sorted(costs.items()):
-            f.write(f"{name} {seconds:.1f}\n")
+    """Only the next run's order depends on them: a failure to write them is a warning."""
+    try:
+        with open(os.path.join(build, COST_FILE), "w", encoding="utf-8") as f:
+            for name, seconds in sorted(costs.items()):
+                f.write(f"{name} {seconds:.1f}\n")
+    except OSError as e:
+        sys.stderr.write(f"matrix: the run times were not kept: {e}\n")
 
 
 def summary(log):
