@@ -106,11 +106,18 @@ waiters=$(q "SELECT string_agg(pid::text, ' ') FROM pg_stat_activity WHERE appli
 idle=$(q "SELECT pid FROM pg_stat_activity WHERE application_name = 'rebuild-1'")
 say "holder $holder, waiters $waiters, idle in transaction $idle"
 
-# Between polls, from the server's log: a wait of 1.5 s for key 4711 that ends when its holder's
-# session does, and a lock timeout on report-daily (lock_timeout 1.5 s, longer than
-# deadlock_timeout, so its wait is logged first).
-psql_bg short-holder postgres "SELECT pg_advisory_lock(4711), pg_backend_pid(), pg_sleep(1.7)"
-sleep 0.2
+# Between polls, from the server's log: a wait of a few seconds for key 4711 that ends when its
+# holder's session does, and a lock timeout on report-daily (lock_timeout 1.5 s, longer than
+# deadlock_timeout, so its wait is logged first). The waiter starts once the holder holds the key:
+# started 0.2 s after it, it once took the key first on a loaded machine, and waited for nothing.
+# The holder keeps it 4 s, so the wait outlasts deadlock_timeout (1 s) even when that check is
+# slow.
+psql_bg short-holder postgres "SELECT pg_advisory_lock(4711), pg_backend_pid(), pg_sleep(4)"
+for ((i = 0; i < 100; i++)); do
+  [[ $(q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 0 AND objid = 4711 AND granted") == 1 ]] &&
+    break
+  sleep 0.1
+done
 PGAPPNAME=short-waiter "$PG_BIN/psql" -X -q -At -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres \
   -c "SELECT pg_advisory_lock(4711)" -c "SELECT pg_backend_pid()" >"$tmp/short-waiter.pid"
 PGAPPNAME=report-impatient "$PG_BIN/psql" -X -q -At -h 127.0.0.1 -p "$PG_PORT" -U postgres \
