@@ -171,7 +171,7 @@ for t in tests/e2e/*.sh; do
   [[ -x $t ]] || { echo "$t is not executable (chmod +x, git update-index --chmod=+x)" >&2; exit 1; }
   group+=("$t")
 done
-side_by_side "integration tests on PostgreSQL $matrix_versions (tests/matrix/run.sh), the container images, the manifests, the end-to-end tests" "${group[@]}"
+side_by_side "the checks, integration tests on PostgreSQL $matrix_versions (tests/matrix/run.sh), the container images, the manifests, the end-to-end tests" "${group[@]}"
 
 if ((quick == 0)); then
   step "sanitizer build and fuzzing (libFuzzer, ${FUZZ_SECONDS:-20}s per target): waiting for them"

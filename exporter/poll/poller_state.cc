@@ -350,7 +350,7 @@ bool Poller::ReadJournal(StateJournal* journal, const SavedJournal& saved, std::
   journal->loaded = saved;
   const std::string path = journal->path(poll_.storage_path, target_.name, saved.generation);
   bool missing = false;
-  Status s = ReadWholeFile(path, kMaxEventJournalBytes, bytes, &missing);
+  Status s = ReadWholeFile(path, kMaxJournalBytes, bytes, &missing);
   if (s.ok() && missing) s = Status::IoFailed("missing");
   if (s.ok()) return true;
   spdlog::warn("target {}: journal {} not read, what it keeps is not restored (the rest is): {}",

@@ -90,9 +90,9 @@ Status DecodeSavedTarget(std::string_view bytes, SavedTarget* out);
 // the events the log keeps and kJournalSlackLines: each event is encoded about twice in all,
 // whatever the history kept, and a journal holds at most about twice what it restores.
 inline constexpr uint64_t kJournalSlackLines = 256;
-// A journal larger than this is not read (its events are lost, the rest of the state is not): at
-// the default event_log_size a full journal is about 7 MB.
-inline constexpr size_t kMaxEventJournalBytes = 256u << 20;
+// A journal larger than this is not read (what it keeps is lost, the rest of the state is not): at
+// the default event_log_size a full events journal is about 7 MB.
+inline constexpr size_t kMaxJournalBytes = 256u << 20;
 inline bool JournalWantsRewrite(uint64_t lines, uint64_t added, uint64_t kept) {
   return lines + added > 2 * kept + kJournalSlackLines;
 }

@@ -567,16 +567,21 @@ TEST(Process, PasswordsNeverLeakToLogsMetricsOrLandingPage) {
   std::filesystem::remove_all(dir);
 }
 
+// Whether `fd` (a TCP socket) connected to 127.0.0.1:`port`.
+bool ConnectLocal(int fd, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  return connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+}
+
 // Opens `n` TCP connections to the exporter; each sends `request` (maybe empty) and never reads.
 std::vector<int> OpenIdleClients(int port, int n, const std::string& request) {
   std::vector<int> fds;
   for (int i = 0; i < n; ++i) {
     const int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 && !request.empty()) {
+    if (ConnectLocal(fd, port) && !request.empty()) {
       (void)!write(fd, request.data(), request.size());
     }
     fds.push_back(fd);
@@ -593,12 +598,8 @@ int Scrape(int port, const std::string& path, int timeout_s = 20) {
   timeval tv{timeout_s, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
   std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+  if (ConnectLocal(fd, port)) {
     const std::string request =
         "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
     if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
