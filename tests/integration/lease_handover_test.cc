@@ -72,6 +72,15 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 class Cycle;
 
+// The fixture's polls, counted for the workers: a worker keeps its lease until a poll that began
+// after its take has ended, so that every holder is read at least once however slow a poll is (a
+// sanitizer build on a loaded machine took more than the 0.5 s between a 1.5 s hold and a 1 s
+// poll interval, and a holder no poll read is a hand-over no one could count).
+struct PollCount {
+  std::atomic<int> begun{0};
+  std::atomic<int> ended{0};
+};
+
 // One lease table, polled every second by a poller in the test's thread.
 class LeaseHandover : public ::testing::Test {
  protected:
@@ -94,7 +103,9 @@ class LeaseHandover : public ::testing::Test {
   std::vector<Sample> Poll() {
     std::this_thread::sleep_until(next_poll_);
     next_poll_ = Clock::now() + std::chrono::seconds(1);
+    ++polls_.begun;
     poller_->PollOnceForTest();
+    ++polls_.ended;
     samples_ = testing::ParseSamples(testing::Serialize({poller_->Latest()}));
     return samples_;
   }
@@ -123,6 +134,7 @@ class LeaseHandover : public ::testing::Test {
 
   void ExpectOnlyHandovers(const std::string& scenario, const Cycle& cycle);
 
+  PollCount polls_;
   std::unique_ptr<Poller> poller_;
   Clock::time_point next_poll_ = Clock::now();
   std::vector<Sample> samples_;
@@ -134,7 +146,7 @@ constexpr int kRounds = 20;
 // worker on a pool of two connections, or two workers competing for every round.
 class Cycle {
  public:
-  explicit Cycle(const char* give_back) : give_back_(give_back) {}
+  Cycle(const char* give_back, const PollCount& polls) : give_back_(give_back), polls_(polls) {}
 
   // One worker: every round takes the lease at once.
   void RunAlone(int rounds) {
@@ -143,8 +155,9 @@ class Cycle {
       TestSession& conn = pool[i % 2];
       const std::string holder = NewHolder("host-a");
       EXPECT_EQ(conn.Query(Bind(kTake, holder)), "t") << "round " << i;
-      Taken();
+      const int seen_after = Taken();
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      AwaitPoll(seen_after);
       conn.Query(Bind(give_back_, holder));
       Released();
     }
@@ -159,10 +172,11 @@ class Cycle {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         continue;
       }
-      Taken();
+      const int seen_after = Taken();
       std::this_thread::sleep_for(std::chrono::milliseconds(750));
       conn.Query(Bind(kRenew, holder));
       std::this_thread::sleep_for(std::chrono::milliseconds(750));
+      AwaitPoll(seen_after);
       conn.Query(Bind(give_back_, holder));
       Released();
     }
@@ -172,11 +186,17 @@ class Cycle {
   double longest_gap() const { return longest_gap_; }
 
  private:
-  void Taken() {
+  // Counts a take; returns the number of polls begun by then.
+  int Taken() {
     std::lock_guard<std::mutex> lock(mu_);
     ++taken_;
     if (released_at_) longest_gap_ = std::max(longest_gap_, Seconds(Clock::now() - *released_at_));
     released_at_.reset();
+    return polls_.begun;
+  }
+  // Waits until a poll begun after the take (the one after `begun_at_take`) has ended.
+  void AwaitPoll(int begun_at_take) const {
+    while (polls_.ended <= begun_at_take) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   void Released() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -184,6 +204,7 @@ class Cycle {
   }
 
   const char* const give_back_;
+  const PollCount& polls_;
   std::mutex mu_;
   std::atomic<int> taken_{0};
   std::optional<Clock::time_point> released_at_;
@@ -207,18 +228,29 @@ void LeaseHandover::ExpectOnlyHandovers(const std::string& scenario, const Cycle
 }
 
 TEST_F(LeaseHandover, DeleteGiveBackCycleIsHandedOverNeverOverlapped) {
-  Cycle cycle(kGiveBack);
-  std::thread worker([&] { cycle.RunAlone(kRounds); });
-  while (cycle.taken() < kRounds) Poll();
+  Cycle cycle(kGiveBack, polls_);
+  std::atomic<bool> done{false};
+  std::thread worker([&] {
+    cycle.RunAlone(kRounds);
+    done = true;
+  });
+  while (!done) Poll();  // the worker waits for polls until its last give-back
   worker.join();
   ExpectOnlyHandovers("DELETE give-back cycle, one worker", cycle);
 }
 
 TEST_F(LeaseHandover, DeleteGiveBackCycleWithTwoCompetingTakers) {
-  Cycle cycle(kGiveBack);
-  std::thread a([&] { cycle.RunCompeting("host-a", kRounds); });
-  std::thread b([&] { cycle.RunCompeting("host-b", kRounds); });
-  while (cycle.taken() < kRounds) Poll();
+  Cycle cycle(kGiveBack, polls_);
+  std::atomic<int> done{0};
+  std::thread a([&] {
+    cycle.RunCompeting("host-a", kRounds);
+    ++done;
+  });
+  std::thread b([&] {
+    cycle.RunCompeting("host-b", kRounds);
+    ++done;
+  });
+  while (done < 2) Poll();  // the workers wait for polls until their last give-back
   a.join();
   b.join();
   ExpectOnlyHandovers("DELETE give-back cycle, two competing takers", cycle);
@@ -226,9 +258,13 @@ TEST_F(LeaseHandover, DeleteGiveBackCycleWithTwoCompetingTakers) {
 
 TEST_F(LeaseHandover, GivenBackByMovingTheExpiryToThePast) {
   constexpr int kExpiryRounds = 12;
-  Cycle cycle(kGiveBackByExpiry);
-  std::thread worker([&] { cycle.RunAlone(kExpiryRounds); });
-  while (cycle.taken() < kExpiryRounds) Poll();
+  Cycle cycle(kGiveBackByExpiry, polls_);
+  std::atomic<bool> done{false};
+  std::thread worker([&] {
+    cycle.RunAlone(kExpiryRounds);
+    done = true;
+  });
+  while (!done) Poll();  // the worker waits for polls until its last give-back
   worker.join();
   Settle();
   Report("give-back by expiry, one worker", cycle.taken());
