@@ -48,18 +48,13 @@ class LeaseCounter {
       counters_->lease_transitions[{table_, "", kind}] += 1;
       return;
     }
-    if (!scanned_) {  // only when something is counted: most polls count nothing
-      for (const auto& [k, v] : counters_->lease_transitions) {
-        if (std::get<0>(k) == table_) known_.insert(std::get<1>(k));
-      }
-      scanned_ = true;
-    }
     std::string label = lease;
-    if (known_.count(lease) == 0) {
-      if (known_.size() >= kMaxLeaseCounterNames) {
+    if (!Known(lease)) {
+      if (!names_) names_ = CountNames();  // only when a new name comes: most polls count none
+      if (*names_ >= kMaxLeaseCounterNames) {
         label = "other";
       } else {
-        known_.insert(lease);
+        ++*names_;
       }
     }
     counters_->lease_transitions[{table_, label, kind}] += 1;
@@ -83,8 +78,25 @@ class LeaseCounter {
   std::vector<Event>* const events_;  // may be null
   const double now_;
   const std::vector<Session>* const sessions_;  // may be null
-  bool scanned_ = false;
-  std::set<std::string> known_;  // distinct names already counted for this table
+  std::optional<size_t> names_;  // distinct names counted for this table, once needed
+
+  // The counters are ordered by table, then name: a name has counters when the first key at or
+  // after (table, name, "") has both.
+  bool Known(const std::string& lease) const {
+    const auto it = counters_->lease_transitions.lower_bound({table_, lease, ""});
+    return it != counters_->lease_transitions.end() && std::get<0>(it->first) == table_ &&
+           std::get<1>(it->first) == lease;
+  }
+  size_t CountNames() const {
+    size_t n = 0;
+    const std::string* last = nullptr;
+    for (auto it = counters_->lease_transitions.lower_bound({table_, "", ""});
+         it != counters_->lease_transitions.end() && std::get<0>(it->first) == table_; ++it) {
+      if (last == nullptr || *last != std::get<1>(it->first)) ++n;
+      last = &std::get<1>(it->first);
+    }
+    return n;
+  }
 };
 
 // A row whose holder did not change: given back (its expiry moved to the past), renewed, or as
