@@ -26,7 +26,11 @@ export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${PATH:
 start=$(date +%s)
 step() { printf '\n=== %s (%ss)\n' "$*" "$(($(date +%s) - start))"; }
 asan_pid=
-trap '[[ -n $asan_pid ]] && kill -- -"$asan_pid" 2>/dev/null; true' EXIT
+# The exposition texts' forms that passed promtool check metrics in this run, shared by every test
+# process of both builds and the matrix (tests/support/metrics_text.cc): one check per form.
+PGLOCK_PROMTOOL_PASSED=$(mktemp -d -t pglock-promtool-passed.XXXXXX)
+export PGLOCK_PROMTOOL_PASSED
+trap '[[ -n $asan_pid ]] && kill -- -"$asan_pid" 2>/dev/null; rm -rf "$PGLOCK_PROMTOOL_PASSED"; true' EXIT
 
 step "dependencies"
 scripts/install-deps.sh test

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -9,8 +10,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -668,8 +672,52 @@ TEST(ExpositionTextTest, PromtoolAcceptsHostileOutput) {
 
 // The check skips a text whose form (the values' digits aside) passed before, and only that:
 // another value's format, another label or a text that failed is checked again.
+// Sets an environment variable (or unsets it, for nullptr) for one test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// The forms that passed, by another process of the run, in $PGLOCK_PROMTOOL_PASSED.
+std::vector<std::filesystem::path> PassedForms(const std::string& dir) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path());
+  return out;
+}
+
+// PromtoolCheck(text) in a child process, as another test binary of the run would; its result.
+bool CheckInAnotherProcess(const std::string& text) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::string out;
+    _exit(testing::PromtoolCheck(text, &out) ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 TEST(ExpositionTextTest, PromtoolChecksEachFormOnce) {
   if (access("/usr/bin/promtool", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/promtool";
+  const ScopedEnv no_shared_forms("PGLOCK_PROMTOOL_PASSED", nullptr);
   const std::string head = "# HELP t_total a\n# TYPE t_total counter\n";
   std::string out;
   EXPECT_TRUE(testing::PromtoolCheck(head + "t_total{pid=\"1\"} 5\n", &out)) << out;
@@ -681,6 +729,37 @@ TEST(ExpositionTextTest, PromtoolChecksEachFormOnce) {
   EXPECT_FALSE(testing::PromtoolCheck(head + "t_total{pid=\"1\"} 8e\n", &out));
   EXPECT_TRUE(testing::PromtoolCheck(head + "t_total{pid=\"2\"} 7\n", &out)) << out;
   EXPECT_EQ(out, "");
+}
+
+TEST(ExpositionTextTest, PromtoolTrustsOnlyTheSameFormPassedByAnotherProcessOfTheRun) {
+  if (access("/usr/bin/promtool", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/promtool";
+  char dir[] = "/tmp/pglock_passed_forms_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const ScopedEnv shared_forms("PGLOCK_PROMTOOL_PASSED", dir);
+  const std::string head = "# HELP s_total a\n# TYPE s_total counter\n";
+  std::string out;
+  // A failed check leaves nothing for the others.
+  EXPECT_FALSE(CheckInAnotherProcess(head + "s_total{pid=\"1\"} 7e\n"));
+  EXPECT_TRUE(PassedForms(dir).empty());
+  // A form another process passed is not checked again here.
+  EXPECT_TRUE(CheckInAnotherProcess(head + "s_total{pid=\"1\"} 5\n"));
+  ASSERT_EQ(PassedForms(dir).size(), 1u);
+  EXPECT_TRUE(testing::PromtoolCheck(head + "s_total{pid=\"1\"} 6\n", &out)) << out;
+  EXPECT_EQ(out, "the same form passed promtool check metrics in another test of this run");
+  // A file under a form's name holding another form (a shared hash) is no pass: promtool runs.
+  EXPECT_TRUE(CheckInAnotherProcess(head + "s_total{pid=\"2\"} 5\n"));
+  ASSERT_EQ(PassedForms(dir).size(), 2u);
+  for (const auto& f : PassedForms(dir)) {
+    std::ifstream in(f);
+    std::ostringstream form;
+    form << in.rdbuf();
+    if (form.str().find("pid=\"2\"") != std::string::npos) {
+      std::ofstream(f, std::ios::trunc) << head << "s_total{pid=\"3\"} 0\n";
+    }
+  }
+  EXPECT_TRUE(testing::PromtoolCheck(head + "s_total{pid=\"2\"} 6\n", &out)) << out;
+  EXPECT_EQ(out, "");
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
