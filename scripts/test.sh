@@ -95,15 +95,20 @@ rm -f "$unformatted_list"
 if ((quick == 0)); then
   step "sanitizer and fuzz build (clang, address, undefined), then the fuzzing, started at nice 19 in the background"
   # Its own process group, so that the EXIT trap stops the whole build. The fuzz targets run for
-  # their FUZZ_SECONDS each as soon as they are built, while the release build's tests run
-  # (those mostly wait on real time): their time is no longer added to the run's end.
-  rm -f build-asan.fuzz.log
+  # their FUZZ_SECONDS each once they are built, still at nice 19, while the tests run (those
+  # mostly wait on real time): the sanitizer pass waits for the build alone, and the fuzzing's
+  # result is a member of the last group. Each step's exit status goes to a file of its own.
+  rm -f build-asan.fuzz.log build-asan.built build-asan.fuzzed
   setsid nice -n 19 bash -c '
     env CXX=clang++ BUILD_DIR=build-asan BUILD_TYPE=Debug scripts/build.sh \
       -DPGLOCK_BUILD_TESTS=ON -DPGLOCK_SANITIZE=ON -DPGLOCK_FUZZ=ON -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
-      >build-asan.log 2>&1 || exit 1
-    echo "sanitizer build done $(($(date +%s) - $0))s after it started" >>build-asan.log
-    tests/fuzz/run.sh build-asan >build-asan.fuzz.log 2>&1 || exit 2' "$(date +%s)" &
+      >build-asan.log 2>&1
+    rc=$?
+    echo "sanitizer build done (status $rc) $(($(date +%s) - $0))s after it started" >>build-asan.log
+    echo "$rc" >build-asan.built
+    ((rc == 0)) || exit 1
+    tests/fuzz/run.sh build-asan >build-asan.fuzz.log 2>&1
+    echo "$?" >build-asan.fuzzed' "$(date +%s)" &
   asan_pid=$!
 fi
 
@@ -177,23 +182,33 @@ for t in tests/e2e/*.sh; do
 done
 side_by_side "the checks, integration tests on PostgreSQL $matrix_versions (tests/matrix/run.sh), the container images, the manifests, the end-to-end tests" "${group[@]}"
 
+# waits_for FILE: until the sanitizer chain has written FILE (its step's exit status), or has
+# ended without it; prints the status, or "none".
+waits_for() {
+  while [[ ! -f $1 ]] && kill -0 "$asan_pid" 2>/dev/null; do sleep 1; done
+  if [[ -f $1 ]]; then cat "$1"; else echo none; fi
+}
+
 if ((quick == 0)); then
-  step "sanitizer build and fuzzing (libFuzzer, ${FUZZ_SECONDS:-20}s per target): waiting for them"
-  asan_status=0
-  wait "$asan_pid" || asan_status=$?
-  asan_pid=
-  if ((asan_status == 1)) || [[ ! -f build-asan.fuzz.log ]]; then
+  step "sanitizer build: waiting for it"
+  if [[ $(waits_for build-asan.built) != 0 ]]; then
     tail -n 60 build-asan.log
     echo "the sanitizer build failed (build-asan.log)" >&2
     exit 1
   fi
   tail -n 1 build-asan.log
-  cat build-asan.fuzz.log
-  if ((asan_status != 0)); then
-    echo "fuzzing failed (build-asan.fuzz.log; the inputs in build-asan/findings/)" >&2
-    exit 1
-  fi
 fi
+
+# The fuzzing's result, once the targets have run for their FUZZ_SECONDS each.
+fuzzing() {
+  local status
+  status=$(waits_for build-asan.fuzzed)
+  cat build-asan.fuzz.log 2>/dev/null
+  if [[ $status != 0 ]]; then
+    echo "fuzzing failed (status $status; build-asan.fuzz.log; the inputs in build-asan/findings/)" >&2
+    return 1
+  fi
+}
 
 # The unit and integration tests again, in the sanitizer build: two per core, as the release
 # build's, each integration binary with a server of its own.
@@ -211,8 +226,10 @@ sanitizer_tests() {
 # beside the images'.
 group=("tests/package/package_test.sh build" "tests/container/container_test.sh build"
   "tests/container/kube_play_test.sh build" "tests/container/shards_test.sh build")
-((quick == 0)) && group+=(sanitizer_tests)
-side_by_side "the Debian package (cpack, dpkg -i, the installed exporter, dpkg --purge), the image under podman, the sidecar overlay under podman kube play, the shards overlay (12 PostgreSQL servers)$( ((quick == 0)) && echo ', the sanitizer build'"'"'s unit and integration tests (address, undefined)')" \
+((quick == 0)) && group+=(sanitizer_tests fuzzing)
+sanitizer_title=
+((quick == 0)) && sanitizer_title=", the sanitizer build's unit and integration tests (address, undefined), the fuzzing (libFuzzer, ${FUZZ_SECONDS:-20}s per target)"
+side_by_side "the Debian package (cpack, dpkg -i, the installed exporter, dpkg --purge), the image under podman, the sidecar overlay under podman kube play, the shards overlay (12 PostgreSQL servers)$sanitizer_title" \
   "${group[@]}"
 
 costs out build
