@@ -719,16 +719,42 @@ TEST(ExpositionTextTest, PromtoolChecksEachFormOnce) {
   if (access("/usr/bin/promtool", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/promtool";
   const ScopedEnv no_shared_forms("PGLOCK_PROMTOOL_PASSED", nullptr);
   const std::string head = "# HELP t_total a\n# TYPE t_total counter\n";
+  const std::string ran = "";  // promtool's output when it ran and passed
+  const std::string memo = "the same form passed promtool check metrics before";
   std::string out;
   EXPECT_TRUE(testing::PromtoolCheck(head + "t_total{pid=\"1\"} 5\n", &out)) << out;
-  EXPECT_EQ(out, "");
+  EXPECT_EQ(out, ran);
+  // Another value, another pid: the same form.
   EXPECT_TRUE(testing::PromtoolCheck(head + "t_total{pid=\"1\"} 7\n", &out)) << out;
-  EXPECT_EQ(out, "the same form passed promtool check metrics before");
+  EXPECT_EQ(out, memo);
+  EXPECT_TRUE(testing::PromtoolCheck(head + "t_total{pid=\"23058\"} 7\n", &out)) << out;
+  EXPECT_EQ(out, memo);
+  // Not a float: checked each time, never remembered.
   EXPECT_FALSE(testing::PromtoolCheck(head + "t_total{pid=\"1\"} 7e\n", &out));
   EXPECT_NE(out.find("expected float"), std::string::npos) << out;
   EXPECT_FALSE(testing::PromtoolCheck(head + "t_total{pid=\"1\"} 8e\n", &out));
-  EXPECT_TRUE(testing::PromtoolCheck(head + "t_total{pid=\"2\"} 7\n", &out)) << out;
-  EXPECT_EQ(out, "");
+  // Another label: another form.
+  EXPECT_TRUE(testing::PromtoolCheck(head + "t_total{pid=\"1\",app=\"a\"} 7\n", &out)) << out;
+  EXPECT_EQ(out, ran);
+  // Two series of two pids: the same form as two others, never as one pid named twice.
+  EXPECT_TRUE(testing::PromtoolCheck(head + "t_total{pid=\"1\"} 1\nt_total{pid=\"2\"} 1\n", &out))
+      << out;
+  EXPECT_EQ(out, ran);
+  EXPECT_TRUE(testing::PromtoolCheck(head + "t_total{pid=\"30\"} 1\nt_total{pid=\"4\"} 1\n", &out))
+      << out;
+  EXPECT_EQ(out, memo);
+  testing::PromtoolCheck(head + "t_total{pid=\"5\"} 1\nt_total{pid=\"5\"} 1\n", &out);
+  EXPECT_NE(out, memo);
+  // A histogram's bounds are numbers promtool reads: kept as they are.
+  const std::string histogram =
+      "# HELP h_seconds a\n# TYPE h_seconds histogram\nh_seconds_bucket{le=\"0.5\"} 1\n"
+      "h_seconds_bucket{le=\"+Inf\"} 1\nh_seconds_sum 1\nh_seconds_count 1\n";
+  EXPECT_TRUE(testing::PromtoolCheck(histogram, &out)) << out;
+  EXPECT_EQ(out, ran);
+  std::string other_bound = histogram;
+  other_bound.replace(other_bound.find("0.5"), 3, "0.25");
+  EXPECT_TRUE(testing::PromtoolCheck(other_bound, &out)) << out;
+  EXPECT_EQ(out, ran);
 }
 
 TEST(ExpositionTextTest, PromtoolTrustsOnlyTheSameFormPassedByAnotherProcessOfTheRun) {
@@ -747,17 +773,17 @@ TEST(ExpositionTextTest, PromtoolTrustsOnlyTheSameFormPassedByAnotherProcessOfTh
   EXPECT_TRUE(testing::PromtoolCheck(head + "s_total{pid=\"1\"} 6\n", &out)) << out;
   EXPECT_EQ(out, "the same form passed promtool check metrics in another test of this run");
   // A file under a form's name holding another form (a shared hash) is no pass: promtool runs.
-  EXPECT_TRUE(CheckInAnotherProcess(head + "s_total{pid=\"2\"} 5\n"));
+  EXPECT_TRUE(CheckInAnotherProcess(head + "s_total{app=\"a\"} 5\n"));
   ASSERT_EQ(PassedForms(dir).size(), 2u);
   for (const auto& f : PassedForms(dir)) {
     std::ifstream in(f);
     std::ostringstream form;
     form << in.rdbuf();
-    if (form.str().find("pid=\"2\"") != std::string::npos) {
-      std::ofstream(f, std::ios::trunc) << head << "s_total{pid=\"3\"} 0\n";
+    if (form.str().find("app=") != std::string::npos) {
+      std::ofstream(f, std::ios::trunc) << head << "s_total{app=\"b\"} 0\n";
     }
   }
-  EXPECT_TRUE(testing::PromtoolCheck(head + "s_total{pid=\"2\"} 6\n", &out)) << out;
+  EXPECT_TRUE(testing::PromtoolCheck(head + "s_total{app=\"a\"} 6\n", &out)) << out;
   EXPECT_EQ(out, "");
   std::filesystem::remove_all(dir);
 }

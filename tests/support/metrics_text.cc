@@ -4,6 +4,7 @@
 #include <prometheus/text_serializer.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -13,7 +14,9 @@
 #include <sstream>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "exporter/http/exposition.h"
 
@@ -108,11 +111,67 @@ bool EnvOn(const char* name) {
   return !s.empty() && s != "0" && s != "false";
 }
 
-// The text with every sample's value reduced to its form: each run of digits in the value a 0
-// ("12.5" and "3.25" -> "0.0", "1e-05" -> "0e-0", "NaN" and "+Inf" kept), names, labels and
-// comments as they are. Two texts of one form pass or fail promtool check metrics alike: what it
-// checks (the syntax, the names, help and types) never depends on a value's digits.
+// Each run of decimal digits in `s` as one 0, appended to *out.
+void CollapseDigits(std::string_view s, std::string* out) {
+  bool digits = false;
+  for (const char c : s) {
+    const bool digit = c >= '0' && c <= '9';
+    if (!digit) *out += c;
+    if (digit && !digits) *out += '0';
+    digits = digit;
+  }
+}
+
+// Numbers in label values, each replaced by the order of its first appearance in a text.
+using Ordinals = std::unordered_map<std::string_view, size_t>;
+
+// A series' name and labels with each run of digits in a label's value replaced by its ordinal
+// (the same number the same ordinal); the values of `le` and `quantile`, which promtool parses as
+// numbers, as they are.
+std::string NumberLabels(std::string_view key, Ordinals* ordinals) {
+  std::string out;
+  out.reserve(key.size());
+  size_t i = 0;
+  while (i < key.size()) {
+    const size_t quote = key.find("=\"", i);
+    if (quote == std::string_view::npos) break;
+    const size_t name_start = key.find_last_of("{,", quote) + 1;
+    const std::string_view name = key.substr(name_start, quote - name_start);
+    out.append(key.substr(i, quote + 2 - i));
+    size_t j = quote + 2;  // the value's first byte; it ends at an unescaped quote
+    while (j < key.size() && key[j] != '"') j += key[j] == '\\' ? 2 : 1;
+    j = std::min(j, key.size());
+    const std::string_view value = key.substr(quote + 2, j - quote - 2);
+    if (name == "le" || name == "quantile") {
+      out.append(value);
+    } else {
+      size_t k = 0;
+      while (k < value.size()) {
+        size_t run = k;
+        while (run < value.size() && value[run] >= '0' && value[run] <= '9') ++run;
+        if (run == k) {
+          out += value[k++];
+          continue;
+        }
+        const auto [it, added] = ordinals->try_emplace(value.substr(k, run - k), ordinals->size());
+        out += std::to_string(it->second);
+        k = run;
+      }
+    }
+    i = j;
+  }
+  out.append(key.substr(std::min(i, key.size())));
+  return out;
+}
+
+// The text reduced to its form: each sample's value with every run of digits as one 0 ("12.5" and
+// "3.25" -> "0.0", "1e-05" -> "0e-0", "NaN" and "+Inf" kept), and each number in a label's value
+// (pids, ports, times) replaced by the order of its first appearance, so that two series stay two
+// and one named twice stays so; names, help, types and the values of `le` and `quantile` as they
+// are. Two texts of one form pass or fail promtool check metrics alike: what it checks (the
+// syntax, the names, help and types, series named twice) never depends on a digit's value.
 std::string Form(const std::string& text) {
+  Ordinals ordinals;
   std::string form;
   form.reserve(text.size());
   size_t start = 0;
@@ -124,14 +183,8 @@ std::string Form(const std::string& text) {
     if (line.empty() || line[0] == '#' || space == std::string_view::npos) {
       form.append(line);
     } else {
-      form.append(line.substr(0, space + 1));
-      bool digits = false;
-      for (const char c : line.substr(space + 1)) {
-        const bool digit = c >= '0' && c <= '9';
-        if (!digit) form += c;
-        if (digit && !digits) form += '0';
-        digits = digit;
-      }
+      form.append(NumberLabels(line.substr(0, space + 1), &ordinals));
+      CollapseDigits(line.substr(space + 1), &form);
     }
     form += '\n';
     start = end + 1;
