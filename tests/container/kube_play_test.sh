@@ -193,18 +193,24 @@ python3 tests/container/wait_events.py "$url/api/v1/events" nightly-report "$hol
   sed 's/^/kube play test: /' || fail "the loss and takeover (see above)"
 
 # --- A restart of the exporter without amnesia ---------------------------------------------------
-# Its state volume (the PVC) holds the taker's hold once a write after the takeover is done
-# (every 5 s); then the exporter is stopped at once, the taker terminated and a third session
-# takes the key while it is down. Started again, it judges the gap from its state and the log.
+# Its state volume (the PVC) holds the taker's hold and the takeover once a write after the
+# takeover is done (every 5 s): the hold in the state file, the event in the events journal, and
+# the state file written after the journal's append (it names the lines it covers). The hold can
+# be written a poll before the event, which waits for the server's log. Then the exporter is
+# stopped at once, the taker terminated and a third session takes the key while it is down.
+# Started again, it judges the gap from its state and the log.
 state_dir=$(podman volume inspect pglock-exporter-state --format '{{.Mountpoint}}') ||
   fail "no volume pglock-exporter-state for the PVC"
 state=$state_dir/main.state.json
 written=0
 for _ in $(seq 100); do
-  [[ -s $state ]] && grep -q "\[[0-9]*,[0-9]*,[0-9]*,[0-9]*,$taker,true,true," "$state" && { written=1; break; }
+  if [[ -s $state ]] && grep -q "\[[0-9]*,[0-9]*,[0-9]*,[0-9]*,$taker,true,true," "$state"; then
+    journal=$(grep -l "\"kind\":\"lock_takeover\".*\"current\":\[$taker," "$state_dir"/main.events.*.jsonl 2>/dev/null | head -1)
+    [[ -n $journal && ! $journal -nt $state ]] && { written=1; break; }
+  fi
   sleep 0.2
 done
-((written)) || { ls -ln "$state_dir"; podman logs "$pod-pglock-exporter" 2>&1 | tail -5; fail "no state with the taker's hold in $state within 20 s"; }
+((written)) || { ls -ln "$state_dir"; podman logs "$pod-pglock-exporter" 2>&1 | tail -5; fail "no state with the taker's hold and its takeover in $state_dir within 20 s"; }
 note "state volume: $(stat -c '%s bytes, owner %u' "$state"), the taker's hold in it"
 podman stop -t 0 "$pod-pglock-exporter" >/dev/null || fail "podman stop of the exporter"
 psql_pod -c "SELECT pg_terminate_backend($taker)" >/dev/null
