@@ -205,7 +205,7 @@ state=$state_dir/main.state.json
 written=0
 for _ in $(seq 100); do
   if [[ -s $state ]] && grep -q "\[[0-9]*,[0-9]*,[0-9]*,[0-9]*,$taker,true,true," "$state"; then
-    journal=$(grep -l "\"kind\":\"lock_takeover\".*\"current\":\[$taker," "$state_dir"/main.events.*.jsonl 2>/dev/null | head -1)
+    journal=$(grep -l "\"kind\":\"lock_takeover\".*\"current\":\[$taker," "$state_dir"/main.events.*.jsonl 2>/dev/null | head -1 || true)
     [[ -n $journal && ! $journal -nt $state ]] && { written=1; break; }
   fi
   sleep 0.2
