@@ -30,7 +30,10 @@ asan_pid=
 # process of both builds and the matrix (tests/support/metrics_text.cc): one check per form.
 PGLOCK_PROMTOOL_PASSED=$(mktemp -d -t pglock-promtool-passed.XXXXXX)
 export PGLOCK_PROMTOOL_PASSED
-trap '[[ -n $asan_pid ]] && kill -- -"$asan_pid" 2>/dev/null; rm -rf "$PGLOCK_PROMTOOL_PASSED"; true' EXIT
+# An if, not an &&: under set -e a failed kill after && (the chain already ended) would be the
+# run's exit status.
+trap 'if [[ -n $asan_pid ]]; then kill -- -"$asan_pid" 2>/dev/null || true; fi
+rm -rf "$PGLOCK_PROMTOOL_PASSED"' EXIT
 
 step "dependencies"
 scripts/install-deps.sh test
