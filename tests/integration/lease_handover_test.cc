@@ -8,10 +8,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "exporter/events/events.h"
 #include "exporter/poll/poller.h"
@@ -108,6 +110,21 @@ class LeaseHandover : public ::testing::Test {
     ++polls_.ended;
     samples_ = testing::ParseSamples(testing::Serialize({poller_->Latest()}));
     return samples_;
+  }
+
+  // Runs each worker on a thread of its own and polls until all have ended: the workers wait
+  // for polls until their last give-back.
+  void PollWhileWorking(std::vector<std::function<void()>> workers) {
+    std::atomic<size_t> done{0};
+    std::vector<std::thread> threads;
+    for (auto& work : workers) {
+      threads.emplace_back([&done, work = std::move(work)] {
+        work();
+        ++done;
+      });
+    }
+    while (done < threads.size()) Poll();
+    for (std::thread& t : threads) t.join();
   }
 
   // Keeps polling until every pending holder change has been judged.
@@ -229,43 +246,21 @@ void LeaseHandover::ExpectOnlyHandovers(const std::string& scenario, const Cycle
 
 TEST_F(LeaseHandover, DeleteGiveBackCycleIsHandedOverNeverOverlapped) {
   Cycle cycle(kGiveBack, polls_);
-  std::atomic<bool> done{false};
-  std::thread worker([&] {
-    cycle.RunAlone(kRounds);
-    done = true;
-  });
-  while (!done) Poll();  // the worker waits for polls until its last give-back
-  worker.join();
+  PollWhileWorking({[&] { cycle.RunAlone(kRounds); }});
   ExpectOnlyHandovers("DELETE give-back cycle, one worker", cycle);
 }
 
 TEST_F(LeaseHandover, DeleteGiveBackCycleWithTwoCompetingTakers) {
   Cycle cycle(kGiveBack, polls_);
-  std::atomic<int> done{0};
-  std::thread a([&] {
-    cycle.RunCompeting("host-a", kRounds);
-    ++done;
-  });
-  std::thread b([&] {
-    cycle.RunCompeting("host-b", kRounds);
-    ++done;
-  });
-  while (done < 2) Poll();  // the workers wait for polls until their last give-back
-  a.join();
-  b.join();
+  PollWhileWorking({[&] { cycle.RunCompeting("host-a", kRounds); },
+                    [&] { cycle.RunCompeting("host-b", kRounds); }});
   ExpectOnlyHandovers("DELETE give-back cycle, two competing takers", cycle);
 }
 
 TEST_F(LeaseHandover, GivenBackByMovingTheExpiryToThePast) {
   constexpr int kExpiryRounds = 12;
   Cycle cycle(kGiveBackByExpiry, polls_);
-  std::atomic<bool> done{false};
-  std::thread worker([&] {
-    cycle.RunAlone(kExpiryRounds);
-    done = true;
-  });
-  while (!done) Poll();  // the worker waits for polls until its last give-back
-  worker.join();
+  PollWhileWorking({[&] { cycle.RunAlone(kExpiryRounds); }});
   Settle();
   Report("give-back by expiry, one worker", cycle.taken());
   EXPECT_EQ(Kind("overlap"), 0);
