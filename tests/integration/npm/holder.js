@@ -46,6 +46,9 @@ async function nodePgMigrate(url) {
     "exports.up = async (pgm) => { pgm.noTransaction(); await globalThis.pglockHold(); };\n",
   );
   globalThis.pglockHold = async () => {
+    // The runner has read the migrations by now; the test may end this process with a kill or
+    // process.exit(), which skip the finally below.
+    fs.rmSync(dir, { recursive: true, force: true });
     console.log(`held ${PG_MIGRATE_LOCK_ID}`);
     if ((await command()) === "exit") process.exit(0);
   };
