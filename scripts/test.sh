@@ -121,11 +121,9 @@ step "unit and integration tests (ctest)"
 export PGLOCK_REQUIRE_PROMTOOL=1
 export PGLOCK_EXPORTER_BINARY=$root/build/pglock_exporter
 # No reruns: a test passes the first time, or it is a defect to fix.
-# Three per core: the integration binaries mostly wait on real time (polls, timeouts, sleeps),
-# each with its own server. At two per core the cores were 15-34% idle for three of this pass's
-# four and a half minutes, while its longest binaries waited; nothing else runs beside it. (The
-# matrix and the sanitizer pass run two per core, beside each other and the rest.)
-(cd build && ctest --output-on-failure -j "$((3 * $(nproc)))" --timeout 900)
+# Two per core: the integration binaries mostly wait on real time (polls, timeouts, sleeps), each
+# with its own server; the matrix runs the same way.
+(cd build && ctest --output-on-failure -j "$((2 * $(nproc)))" --timeout 900)
 
 # The checks that start no server: alert rules (promtool check and test rules), dashboards, metric
 # names (code vs alert rules, dashboards and docs/metrics.md), links between README.md and docs/.
