@@ -144,6 +144,11 @@ TEST(LockWaits, PileUpBehindAnIdleTransaction) {
 TEST(LockWaits, QueuedWaitersPointAtTheHolderNotAtEachOther) {
   Pg().Exec("CREATE TABLE queue (id int)");
   TestSession holder(Pg().Dsn()), first(Pg().Dsn()), second(Pg().Dsn());
+  // A waiter wakes at deadlock_timeout (1 s) to look for a deadlock and, with log_lock_waits, to
+  // log that it still waits; until it sleeps again pg_stat_activity shows no wait event, and a
+  // poll at that moment has no edge for it (seen once, on a loaded machine). The poll below comes
+  // about a second after the first wait began: no wake-up during this test.
+  for (TestSession* s : {&first, &second}) s->Query("SET deadlock_timeout = '10min'");
   holder.Query("BEGIN");
   holder.Query("LOCK TABLE queue IN ACCESS EXCLUSIVE MODE");
   first.Send("BEGIN; LOCK TABLE queue IN ACCESS EXCLUSIVE MODE");
