@@ -100,7 +100,8 @@ if ((quick == 0)); then
   # Its own process group, so that the EXIT trap stops the whole build. The fuzz targets run for
   # their FUZZ_SECONDS each once they are built, still at nice 19, while the tests run (those
   # mostly wait on real time): the sanitizer pass waits for the build alone, and the fuzzing's
-  # result is a member of the last group. Each step's exit status goes to a file of its own.
+  # result is a command of the side-by-side run below. Each step's exit status goes to a file of
+  # its own.
   rm -f build-asan.fuzz.log build-asan.built build-asan.fuzzed
   setsid nice -n 19 bash -c '
     env CXX=clang++ BUILD_DIR=build-asan BUILD_TYPE=Debug scripts/build.sh \
@@ -126,7 +127,7 @@ export PGLOCK_EXPORTER_BINARY=$root/build/pglock_exporter
 
 # The checks that start no server: alert rules (promtool check and test rules), dashboards, metric
 # names (code vs alert rules, dashboards and docs/metrics.md), links between README.md and docs/.
-# They run beside the first group below.
+# They run side by side with the rest below.
 # Chained: a function called where its status is tested runs without `set -e`.
 quick_checks() {
   alerts/check.sh && dashboards/check.sh >/dev/null && echo "dashboards ok" &&
@@ -136,8 +137,11 @@ quick_checks() {
 
 # side_by_side TITLE COMMAND...: runs the commands (each a script and its arguments, one word each,
 # split on spaces) at once, each one's output into a log of its own, printed whole as it ends; after
-# the last one ends, fails if any failed. Each one writes "INDEX STATUS" to a FIFO when it ends:
-# `wait -n` loses a job that ended while it waited for another one.
+# the last one ends, fails if any failed. A command named in the associative array `after` starts
+# once the commands listed there (one a line) have passed, and is not run if one of them failed.
+# Each one writes "INDEX STATUS" to a FIFO when it ends (`wait -n` loses a job that ended while it
+# waited for another one) and its status to a file of its own, which the commands after it read.
+declare -A after=()
 side_by_side() {
   local title=$1 logs_dir group_start i rc done_fd result
   shift
@@ -149,11 +153,15 @@ side_by_side() {
   exec {done_fd}<>"$logs_dir/done"
   group_start=$(date +%s)
   for i in "${!commands[@]}"; do
-    printf '  %s\n' "${commands[i]}"
+    printf '  %s%s\n' "${commands[i]}" "${after[${commands[i]}]:+ (after ${after[${commands[i]}]//$'\n'/, })}"
     {
       rc=0
-      # shellcheck disable=SC2086 # the command and its arguments
-      ${commands[i]} >"$logs_dir/$i.log" 2>&1 || rc=$?
+      waits_for_members "$logs_dir" "${after[${commands[i]}]:-}" "${commands[@]}" >"$logs_dir/$i.log" 2>&1 || rc=$?
+      if ((rc == 0)); then
+        # shellcheck disable=SC2086 # the command and its arguments
+        ${commands[i]} >>"$logs_dir/$i.log" 2>&1 || rc=$?
+      fi
+      echo "$rc" >"$logs_dir/$i.status"
       echo "$i $rc" >&"$done_fd"
     } &
     pids+=($!)
@@ -172,18 +180,26 @@ side_by_side() {
   ((${#failed[@]} == 0)) || { echo "failed: ${failed[*]}" >&2; exit 1; }
 }
 
-# The matrix, the images of the container tests, the end-to-end scripts and the manifests' test
-# side by side: each has its own servers, free ports and temporary directory, and they mostly wait
-# on real time (the live alerts wait for real `for:` durations; the matrix runs two binaries per
-# core). The images are built here, once, before the container tests below need them.
-group=(quick_checks "tests/matrix/run.sh build" "tests/container/images.sh build"
-  tests/container/manifests_test.sh)
-for t in tests/e2e/*.sh; do
-  # A script that lost its mode would be skipped without a word: refuse it instead.
-  [[ -x $t ]] || { echo "$t is not executable (chmod +x, git update-index --chmod=+x)" >&2; exit 1; }
-  group+=("$t")
-done
-side_by_side "the checks, integration tests on PostgreSQL $matrix_versions (tests/matrix/run.sh), the container images, the manifests, the end-to-end tests" "${group[@]}"
+# waits_for_members LOGS_DIR WANTED COMMAND...: until every command of WANTED (one a line) among
+# the group's COMMANDs has written its status; fails, saying which, if one of them failed.
+waits_for_members() {
+  local logs_dir=$1 wanted=$2 want j status
+  shift 2
+  local commands=("$@")
+  [[ -n $wanted ]] || return 0
+  while IFS= read -r want; do
+    for j in "${!commands[@]}"; do
+      [[ ${commands[j]} == "$want" ]] || continue
+      while [[ ! -f $logs_dir/$j.status ]]; do sleep 1; done
+      status=$(<"$logs_dir/$j.status")
+      if [[ $status != 0 ]]; then echo "not run: $want failed"; return 1; fi
+      echo "started after $want"
+      continue 2
+    done
+    echo "side_by_side: '$want' is not a command of this group" >&2
+    return 1
+  done <<<"$wanted"
+}
 
 # waits_for FILE: until the sanitizer chain has written FILE (its step's exit status), or has
 # ended without it; prints the status, or "none".
@@ -192,15 +208,18 @@ waits_for() {
   if [[ -f $1 ]]; then cat "$1"; else echo none; fi
 }
 
-if ((quick == 0)); then
-  step "sanitizer build: waiting for it"
+# The unit and integration tests again, in the sanitizer build, once it is built: two per core, as
+# the release build's, each integration binary with a server of its own.
+sanitizer_tests() {
   if [[ $(waits_for build-asan.built) != 0 ]]; then
     tail -n 60 build-asan.log
     echo "the sanitizer build failed (build-asan.log)" >&2
-    exit 1
+    return 1
   fi
   tail -n 1 build-asan.log
-fi
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 PGLOCK_EXPORTER_BINARY=$root/build-asan/pglock_exporter \
+    ctest --output-on-failure -j "$((2 * $(nproc)))" --timeout 900) && costs out build-asan
+}
 
 # The fuzzing's result, once the targets have run for their FUZZ_SECONDS each.
 fuzzing() {
@@ -213,27 +232,36 @@ fuzzing() {
   fi
 }
 
-# The unit and integration tests again, in the sanitizer build: two per core, as the release
-# build's, each integration binary with a server of its own.
-sanitizer_tests() {
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 PGLOCK_EXPORTER_BINARY=$root/build-asan/pglock_exporter \
-    ctest --output-on-failure -j "$((2 * $(nproc)))" --timeout 900) && costs out build-asan
-}
-
-# The package test, the container tests and the sanitizer pass side by side: each its own
-# temporary directory, free ports and servers; each container test its own podman storage and
+# Everything after the release build's ctest pass, side by side: each command its own servers,
+# free ports and temporary directory, and each container test its own podman storage and
 # configuration (tests/container/lib.sh; podman's shared lock memory, /dev/shm/libpod_lock, hands
-# each storage's containers locks of their own), loading the images built above. The package test
-# installs the .deb on this machine (dpkg -i, --purge), which nothing else here uses; its cpack
-# (which builds the build directory's preinstall target, a no-op after the build) never runs
-# beside the images'.
-group=("tests/package/package_test.sh build" "tests/container/container_test.sh build"
+# each storage's containers locks of their own). They mostly wait on real time (the live alerts on
+# real `for:` durations, the matrix two binaries per core). Some wait for others:
+# - the container tests load the images that tests/container/images.sh builds once;
+# - the package test installs the .deb on this machine (dpkg -i, --purge), which nothing else here
+#   uses; its cpack (the build directory's preinstall target, a no-op after the build) never runs
+#   beside the images' build;
+# - the sanitizer pass starts when everything but the matrix of the first commands has ended: it
+#   is the other long one, and beside those too it would put a dozen servers on two cores.
+images="tests/container/images.sh build"
+matrix="tests/matrix/run.sh build"
+first=(quick_checks "$images" tests/container/manifests_test.sh)
+for t in tests/e2e/*.sh; do
+  # A script that lost its mode would be skipped without a word: refuse it instead.
+  [[ -x $t ]] || { echo "$t is not executable (chmod +x, git update-index --chmod=+x)" >&2; exit 1; }
+  first+=("$t")
+done
+containers=("tests/package/package_test.sh build" "tests/container/container_test.sh build"
   "tests/container/kube_play_test.sh build" "tests/container/shards_test.sh build")
-((quick == 0)) && group+=(sanitizer_tests fuzzing)
-sanitizer_title=
-((quick == 0)) && sanitizer_title=", the sanitizer build's unit and integration tests (address, undefined), the fuzzing (libFuzzer, ${FUZZ_SECONDS:-20}s per target)"
-side_by_side "the Debian package (cpack, dpkg -i, the installed exporter, dpkg --purge), the image under podman, the sidecar overlay under podman kube play, the shards overlay (12 PostgreSQL servers)$sanitizer_title" \
-  "${group[@]}"
+for t in "${containers[@]}"; do after[$t]=$images; done
+group=("$matrix" "${first[@]}" "${containers[@]}")
+title="the checks, integration tests on PostgreSQL $matrix_versions (tests/matrix/run.sh), the end-to-end tests, the manifests, the container images, then the Debian package (cpack, dpkg -i, the installed exporter, dpkg --purge), the image under podman, the sidecar overlay under podman kube play, the shards overlay (12 PostgreSQL servers)"
+if ((quick == 0)); then
+  after[sanitizer_tests]=$(printf '%s\n' "${first[@]}")
+  group+=(sanitizer_tests fuzzing)
+  title+=", the sanitizer build's unit and integration tests (address, undefined), the fuzzing (libFuzzer, ${FUZZ_SECONDS:-20}s per target)"
+fi
+side_by_side "$title" "${group[@]}"
 
 costs out build
 step "all tests passed"
