@@ -127,12 +127,13 @@ if command -v systemd-analyze >/dev/null; then
 else
   note "systemd-analyze not installed: unit not verified"
 fi
-if command -v promtool >/dev/null; then
-  for t in pglock.rules.test.yml pglock.replicas.test.yml; do
-    promtool test rules "/usr/share/pglock_exporter/alerts/tests/$t" >/dev/null ||
-      fail "promtool test rules on the installed alerts ($t)"
-  done
-fi
+# The installed alerts are the files alerts/check.sh checks and tests with promtool (in the same
+# test run; 25 s of CPU a pass of the rules' tests): byte for byte.
+for f in pglock.rules.yml pglock.replicas.rules.yml tests/pglock.rules.test.yml \
+  tests/pglock.replicas.test.yml; do
+  cmp -s "alerts/$f" "/usr/share/pglock_exporter/alerts/$f" ||
+    fail "the installed alerts/$f differs from the source's (which alerts/check.sh tests)"
+done
 
 # --- Run the installed binary as the service would --------------------------------------------
 start_test_postgres
