@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <thread>
 
 namespace pglock::testing {
@@ -235,6 +236,7 @@ std::unique_ptr<TestPostgres> TestPostgres::StartStandby(std::string* error) con
 }
 
 TestPostgres::~TestPostgres() {
+  CloseKeptSessions();
   if (running_) StopServer("immediate");
   if (!dir_.empty() && std::getenv("PGLOCK_KEEP_TEST_PG") == nullptr) {
     std::error_code ec;
@@ -258,6 +260,7 @@ bool TestPostgres::StartServer() {
 }
 
 bool TestPostgres::StopServer(const std::string& mode) {
+  CloseKeptSessions();  // a smart shutdown waits for its clients
   const bool ok = Run(bindir_ + "/pg_ctl -D " + Quote(dir_ + "/data") + " -m " + mode +
                       " -w -t 60 stop >/dev/null 2>&1");
   if (ok) running_ = false;
@@ -265,6 +268,7 @@ bool TestPostgres::StopServer(const std::string& mode) {
 }
 
 bool TestPostgres::RestartServer() {
+  CloseKeptSessions();
   const bool ok = Run(bindir_ + "/pg_ctl -D " + Quote(dir_ + "/data") + " -o " +
                       Quote("-p " + std::to_string(port_)) + " -l " + Quote(dir_ + "/server.log") +
                       " -m fast -w -t 60 restart >/dev/null 2>&1");
@@ -279,25 +283,104 @@ std::string TestPostgres::Dsn(const std::string& dbname, const std::string& user
          " connect_timeout=5";
 }
 
+void TestPostgres::CloseKeptSessions() const {
+  std::multimap<std::string, PGconn*> kept;
+  {
+    const std::lock_guard<std::mutex> lock(kept_mu_);
+    kept.swap(kept_);
+  }
+  for (auto& [db, c] : kept) PQfinish(c);
+}
+
+bool TestPostgres::RunKept(const std::string& sql, const std::string& dbname, std::string* value,
+                           std::string* error, bool* connect_failed) const {
+  value->clear();
+  *connect_failed = false;
+  static const std::regex kAboutSessions(R"(\b(CREATE|DROP|ALTER)\s+(DATABASE|ROLE|USER)\b)",
+                                         std::regex::icase);
+  const bool about_sessions = std::regex_search(sql, kAboutSessions);
+  if (about_sessions) CloseKeptSessions();
+  for (int attempt = 0;; ++attempt) {
+    PGconn* c = nullptr;
+    {
+      const std::lock_guard<std::mutex> lock(kept_mu_);
+      const auto it = kept_.find(dbname);
+      if (it != kept_.end()) {
+        c = it->second;
+        kept_.erase(it);
+      }
+    }
+    const bool was_kept = c != nullptr;
+    if (c == nullptr) {
+      const char* const keywords[] = {"fallback_application_name", "dbname", nullptr};
+      const std::string dsn = Dsn(dbname);
+      const char* const values[] = {"harness", dsn.c_str(), nullptr};
+      c = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
+      if (PQstatus(c) != CONNECTION_OK) {
+        *error = PQerrorMessage(c);
+        *connect_failed = true;
+        PQfinish(c);
+        return false;
+      }
+    }
+    PGresult* r = PQexec(c, sql.c_str());
+    const auto st = PQresultStatus(r);
+    const bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+    if (!ok) {
+      *error = PQerrorMessage(c);
+    } else if (st == PGRES_TUPLES_OK && PQntuples(r) > 0 && PQnfields(r) > 0) {
+      *value = PQgetvalue(r, 0, 0);
+    }
+    PQclear(r);
+    if (!ok && was_kept && attempt == 0 && PQstatus(c) == CONNECTION_BAD) {
+      // Ended by the server while it was kept: the statement never reached it.
+      PQfinish(c);
+      continue;
+    }
+    // Kept only when it is as a new session would be: no transaction left open, nothing of the
+    // statement's session state left behind.
+    bool keep =
+        !about_sessions && PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) == PQTRANS_IDLE;
+    if (keep) {
+      PGresult* d = PQexec(c, "DISCARD ALL");
+      keep = PQresultStatus(d) == PGRES_COMMAND_OK;
+      PQclear(d);
+    }
+    if (keep) {
+      const std::lock_guard<std::mutex> lock(kept_mu_);
+      kept_.emplace(dbname, c);
+    } else {
+      PQfinish(c);
+    }
+    return ok;
+  }
+}
+
 void TestPostgres::Exec(const std::string& sql, const std::string& dbname) const {
-  PGconn* c = PQconnectdb(Dsn(dbname).c_str());
-  if (PQstatus(c) != CONNECTION_OK) {
-    std::fprintf(stderr, "TestPostgres::Exec connect: %s\n", PQerrorMessage(c));
+  std::string value, error;
+  bool connect_failed = false;
+  if (!RunKept(sql, dbname, &value, &error, &connect_failed)) {
+    if (connect_failed) {
+      std::fprintf(stderr, "TestPostgres::Exec connect: %s\n", error.c_str());
+    } else {
+      std::fprintf(stderr, "TestPostgres::Exec %s: %s\n", sql.c_str(), error.c_str());
+    }
     std::abort();
   }
-  PGresult* r = PQexec(c, sql.c_str());
-  const auto st = PQresultStatus(r);
-  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-    std::fprintf(stderr, "TestPostgres::Exec %s: %s\n", sql.c_str(), PQerrorMessage(c));
-    std::abort();
-  }
-  PQclear(r);
-  PQfinish(c);
 }
 
 std::string TestPostgres::Scalar(const std::string& sql, const std::string& dbname) const {
-  TestSession s(Dsn(dbname));
-  return s.Query(sql);
+  std::string value, error;
+  bool connect_failed = false;
+  if (!RunKept(sql, dbname, &value, &error, &connect_failed)) {
+    if (connect_failed) {
+      ADD_FAILURE() << "connect: " << error;
+    } else {
+      ADD_FAILURE() << "query failed: " << sql << ": " << error;
+    }
+    return "<error>";
+  }
+  return value;
 }
 
 int TestPostgres::VersionNum() const { return std::stoi(Scalar("SHOW server_version_num")); }
