@@ -241,13 +241,19 @@ TEST(Process, CheckTargetsExitsZeroOneOrTwo) {
   std::filesystem::remove_all(dir);
 }
 
+// A config of the main target and one named "stalled" at `stalled`, polled every `every` with
+// that deadline.
+std::string StalledConfig(const StalledListener& stalled, const std::string& every) {
+  return "[poll]\ninterval = \"" + every + "\"\ntimeout = \"" + every + "\"\n" + MainTarget() +
+         "[[targets]]\nname = \"stalled\"\ndsn = \"host=127.0.0.1 port=" +
+         std::to_string(stalled.port()) + " dbname=x user=x\"\n";
+}
+
 TEST(Process, ServesMetricsWhileAStalledTargetTimesOut) {
   StalledListener stalled;
   const std::string dir = TempDir();
   const std::string path = dir + "/c.toml";
-  WriteFile(path, "[poll]\ninterval = \"1s\"\ntimeout = \"1s\"\n" + MainTarget() +
-                      "[[targets]]\nname = \"stalled\"\ndsn = \"host=127.0.0.1 port=" +
-                      std::to_string(stalled.port()) + " dbname=x user=x\"\n");
+  WriteFile(path, StalledConfig(stalled, "1s"));
   Exporter exporter(path);
   ASSERT_TRUE(exporter.WaitServing()) << exporter.Log();
   std::vector<Sample> samples;
@@ -297,9 +303,7 @@ TEST(Process, SigtermEndsAStalledPollBeforeItsDeadline) {
   StalledListener stalled;
   const std::string dir = TempDir();
   const std::string path = dir + "/c.toml";
-  WriteFile(path, "[poll]\ninterval = \"20s\"\ntimeout = \"20s\"\n" + MainTarget() +
-                      "[[targets]]\nname = \"stalled\"\ndsn = \"host=127.0.0.1 port=" +
-                      std::to_string(stalled.port()) + " dbname=x user=x\"\n");
+  WriteFile(path, StalledConfig(stalled, "20s"));
   Exporter exporter(path);
   ASSERT_TRUE(exporter.WaitServing()) << exporter.Log();
   // The main target's first poll has ended; the stalled one's began with it and lasts 20 s.

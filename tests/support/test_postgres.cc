@@ -47,6 +47,21 @@ PGconn* ConnectAsOwnClient(const std::string& dsn) {
   return PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
 }
 
+// Runs `sql` on `c`: false and *error on failure; *value gets the first column of the first row
+// ("" if none).
+bool RunOne(PGconn* c, const std::string& sql, std::string* value, std::string* error) {
+  PGresult* r = PQexec(c, sql.c_str());
+  const auto st = PQresultStatus(r);
+  const bool ok = st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK;
+  if (!ok) {
+    *error = PQerrorMessage(c);
+  } else if (st == PGRES_TUPLES_OK && PQntuples(r) > 0 && PQnfields(r) > 0) {
+    *value = PQgetvalue(r, 0, 0);
+  }
+  PQclear(r);
+  return ok;
+}
+
 std::string Quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
@@ -323,15 +338,7 @@ bool TestPostgres::RunKept(const std::string& sql, const std::string& dbname, st
         return false;
       }
     }
-    PGresult* r = PQexec(c, sql.c_str());
-    const auto st = PQresultStatus(r);
-    const bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
-    if (!ok) {
-      *error = PQerrorMessage(c);
-    } else if (st == PGRES_TUPLES_OK && PQntuples(r) > 0 && PQnfields(r) > 0) {
-      *value = PQgetvalue(r, 0, 0);
-    }
-    PQclear(r);
+    const bool ok = RunOne(c, sql, value, error);
     if (!ok && was_kept && attempt == 0 && PQstatus(c) == CONNECTION_BAD) {
       // Ended by the server while it was kept: the statement never reached it.
       PQfinish(c);
@@ -431,16 +438,7 @@ bool TestSession::TryQuery(const std::string& sql, std::string* value, std::stri
     *error = "no connection";
     return false;
   }
-  PGresult* r = PQexec(conn_, sql.c_str());
-  const auto st = PQresultStatus(r);
-  const bool ok = st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK;
-  if (!ok) {
-    *error = PQerrorMessage(conn_);
-  } else if (st == PGRES_TUPLES_OK && PQntuples(r) > 0 && PQnfields(r) > 0) {
-    *value = PQgetvalue(r, 0, 0);
-  }
-  PQclear(r);
-  return ok;
+  return RunOne(conn_, sql, value, error);
 }
 
 void TestSession::Send(const std::string& sql) {
