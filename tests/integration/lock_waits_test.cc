@@ -40,6 +40,15 @@ TargetConfig Target() {
 
 std::string Pid(const TestSession& s) { return std::to_string(s.Pid()); }
 
+// The sessions of these tests. A waiter wakes at deadlock_timeout (1 s) to look for a deadlock
+// and, with log_lock_waits, to log that it still waits; until it sleeps again pg_stat_activity
+// shows no wait event, and a poll at that moment has no edge for it (seen once, on a loaded
+// machine; docs/how-it-works.md). The polls here come a second or so after the waits began: no
+// wake-up during a test (the deadlock's test sets its own).
+std::string SessionDsn(const std::string& dbname = "postgres") {
+  return Pg().Dsn(dbname) + " options='-c deadlock_timeout=10min'";
+}
+
 // Waits until `pid` waits on a lock of `locktype`, as pg_stat_activity shows it.
 void WaitUntilWaiting(const TestSession& s, const std::string& locktype) {
   ASSERT_TRUE(WaitFor(
@@ -64,9 +73,9 @@ std::map<std::string, std::string> EdgeOf(const std::vector<Sample>& samples,
 
 TEST(LockWaits, PileUpBehindAnIdleTransaction) {
   Pg().Exec("CREATE TABLE pileup (id int PRIMARY KEY, v int); INSERT INTO pileup VALUES (1, 0)");
-  TestSession idle(Pg().Dsn() + " application_name=forgotten-tx");
-  TestSession ddl(Pg().Dsn() + " application_name=migration");
-  TestSession reader1(Pg().Dsn() + " application_name=web"), reader2(Pg().Dsn());
+  TestSession idle(SessionDsn() + " application_name=forgotten-tx");
+  TestSession ddl(SessionDsn() + " application_name=migration");
+  TestSession reader1(SessionDsn() + " application_name=web"), reader2(SessionDsn());
   idle.Query("BEGIN");
   idle.Query("UPDATE pileup SET v = v + 1 WHERE id = 1");
   ddl.Send("ALTER TABLE pileup ADD COLUMN w int");
@@ -143,12 +152,8 @@ TEST(LockWaits, PileUpBehindAnIdleTransaction) {
 
 TEST(LockWaits, QueuedWaitersPointAtTheHolderNotAtEachOther) {
   Pg().Exec("CREATE TABLE queue (id int)");
-  TestSession holder(Pg().Dsn()), first(Pg().Dsn()), second(Pg().Dsn());
-  // A waiter wakes at deadlock_timeout (1 s) to look for a deadlock and, with log_lock_waits, to
-  // log that it still waits; until it sleeps again pg_stat_activity shows no wait event, and a
-  // poll at that moment has no edge for it (seen once, on a loaded machine). The poll below comes
-  // about a second after the first wait began: no wake-up during this test.
-  for (TestSession* s : {&first, &second}) s->Query("SET deadlock_timeout = '10min'");
+  TestSession holder(SessionDsn()), first(SessionDsn()), second(SessionDsn());
+  ASSERT_EQ(first.Query("SHOW deadlock_timeout"), "10min");
   holder.Query("BEGIN");
   holder.Query("LOCK TABLE queue IN ACCESS EXCLUSIVE MODE");
   first.Send("BEGIN; LOCK TABLE queue IN ACCESS EXCLUSIVE MODE");
@@ -176,7 +181,7 @@ TEST(LockWaits, QueuedWaitersPointAtTheHolderNotAtEachOther) {
 TEST(LockWaits, ChainOfRowLocksPointsAtEachHolder) {
   Pg().Exec(
       "CREATE TABLE chain (id int PRIMARY KEY, v int); INSERT INTO chain VALUES (1, 0), (2, 0)");
-  TestSession a(Pg().Dsn()), b(Pg().Dsn()), c(Pg().Dsn());
+  TestSession a(SessionDsn()), b(SessionDsn()), c(SessionDsn());
   a.Query("BEGIN");
   a.Query("UPDATE chain SET v = 1 WHERE id = 1");
   b.Query("BEGIN");
@@ -214,7 +219,7 @@ TEST(LockWaits, ChainOfRowLocksPointsAtEachHolder) {
 
 TEST(LockWaits, PreparedTransactionIsARootWithItsGid) {
   Pg().Exec("CREATE TABLE prep (id int PRIMARY KEY, v int); INSERT INTO prep VALUES (1, 0)");
-  TestSession p(Pg().Dsn()), w(Pg().Dsn() + " application_name=payments");
+  TestSession p(SessionDsn()), w(SessionDsn() + " application_name=payments");
   p.Query("BEGIN");
   p.Query("UPDATE prep SET v = 1 WHERE id = 1");
   p.Query("PREPARE TRANSACTION 'pglock-test-gid'");
@@ -251,8 +256,8 @@ TEST(LockWaits, WaitInAnotherDatabaseShowsTheRelationOid) {
   Pg().Exec("CREATE DATABASE otherdb");
   Pg().Exec("CREATE TABLE far (id int)", "otherdb");
   const std::string oid = Pg().Scalar("SELECT 'far'::regclass::oid", "otherdb");
-  TestSession holder(Pg().Dsn("otherdb") + " application_name=far-holder");
-  TestSession waiter(Pg().Dsn("otherdb"));
+  TestSession holder(SessionDsn("otherdb") + " application_name=far-holder");
+  TestSession waiter(SessionDsn("otherdb"));
   holder.Query("BEGIN");
   holder.Query("LOCK TABLE far IN ACCESS EXCLUSIVE MODE");
   waiter.Send("SELECT * FROM far");
@@ -278,7 +283,7 @@ TEST(LockWaits, WaitInAnotherDatabaseShowsTheRelationOid) {
 }
 
 TEST(LockWaits, AdvisoryWaitsAreCountedUnderTheirLockType) {
-  TestSession holder(Pg().Dsn()), waiter(Pg().Dsn());
+  TestSession holder(SessionDsn()), waiter(SessionDsn());
   holder.Query("SELECT pg_advisory_lock(8080)");
   waiter.Send("SELECT pg_advisory_lock(8080)");
   WaitUntilWaiting(waiter, "advisory");
@@ -301,7 +306,7 @@ TEST(LockWaits, AdvisoryWaitsAreCountedUnderTheirLockType) {
 TEST(LockWaits, ObjectLocksAreNeverTakenForAdvisoryLocks) {
   Pg().Exec(
       "CREATE OR REPLACE FUNCTION lock_waits_object_f() RETURNS int LANGUAGE sql AS 'SELECT 1'");
-  TestSession holder(Pg().Dsn()), waiter(Pg().Dsn());
+  TestSession holder(SessionDsn()), waiter(SessionDsn());
   holder.Query("SELECT pg_advisory_lock(8181)");
   holder.Query("BEGIN");
   holder.Query("DROP FUNCTION lock_waits_object_f()");
@@ -343,7 +348,8 @@ TEST(LockWaits, DeadlockInProgressIsACycleWithoutRoots) {
   Pg().Exec(
       "CREATE TABLE deadlock (id int PRIMARY KEY, v int); INSERT INTO deadlock VALUES (1, 0), (2, "
       "0)");
-  TestSession a(Pg().Dsn() + " application_name=dl-a"), b(Pg().Dsn() + " application_name=dl-b");
+  TestSession a(SessionDsn() + " application_name=dl-a"),
+      b(SessionDsn() + " application_name=dl-b");
   for (TestSession* s : {&a, &b}) s->Query("SET deadlock_timeout = '60s'");
   a.Query("BEGIN");
   a.Query("UPDATE deadlock SET v = 1 WHERE id = 1");
@@ -382,7 +388,7 @@ TEST(LockWaits, DeadlockInProgressIsACycleWithoutRoots) {
 // virtualxid of a transaction left open, which is the root.
 TEST(LockWaits, CreateIndexConcurrentlyWaitsOnAnOldSnapshot) {
   Pg().Exec("CREATE TABLE cic (id int); CREATE TABLE elsewhere (id int)");
-  TestSession old(Pg().Dsn() + " application_name=report"), ddl(Pg().Dsn());
+  TestSession old(SessionDsn() + " application_name=report"), ddl(SessionDsn());
   old.Query("BEGIN ISOLATION LEVEL REPEATABLE READ");
   old.Query("SELECT count(*) FROM elsewhere");
   ddl.Send("CREATE INDEX CONCURRENTLY cic_id ON cic (id)");
@@ -416,7 +422,7 @@ TEST(LockWaits, ParallelWorkersCountUnderTheirLeader) {
       "CREATE TABLE par_locked (id int); "
       "CREATE FUNCTION par_peek(int) RETURNS bool LANGUAGE plpgsql PARALLEL SAFE AS "
       "$$BEGIN PERFORM 1 FROM par_locked LIMIT 1; RETURN true; END$$");
-  TestSession holder(Pg().Dsn() + " application_name=par-holder"), query(Pg().Dsn());
+  TestSession holder(SessionDsn() + " application_name=par-holder"), query(SessionDsn());
   holder.Query("BEGIN");
   holder.Query("LOCK TABLE par_locked IN ACCESS EXCLUSIVE MODE");
   query.Query(
@@ -487,7 +493,7 @@ std::vector<std::pair<std::string, std::string>> PollStatements(bool inventory) 
 // The cost rule: while no backend waits, a tiered poll reads neither pg_locks nor the prepared
 // transactions.
 TEST(LockWaits, NobodyWaitingMeansPgLocksIsNeverRead) {
-  TestSession s(Pg().Dsn());
+  TestSession s(SessionDsn());
   for (const auto& [name, sql] : PollStatements(/*inventory=*/false)) {
     SCOPED_TRACE(name);
     const std::string plan = Explain(s, sql);
@@ -509,7 +515,7 @@ TEST(LockWaits, NobodyWaitingMeansPgLocksIsNeverRead) {
 // pending requests of other lock types along (EXPLAIN shows one scan of pg_lock_status, once).
 TEST(LockWaits, WaitersOfEveryKindMeanOneReadOfPgLocks) {
   Pg().Exec("CREATE TABLE one_read (id int)");
-  TestSession holder(Pg().Dsn()), row_waiter(Pg().Dsn()), advisory_waiter(Pg().Dsn());
+  TestSession holder(SessionDsn()), row_waiter(SessionDsn()), advisory_waiter(SessionDsn());
   holder.Query("BEGIN");
   holder.Query("LOCK TABLE one_read IN ACCESS EXCLUSIVE MODE");
   holder.Query("SELECT pg_advisory_lock(9090)");
@@ -517,7 +523,7 @@ TEST(LockWaits, WaitersOfEveryKindMeanOneReadOfPgLocks) {
   WaitUntilWaiting(row_waiter, "relation");
   advisory_waiter.Send("SELECT pg_advisory_lock(9090)");
   WaitUntilWaiting(advisory_waiter, "advisory");
-  TestSession s(Pg().Dsn());
+  TestSession s(SessionDsn());
   for (const bool inventory : {true, false}) {
     SCOPED_TRACE(inventory ? "inventory" : "tiered");
     int reads = 0;
