@@ -37,11 +37,11 @@ std::string NextSessionName() {
   return "session-" + std::to_string(++sessions);
 }
 
-// Connects with `dsn`, as a client of its own: libpq uses fallback_application_name only where
-// neither the dsn nor PGAPPNAME names the application. It comes before dbname (the dsn, expanded)
-// so that a fallback_application_name in the dsn wins as well.
-PGconn* ConnectAsOwnClient(const std::string& dsn) {
-  const std::string name = NextSessionName();
+// Connects with `dsn`, as a client named `name` (a new session name by default): libpq uses
+// fallback_application_name only where neither the dsn nor PGAPPNAME names the application. It
+// comes before dbname (the dsn, expanded) so that a fallback_application_name in the dsn wins as
+// well.
+PGconn* ConnectAsOwnClient(const std::string& dsn, const std::string& name = NextSessionName()) {
   const char* const keywords[] = {"fallback_application_name", "dbname", nullptr};
   const char* const values[] = {name.c_str(), dsn.c_str(), nullptr};
   return PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
@@ -327,10 +327,7 @@ bool TestPostgres::RunKept(const std::string& sql, const std::string& dbname, st
     }
     const bool was_kept = c != nullptr;
     if (c == nullptr) {
-      const char* const keywords[] = {"fallback_application_name", "dbname", nullptr};
-      const std::string dsn = Dsn(dbname);
-      const char* const values[] = {"harness", dsn.c_str(), nullptr};
-      c = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
+      c = ConnectAsOwnClient(Dsn(dbname), "harness");
       if (PQstatus(c) != CONNECTION_OK) {
         *error = PQerrorMessage(c);
         *connect_failed = true;
@@ -346,14 +343,10 @@ bool TestPostgres::RunKept(const std::string& sql, const std::string& dbname, st
     }
     // Kept only when it is as a new session would be: no transaction left open, nothing of the
     // statement's session state left behind.
-    bool keep =
+    const bool keep =
         !about_sessions && PQstatus(c) == CONNECTION_OK && PQtransactionStatus(c) == PQTRANS_IDLE;
-    if (keep) {
-      PGresult* d = PQexec(c, "DISCARD ALL");
-      keep = PQresultStatus(d) == PGRES_COMMAND_OK;
-      PQclear(d);
-    }
-    if (keep) {
+    std::string ignored_value, ignored_error;
+    if (keep && RunOne(c, "DISCARD ALL", &ignored_value, &ignored_error)) {
       const std::lock_guard<std::mutex> lock(kept_mu_);
       kept_.emplace(dbname, c);
     } else {
