@@ -98,7 +98,8 @@ std::optional<HoldTransition> AdvisoryHolds::NoCauseVerdict(const PendingHold& d
   if (!share.counted) return ended(HoldEnd::kCleanClose, EndEvidence::kLog);
   if (share.abandoned <= 0) return ended(HoldEnd::kCleanClose, EndEvidence::kLogAndCounters);
   // The other ends of the interval, those of sessions no poll saw included, must be read first.
-  const bool read_past = log_->reads_through() >= d.log_reads_at_wait + 2;
+  const bool read_past = log_->reads_through() >= d.log_reads_at_wait + 2 &&
+                         now - d.log_wait_since >= kMinLogWaitSeconds;
   if (log_->readable() && !read_past && now - d.log_wait_since < kMaxLogWaitSeconds) {
     return std::nullopt;
   }
@@ -153,10 +154,13 @@ void AdvisoryHolds::JudgeAwaitingLog(double now, const LockNames* names, Counter
     if (e.evidence != EndEvidence::kLog) {
       e.session_end = d.counters_end;
       e.evidence = d.counters_evidence;
-      // Read through twice since: once may have been under way when the wait started.
-      e.log_awaited = log_ != nullptr && log_->readable() &&
-                      log_->reads_through() < d.log_reads_at_wait + 2 &&
-                      now - d.log_wait_since < kMaxLogWaitSeconds;
+      // Read through twice since (once may have been under way when the wait started), and
+      // kMinLogWaitSeconds past, for the logging collector to have written the line.
+      const double waited = now - d.log_wait_since;
+      e.log_awaited =
+          log_ != nullptr && log_->readable() &&
+          (log_->reads_through() < d.log_reads_at_wait + 2 || waited < kMinLogWaitSeconds) &&
+          waited < kMaxLogWaitSeconds;
     }
     const HoldTransition t = NextHoldState(HoldState::kAwaitingLog, e);
     if (t.to == HoldState::kAwaitingLog) {

@@ -108,5 +108,10 @@ class SessionEndLog {
 // How long, at most, a judgement waits for the log to show a gone session's end before it takes
 // the counters' word (the log's write lag is milliseconds; a reader a poll behind is not).
 inline constexpr double kMaxLogWaitSeconds = 10.0;
+// How long, at least, it waits (by the polls' clock), however often the log is read: a backend
+// hands its last line to the logging collector over a pipe and leaves pg_stat_activity, and the
+// collector writes the line to the file when it is scheduled. On a loaded machine that took more
+// than two reads of a log read every 200 ms, and a terminated session was judged by its counters.
+inline constexpr double kMinLogWaitSeconds = 1.0;
 
 }  // namespace pglock

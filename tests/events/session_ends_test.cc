@@ -526,6 +526,29 @@ TEST(ServerLogEvidenceTest, ASilentLogReadThroughFallsBackToTheCounters) {
   EXPECT_EQ(lost->evidence, EndEvidence::kCounters);
 }
 
+TEST(ServerLogEvidenceTest, ALogReadOftenIsStillWaitedForASecondForTheCollectorToWriteTheLine) {
+  // Polls and reads 200 ms apart: two reads through come before the logging collector has
+  // written the terminated session's line; the wait goes on until a second has passed.
+  Events e;
+  auto log = std::make_shared<FakeLog>();
+  e.set_log(log);
+  const Session holder = MakeSession(10, "idle", kStart - 5);
+  e.Observe(Poll(kStart, {holder}, {Held(10, 1)}));
+  e.Observe(Poll(kStart + 0.2, {}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.holds().StateOf(Key(1), IdOf(holder)), HoldState::kAwaitingLog);
+  log->reads += 2;
+  e.Observe(Poll(kStart + 0.6, {}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.holds().StateOf(Key(1), IdOf(holder)), HoldState::kAwaitingLog);
+  EXPECT_EQ(e.TotalLost(), 0);
+  log->ends[IdOf(holder)] = HoldEnd::kTerminated;
+  log->reads += 2;
+  e.Observe(Poll(kStart + 1.0, {}, {}, Stats(0, 1, 0)));
+  EXPECT_EQ(e.Lost("terminated"), 1);
+  const Event* lost = FindEvent(e.events(), EventKind::kLockLost, 10);
+  ASSERT_NE(lost, nullptr);
+  EXPECT_EQ(lost->evidence, EndEvidence::kLog);
+}
+
 TEST(ServerLogEvidenceTest, AnUnreadableLogIsNotWaitedFor) {
   Events e;
   auto log = std::make_shared<FakeLog>();
