@@ -122,12 +122,44 @@ void CollapseDigits(std::string_view s, std::string* out) {
   }
 }
 
-// Numbers in label values, each replaced by the order of its first appearance in a text.
+// Label values, each replaced by the order of its first appearance in a text.
 using Ordinals = std::unordered_map<std::string_view, size_t>;
 
-// A series' name and labels with each run of digits in a label's value replaced by its ordinal
-// (the same number the same ordinal); the values of `le` and `quantile`, which promtool parses as
-// numbers, as they are.
+// A label value that promtool reads as it reads any other: printable ASCII without a quote or a
+// backslash, so nothing in it is escaped and no byte of it can be invalid.
+bool Plain(std::string_view value) {
+  return std::all_of(value.begin(), value.end(),
+                     [](char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; });
+}
+
+// A sample's value that promtool parses as it parses every other such value: a decimal number,
+// with or without a fraction and an exponent ("0", "12.5", "1e-05", "-3"). NaN and the infinities
+// are not, and stay as they are.
+bool DecimalNumber(std::string_view v) {
+  size_t i = v.empty() || (v[0] != '+' && v[0] != '-') ? 0 : 1;
+  const auto digits = [&] {
+    const size_t from = i;
+    while (i < v.size() && v[i] >= '0' && v[i] <= '9') ++i;
+    return i - from;
+  };
+  size_t mantissa = digits();
+  if (i < v.size() && v[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  if (mantissa == 0) return false;
+  if (i < v.size() && (v[i] == 'e' || v[i] == 'E')) {
+    ++i;
+    if (i < v.size() && (v[i] == '+' || v[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == v.size();
+}
+
+// A series' name and labels with each plain label value replaced by its ordinal (the same value
+// the same ordinal, so that two series stay two and one named twice stays so); the values of `le`
+// and `quantile`, which promtool parses as numbers, and values with escapes or bytes beyond ASCII,
+// whose escaping is what promtool checks, as they are.
 std::string NumberLabels(std::string_view key, Ordinals* ordinals) {
   std::string out;
   out.reserve(key.size());
@@ -142,21 +174,12 @@ std::string NumberLabels(std::string_view key, Ordinals* ordinals) {
     while (j < key.size() && key[j] != '"') j += key[j] == '\\' ? 2 : 1;
     j = std::min(j, key.size());
     const std::string_view value = key.substr(quote + 2, j - quote - 2);
-    if (name == "le" || name == "quantile") {
+    if (name == "le" || name == "quantile" || !Plain(value)) {
       out.append(value);
     } else {
-      size_t k = 0;
-      while (k < value.size()) {
-        size_t run = k;
-        while (run < value.size() && value[run] >= '0' && value[run] <= '9') ++run;
-        if (run == k) {
-          out += value[k++];
-          continue;
-        }
-        const auto [it, added] = ordinals->try_emplace(value.substr(k, run - k), ordinals->size());
-        out += std::to_string(it->second);
-        k = run;
-      }
+      const auto [it, added] = ordinals->try_emplace(value, ordinals->size());
+      out += 'v';
+      out += std::to_string(it->second);
     }
     i = j;
   }
@@ -164,13 +187,16 @@ std::string NumberLabels(std::string_view key, Ordinals* ordinals) {
   return out;
 }
 
-// The text reduced to its form: each sample's value with every run of digits as one 0 ("12.5" and
-// "3.25" -> "0.0", "1e-05" -> "0e-0", "NaN" and "+Inf" kept), and each number in a label's value
-// (pids, ports, times) replaced by the order of its first appearance, so that two series stay two
-// and one named twice stays so; names, help, types and the values of `le` and `quantile` as they
-// are. Two texts of one form pass or fail promtool check metrics alike: what it checks (the
-// syntax, the names, help and types, series named twice) never depends on a digit's value.
-std::string Form(const std::string& text) {
+}  // namespace
+
+// The text reduced to its form: each sample's value that is a decimal number as 0 ("12.5",
+// "1e-05" -> "0"; "NaN" and "+Inf" kept, other values with each run of digits as one 0), and each
+// plain label value (pids, ports, times, application names, versions) replaced by the order of
+// its first appearance; names, help, types, the values of `le` and `quantile` and label values
+// with escapes or bytes beyond ASCII as they are. Two texts of one form pass or fail promtool
+// check metrics alike: what it checks (the syntax and escapes, the names, help and types, series
+// named twice) never depends on a number's digits or on which plain characters a value has.
+std::string PromtoolForm(const std::string& text) {
   Ordinals ordinals;
   std::string form;
   form.reserve(text.size());
@@ -184,13 +210,20 @@ std::string Form(const std::string& text) {
       form.append(line);
     } else {
       form.append(NumberLabels(line.substr(0, space + 1), &ordinals));
-      CollapseDigits(line.substr(space + 1), &form);
+      const std::string_view value = line.substr(space + 1);
+      if (DecimalNumber(value)) {
+        form += '0';
+      } else {
+        CollapseDigits(value, &form);
+      }
     }
     form += '\n';
     start = end + 1;
   }
   return form;
 }
+
+namespace {
 
 // The directory of forms that passed in other test processes of this run ($PGLOCK_PROMTOOL_PASSED,
 // set by scripts/test.sh for one run; "" when unset): a file per form, named by its hash and
@@ -244,7 +277,7 @@ bool PromtoolCheck(const std::string& text, std::string* output) {
   // of the same run, is not checked again.
   static std::mutex passed_mu;
   static std::unordered_set<std::string> passed;
-  const std::string form = Form(text);
+  const std::string form = PromtoolForm(text);
   {
     const std::lock_guard<std::mutex> lock(passed_mu);
     if (passed.count(form) != 0) {

@@ -45,6 +45,10 @@ std::vector<Sample> CheckedSamples(std::shared_ptr<const TargetSnapshot> snapsho
 // promtool.
 std::vector<Sample> PollAndScrape(Poller& poller);
 
+// What promtool check metrics judges of a text, to check each form once a run: two texts of one
+// form pass or fail alike (numbers' digits and plain label values aside).
+std::string PromtoolForm(const std::string& text);
+
 // Runs promtool check metrics on the text; true when it passes. *output gets promtool's messages.
 // Without promtool: false when it is required (PGLOCK_REQUIRE_PROMTOOL or CI set to anything but
 // "", "0" or "false", as in CI); otherwise true, after a warning on stderr (once per process)
