@@ -85,6 +85,20 @@ bool AdvisoryHolds::AskLog(const SessionId& session, HoldEvidence* e) const {
   return true;
 }
 
+namespace {
+
+// A hold waits for the log while it is readable, until it was read through twice since the wait
+// began (once may have been under way then) and kMinLogWaitSeconds passed, for the logging
+// collector to have written the line; kMaxLogWaitSeconds at most.
+bool StillWaitForLog(const SessionEndLog& log, const PendingHold& d, double now) {
+  const double waited = now - d.log_wait_since;
+  const bool read_past =
+      log.reads_through() >= d.log_reads_at_wait + 2 && waited >= kMinLogWaitSeconds;
+  return log.readable() && !read_past && waited < kMaxLogWaitSeconds;
+}
+
+}  // namespace
+
 std::optional<HoldTransition> AdvisoryHolds::NoCauseVerdict(const PendingHold& d,
                                                             double now) const {
   const auto ended = [](HoldEnd end, EndEvidence evidence) {
@@ -98,9 +112,7 @@ std::optional<HoldTransition> AdvisoryHolds::NoCauseVerdict(const PendingHold& d
   if (!share.counted) return ended(HoldEnd::kCleanClose, EndEvidence::kLog);
   if (share.abandoned <= 0) return ended(HoldEnd::kCleanClose, EndEvidence::kLogAndCounters);
   // The other ends of the interval, those of sessions no poll saw included, must be read first.
-  const bool read_past = log_->reads_through() >= d.log_reads_at_wait + 2 &&
-                         now - d.log_wait_since >= kMinLogWaitSeconds;
-  if (log_->readable() && !read_past && now - d.log_wait_since < kMaxLogWaitSeconds) {
+  if (StillWaitForLog(*log_, d, now)) {
     return std::nullopt;
   }
   return ended(JudgeNoCauseEnd(share, *log_), EndEvidence::kLogAndCounters);
@@ -154,13 +166,7 @@ void AdvisoryHolds::JudgeAwaitingLog(double now, const LockNames* names, Counter
     if (e.evidence != EndEvidence::kLog) {
       e.session_end = d.counters_end;
       e.evidence = d.counters_evidence;
-      // Read through twice since (once may have been under way when the wait started), and
-      // kMinLogWaitSeconds past, for the logging collector to have written the line.
-      const double waited = now - d.log_wait_since;
-      e.log_awaited =
-          log_ != nullptr && log_->readable() &&
-          (log_->reads_through() < d.log_reads_at_wait + 2 || waited < kMinLogWaitSeconds) &&
-          waited < kMaxLogWaitSeconds;
+      e.log_awaited = log_ != nullptr && StillWaitForLog(*log_, d, now);
     }
     const HoldTransition t = NextHoldState(HoldState::kAwaitingLog, e);
     if (t.to == HoldState::kAwaitingLog) {
