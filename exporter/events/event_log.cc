@@ -63,14 +63,14 @@ void CoalesceEvents(std::vector<Event>* events) {
     Event& into = out[it->second];
     into.count += e.count;
     if (named[it->second] < kCoalescedNames) {
-      into.lock += ", " + e.lock;
+      into.lock = into.lock.str() + ", " + e.lock.str();
       ++named[it->second];
     }
   }
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i].count > static_cast<int64_t>(named[i])) {
-      out[i].lock +=
-          " and " + std::to_string(out[i].count - static_cast<int64_t>(named[i])) + " more";
+      out[i].lock = out[i].lock.str() + " and " +
+                    std::to_string(out[i].count - static_cast<int64_t>(named[i])) + " more";
     }
   }
   *events = std::move(out);

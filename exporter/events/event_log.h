@@ -16,13 +16,38 @@
 #include "exporter/snapshot/event_list.h"
 #include "exporter/snapshot/session_end.h"
 #include "exporter/snapshot/snapshot.h"
+#include "exporter/util/shared_text.h"
 #include "exporter/util/thread_annotations.h"
 
 namespace pglock {
 
+// A session as an event keeps it: an Identity whose texts are SharedText, since the same
+// application, address, user and state recur across the thousands of events a log keeps.
+struct EventParty {
+  EventParty() = default;
+  EventParty(const Identity& id)  // NOLINT(google-explicit-constructor): an Identity's stand-in
+      : pid(id.pid),
+        application_name(id.application_name),
+        client_addr(id.client_addr),
+        usename(id.usename),
+        state(id.state),
+        query(id.query) {}
+  operator Identity() const {  // NOLINT(google-explicit-constructor)
+    return Identity{pid, application_name, client_addr, usename, state, query};
+  }
+
+  int pid = 0;
+  SharedText application_name;
+  SharedText client_addr;
+  SharedText usename;
+  SharedText state;
+  SharedText query;
+};
+
+// Its strings are SharedText: a log keeps thousands of events whose texts repeat.
 struct Event {
-  double time = 0;     // server epoch seconds: now() of the poll that saw it
-  std::string target;  // set by the poller
+  double time = 0;    // server epoch seconds: now() of the poll that saw it
+  SharedText target;  // set by the poller
   // What happened (event_names.h says what each kind carries). lock_wait: a wait that outlasted
   // deadlock_timeout and ended (outcome, duration; previous: the first holder, current: the
   // waiter); lock_timeout: current gave up, previous is its blocker.
@@ -31,17 +56,17 @@ struct Event {
   // What decided the cause of a loss or a release by session close (and a blocking episode's
   // root_ended cause): the server's log, the counters, the timing alone, a restart.
   EndEvidence evidence = EndEvidence::kNone;
-  std::string datname;
-  std::string lock;   // configured name or rendered key; pooled locks too
-  std::string table;  // lease events
-  std::string lease;
-  std::string pooler;  // pooled_lock_inherited
+  SharedText datname;
+  SharedText lock;   // configured name or rendered key; pooled locks too
+  SharedText table;  // lease events
+  SharedText lease;
+  SharedText pooler;  // pooled_lock_inherited
   // Sessions before and after (pid 0: none or unknown). For leases and pooled clients the holder
   // text is in previous_holder / current_holder.
-  Identity previous;
-  Identity current;
-  std::string previous_holder;
-  std::string current_holder;
+  EventParty previous;
+  EventParty current;
+  SharedText previous_holder;
+  SharedText current_holder;
   // blocking_episode: the root is `previous`; when it started (the first poll that saw it block),
   // how long it lasted, the peak sessions blocked and the longest wait seen.
   EventOutcome outcome = EventOutcome::kNone;
@@ -49,7 +74,7 @@ struct Event {
   double duration = 0;
   int64_t peak_blocked = 0;
   double longest_wait = 0;
-  std::string detail;  // deadlock: the sessions and locks of the cycle
+  SharedText detail;  // deadlock: the sessions and locks of the cycle
   // How many locks this event tells of: the locks of one session released, lost, handed over or
   // inherited at once are one event (CoalesceEvents), `lock` naming the first few.
   int64_t count = 1;

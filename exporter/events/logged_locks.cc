@@ -174,8 +174,9 @@ void LoggedLockTracker::TimedOut(const PollIndex& index, const LockRecord& r,
   }
   if (e.lock.empty() && !r.relation_name.empty()) e.lock = "relation " + r.relation_name;
   e.previous = FirstHolder(index, holders);
-  e.detail = "holders " + Pids(holders);
-  if (query_text && !r.statement.empty()) e.detail += "; statement: " + r.statement.substr(0, 1024);
+  std::string detail = "holders " + Pids(holders);
+  if (query_text && !r.statement.empty()) detail += "; statement: " + r.statement.substr(0, 1024);
+  e.detail = detail;
   events->push_back(std::move(e));
 }
 

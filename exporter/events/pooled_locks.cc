@@ -24,7 +24,7 @@ Event InheritedEvent(const PollData& data, const PooledLock& lock, const Session
   e.pooler = lock.pooler;
   e.previous = IdentityOf(&s, lock.pid);
   e.previous.application_name = lock.last_application_name;
-  e.previous.query.clear();
+  e.previous.query = {};
   e.current = IdentityOf(&s, lock.pid);
   e.previous_holder = lock.current_client;
   e.current_holder = client;

@@ -276,8 +276,8 @@ void WriteEvent(const Event& e, Writer* w) {
   w->Str(EventOutcomeName(e.outcome));
   w->Key("strings");
   w->Open('[');
-  for (const std::string* s : {&e.target, &e.datname, &e.lock, &e.table, &e.lease, &e.pooler,
-                               &e.previous_holder, &e.current_holder, &e.detail}) {
+  for (const SharedText* s : {&e.target, &e.datname, &e.lock, &e.table, &e.lease, &e.pooler,
+                              &e.previous_holder, &e.current_holder, &e.detail}) {
     w->Str(*s);
   }
   w->Close(']');
@@ -621,8 +621,8 @@ Event ReadEvent(Reader& r, dom::element e) {
   ev.evidence = ReadEvidence(r, r.Str(r.Field(o, "evidence"), "event evidence"), "event evidence");
   const auto strings = r.Tuple(r.Field(o, "strings"), 9, "event strings");
   if (!r.ok()) return ev;
-  std::string* into[] = {&ev.target, &ev.datname,         &ev.lock,           &ev.table, &ev.lease,
-                         &ev.pooler, &ev.previous_holder, &ev.current_holder, &ev.detail};
+  SharedText* into[] = {&ev.target, &ev.datname,         &ev.lock,           &ev.table, &ev.lease,
+                        &ev.pooler, &ev.previous_holder, &ev.current_holder, &ev.detail};
   for (size_t i = 0; i < strings.size(); ++i) *into[i] = r.Str(strings[i], "event string");
   ev.previous = ReadIdentity(r, r.Field(o, "previous"));
   ev.current = ReadIdentity(r, r.Field(o, "current"));

@@ -348,8 +348,8 @@ TEST_F(Episodes, DeadlockCycleSeenByAPollIsOneEvent) {
   std::vector<Event> events = Judge(d);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::kDeadlock);
-  EXPECT_NE(events[0].detail.find("pid 300"), std::string::npos) << events[0].detail;
-  EXPECT_NE(events[0].detail.find("pid 301"), std::string::npos);
+  EXPECT_NE(events[0].detail.str().find("pid 300"), std::string::npos) << events[0].detail;
+  EXPECT_NE(events[0].detail.str().find("pid 301"), std::string::npos);
   d.now += 5;
   EXPECT_TRUE(Judge(d).empty());  // the same cycle again
 }

@@ -82,7 +82,7 @@ TEST_F(LoggedLocks, AWaitBetweenPollsIsCountedOnceWithItsHolderAndDuration) {
   EXPECT_EQ(events_[0].current.pid, 20);
   EXPECT_EQ(events_[0].previous.pid, 7);
   EXPECT_EQ(events_[0].duration, 2.0);
-  EXPECT_NE(events_[0].detail.find("between polls"), std::string::npos) << events_[0].detail;
+  EXPECT_NE(events_[0].detail.str().find("between polls"), std::string::npos) << events_[0].detail;
   EXPECT_EQ(tracker_.open_waits(), 0u);
 }
 
@@ -92,7 +92,7 @@ TEST_F(LoggedLocks, AWaitAPollAlsoSawIsStillOneWait) {
   Observe(Poll(kNow + 10), {Wait(LockRecordKind::kAcquired, 20, kNow + 8, 9.0)});
   EXPECT_EQ((counters_.logged_lock_waits[{"shop", "transactionid", ""}]), 1);
   ASSERT_EQ(events_.size(), 1u);
-  EXPECT_NE(events_[0].detail.find("seen by a poll"), std::string::npos) << events_[0].detail;
+  EXPECT_NE(events_[0].detail.str().find("seen by a poll"), std::string::npos) << events_[0].detail;
 }
 
 // PostgreSQL writes "still waiting" again when a waiting backend wakes (here 10 s into the wait,
@@ -179,9 +179,10 @@ TEST_F(LoggedLocks, ADeadlockNamesEveryProcessAndTheOthersWaitsEndWithTheirOwnLi
   EXPECT_EQ(events_[0].kind, EventKind::kDeadlock);
   EXPECT_EQ(events_[0].previous.pid, 21);
   for (const char* part : {"pid 21 waits", "pid 22 waits", "pid 23 waits", "blocked by pid 21"}) {
-    EXPECT_NE(events_[0].detail.find(part), std::string::npos) << events_[0].detail;
+    EXPECT_NE(events_[0].detail.str().find(part), std::string::npos) << events_[0].detail;
   }
-  EXPECT_EQ(events_[0].detail.find("UPDATE"), std::string::npos) << "queries only with query_text";
+  EXPECT_EQ(events_[0].detail.str().find("UPDATE"), std::string::npos)
+      << "queries only with query_text";
   EXPECT_EQ(tracker_.open_waits(), 0u);
 }
 

@@ -289,8 +289,8 @@ TEST(BetweenPolls, LoggedWaitsTimeoutsAndDeadlocksNewestFirstBoundedAndEscaped) 
   Event wait = Logged(EventKind::kLockWait, 2000);
   wait.outcome = EventOutcome::kFailedToAcquire;
   wait.lock = hostile;
-  wait.current = {11, hostile, "10.0.0.1", "app<1>", "", ""};
-  wait.previous = {12, "</td><td>", "", "owner", "", ""};
+  wait.current = Identity{11, hostile, "10.0.0.1", "app<1>", "", ""};
+  wait.previous = Identity{12, "</td><td>", "", "owner", "", ""};
   wait.duration = 2.5;
   wait.started = 1997.5;
   wait.detail = "ShareLock; holders 12; between polls <b>";
@@ -298,12 +298,12 @@ TEST(BetweenPolls, LoggedWaitsTimeoutsAndDeadlocksNewestFirstBoundedAndEscaped) 
   Event timeout = Logged(EventKind::kLockTimeout, 2001);
   timeout.cause = EventCause::kLockTimeout;
   timeout.lock = "relation jobs";
-  timeout.current = {31, "migrate", "", "deploy<er>", "", ""};
-  timeout.previous = {32, "report", "", "app", "", ""};
+  timeout.current = Identity{31, "migrate", "", "deploy<er>", "", ""};
+  timeout.previous = Identity{32, "report", "", "app", "", ""};
   timeout.detail = "holders 32; statement: ALTER TABLE \"<t>\" ADD c int";
   events.push_back(std::make_shared<const Event>(timeout));
   Event deadlock = Logged(EventKind::kDeadlock, 2002);
-  deadlock.previous = {21, hostile, "", "app", "", ""};
+  deadlock.previous = Identity{21, hostile, "", "app", "", ""};
   deadlock.lock = "transaction 5";
   deadlock.detail =
       "cancelled pid 21: pid 21 waits for ShareLock on transaction 5, blocked by pid 22 "

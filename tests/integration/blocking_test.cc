@@ -273,9 +273,9 @@ TEST_F(Blocking, DeadlockCycleIsAnEventAndTheServerCountIsMirrored) {
     if (e->kind == EventKind::kDeadlock) deadlocks.push_back(*e);
   }
   ASSERT_EQ(deadlocks.size(), 1u);
-  EXPECT_NE(deadlocks[0].detail.find("pid " + std::to_string(a.Pid())), std::string::npos)
+  EXPECT_NE(deadlocks[0].detail.str().find("pid " + std::to_string(a.Pid())), std::string::npos)
       << deadlocks[0].detail;
-  EXPECT_NE(deadlocks[0].detail.find("pid " + std::to_string(b.Pid())), std::string::npos);
+  EXPECT_NE(deadlocks[0].detail.str().find("pid " + std::to_string(b.Pid())), std::string::npos);
   Keep("deadlock.json", EventJson(deadlocks[0]));
   // The database's series appears with its first deadlock (other tests may have made one).
   const auto counted_deadlocks = [&] {

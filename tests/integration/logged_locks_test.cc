@@ -85,7 +85,7 @@ TEST_F(LoggedLocks, ARowLockWaitBetweenTwoPollsIsCountedWithWaiterHolderAndDurat
   EXPECT_EQ(e->previous.pid, holder.Pid());
   EXPECT_EQ(e->outcome, EventOutcome::kAcquired);
   EXPECT_NEAR(e->duration, 2.0, 0.5);
-  EXPECT_NE(e->detail.find("between polls"), std::string::npos) << e->detail;
+  EXPECT_NE(e->detail.str().find("between polls"), std::string::npos) << e->detail;
   const auto samples = PollAndScrape(*poller);
   EXPECT_EQ(Sum(samples, "pglock_logged_lock_waits_total", {{"locktype", "transactionid"}}), 1);
   EXPECT_EQ(Sum(samples, "pglock_logged_lock_wait_seconds_count", {{"locktype", "transactionid"}}),
@@ -133,7 +133,8 @@ TEST_F(LoggedLocks, ARowWaitIsNamedByItsTableAsThePollNamesIt) {
   });
   ASSERT_NE(logged, nullptr);
   EXPECT_EQ(logged->lock, polled);
-  EXPECT_NE(logged->detail.find("tuple (0,1) of relation "), std::string::npos) << logged->detail;
+  EXPECT_NE(logged->detail.str().find("tuple (0,1) of relation "), std::string::npos)
+      << logged->detail;
   const std::vector<TargetPart> parts =
       SelectTargetParts({poller->Latest()}, LocksFilter{"", "public.jobs"});
   ASSERT_EQ(parts.size(), 1u);
@@ -207,9 +208,10 @@ TEST_F(LoggedLocks, AThreeSessionDeadlockNamesEveryProcessAndLock) {
   EXPECT_EQ(e->evidence, EndEvidence::kLog);
   int named = 0;
   for (const std::string part : {"pid ", "waits for ShareLock on transaction"}) {
-    EXPECT_NE(e->detail.find(part), std::string::npos) << e->detail;
+    EXPECT_NE(e->detail.str().find(part), std::string::npos) << e->detail;
   }
-  for (size_t at = 0; (at = e->detail.find(" waits for ", at)) != std::string::npos; ++at) ++named;
+  for (size_t at = 0; (at = e->detail.str().find(" waits for ", at)) != std::string::npos; ++at)
+    ++named;
   EXPECT_EQ(named, 3) << e->detail;
 }
 
@@ -238,7 +240,7 @@ int CountEvents(const Poller& poller, const std::string& kind, const std::string
   for (const auto& e : *poller.Latest()->events) {
     n += EventKindName(e->kind) == kind &&
                  (outcome.empty() || EventOutcomeName(e->outcome) == outcome) &&
-                 e->current.application_name.rfind(app_prefix, 0) == 0
+                 e->current.application_name.str().rfind(app_prefix, 0) == 0
              ? 1
              : 0;
   }
