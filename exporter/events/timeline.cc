@@ -32,6 +32,9 @@ size_t StringBytes(const std::string& s) {
   return s.capacity() > 15 ? s.capacity() + 1 : 0;
 }
 
+// A shared text's characters are kept once for all its holders: a holder owns only the pointer.
+size_t StringBytes(const SharedText&) { return 0; }
+
 size_t IntervalBytes(const TimelineInterval& i) {
   return sizeof i + StringBytes(i.who) + StringBytes(i.detail);
 }

@@ -52,6 +52,7 @@
 #include "exporter/snapshot/poll_index.h"
 #include "exporter/snapshot/session_end.h"
 #include "exporter/snapshot/snapshot.h"
+#include "exporter/util/shared_text.h"
 #include "exporter/util/thread_annotations.h"
 
 namespace pglock {
@@ -92,8 +93,8 @@ struct TimelineInterval {
   bool open = false;
   bool expired = false;  // a lease row still naming its holder after its expiry
   int pid = 0;           // the holder (0: a lease holder without a session), or the waiter
-  std::string who;       // application_name, or a lease's holder text
-  std::string detail;    // a row-lock holder's lease; a wait's lock type and mode
+  SharedText who;        // application_name, or a lease's holder text
+  SharedText detail;     // a row-lock holder's lease; a wait's lock type and mode
   int blocker_pid = 0;   // waits: the holder waited on
 };
 
@@ -117,9 +118,9 @@ struct TimelineMarker {
   double duration = 0;
   int64_t count = 1;
   int previous_pid = 0;
-  std::string previous;  // application_name, or the holder text
+  SharedText previous;  // application_name, or the holder text
   int current_pid = 0;
-  std::string current;
+  SharedText current;
 };
 
 // A marker's kind as the page, the JSON and the saved state write it: its event's kind, or

@@ -82,7 +82,7 @@ void BarSvg(const TimelineInterval& i, const Scale& s, int y, int height, std::s
   std::string title = WhoText(i.pid, i.who);
   if (i.wait) title += " waited on pid " + std::to_string(i.blocker_pid);
   if (i.expired) title += ": its lease had expired";
-  if (!i.detail.empty()) title += " (" + i.detail + ")";
+  if (!i.detail.empty()) title += " (" + i.detail.str() + ")";
   title += ", " + Clock(i.start) + "–" + (i.open ? std::string("now") : Clock(i.end)) + ", " +
            Span(i.end - i.start);
   *o += "<svg x=\"" + Pct(x) + "\" y=\"" + std::to_string(y) + "\" width=\"" + Pct(w) +
