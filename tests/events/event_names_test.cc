@@ -11,11 +11,13 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/build_paths.h"
+
 namespace pglock {
 namespace {
 
 std::string Read(const std::string& path) {
-  std::ifstream in(std::string(PGLOCK_SOURCE_DIR) + "/" + path);
+  std::ifstream in(testing::SourceDir() + "/" + path);
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
@@ -36,7 +38,7 @@ std::string KindBlock(const std::string& api) {
 TEST(EventNames, EveryKindCauseAndOutcomeIsInTheApiSchema) {
   const std::string api = Read("docs/api.md");
   const std::string readme = Read("README.md");
-  ASSERT_FALSE(api.empty()) << "docs/api.md not found under " << PGLOCK_SOURCE_DIR;
+  ASSERT_FALSE(api.empty()) << "docs/api.md not found under " << testing::SourceDir();
   const std::string kinds = KindBlock(api);
   ASSERT_FALSE(kinds.empty()) << "no \"kind\" entry in docs/api.md's Event schema";
   std::set<std::string> names;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "exporter/poll/poller.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/http_get.h"
 #include "tests/support/log_capture.h"
 #include "tests/support/metrics_text.h"
@@ -39,7 +40,7 @@ TargetConfig ParseTarget(const std::string& toml) { return testing::TestTarget(P
 // by tests/integration/library_keys.py with Python's hashlib, independently of the recipes' SQL:
 // "k" or "k1, k2", ready for pg_advisory_lock(...).
 std::string LibraryKeys(const std::string& form, const std::string& name) {
-  const std::string script = std::string(PGLOCK_SOURCE_DIR) + "/tests/integration/library_keys.py";
+  const std::string script = testing::SourceDir() + "/tests/integration/library_keys.py";
   FILE* p =
       popen((testing::Python3() + " " + script + " " + form + " '" + name + "'").c_str(), "r");
   std::string out;

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/build_paths.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/sanitizers.h"
 
@@ -31,7 +32,7 @@ constexpr double kAfterDropRatio = 1.25;
 
 std::string Binary() {
   const char* env = std::getenv("PGLOCK_EXPORTER_BINARY");
-  return env != nullptr ? env : PGLOCK_EXPORTER_BINARY_DEFAULT;
+  return env != nullptr ? env : testing::ExporterBinaryDefault();
 }
 
 double RssMb(pid_t pid) {

@@ -20,6 +20,7 @@
 #include "exporter/http/oncall.h"
 #include "exporter/http/server.h"
 #include "exporter/poll/poller.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/client_process.h"
 #include "tests/support/http_get.h"
 #include "tests/support/lock_libraries.h"
@@ -422,8 +423,8 @@ TEST_F(PreflightTest, MigrationToolsRunBehindTheGate) {
               22);
     testing::ClientProcess deploy(
         {"sh", "-c",
-         gate + " >/dev/null && exec node " PGLOCK_SOURCE_DIR "/tests/integration/npm/migrate.js " +
-             tool + " " + url + " " + column},
+         gate + " >/dev/null && exec node " + testing::SourceDir() +
+             "/tests/integration/npm/migrate.js " + tool + " " + url + " " + column},
         {"NODE_PATH=" + modules});
     ASSERT_TRUE(deploy.ok());
     std::this_thread::sleep_for(std::chrono::milliseconds(2000));

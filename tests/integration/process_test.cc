@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "exporter/http/server.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/metrics_text.h"
 #include "tests/support/pg_environment.h"
 #include "tests/support/sanitizers.h"
@@ -47,7 +48,7 @@ using testing::WaitFor;
 
 std::string Binary() {
   const char* env = std::getenv("PGLOCK_EXPORTER_BINARY");
-  return env != nullptr ? env : PGLOCK_EXPORTER_BINARY_DEFAULT;
+  return env != nullptr ? env : testing::ExporterBinaryDefault();
 }
 
 std::string TempDir() {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "exporter/poll/poller.h"
+#include "tests/support/build_paths.h"
 #include "tests/support/client_process.h"
 #include "tests/support/lock_libraries.h"
 #include "tests/support/pg_environment.h"
@@ -82,7 +83,7 @@ class PsqlHolder {
 class LibraryHolder {
  public:
   LibraryHolder(const std::string& library, const std::string& app)
-      : node_({"node", PGLOCK_SOURCE_DIR "/tests/integration/npm/holder.js", library,
+      : node_({"node", testing::SourceDir() + "/tests/integration/npm/holder.js", library,
                "postgresql://postgres@127.0.0.1:" + std::to_string(Pg().port()) + "/" + kDb +
                    "?application_name=" + app},
               {"NODE_PATH=" + LockLibrariesPath()}) {
