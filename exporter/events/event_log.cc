@@ -44,6 +44,9 @@ void CoalesceEvents(std::vector<Event>* events) {
   std::map<Key, size_t> first;  // -> index in `out`
   std::vector<Event> out;
   std::vector<size_t> named;  // per event of `out`: locks named in its `lock`
+  // Per event of `out` whose names grew: its `lock` text, written back once at the end (a shared
+  // text is made once, not once per name added).
+  std::map<size_t, std::string> names;
   for (Event& e : *events) {
     if (!InfoOf(e.kind).coalesced) {
       out.push_back(std::move(e));
@@ -63,15 +66,21 @@ void CoalesceEvents(std::vector<Event>* events) {
     Event& into = out[it->second];
     into.count += e.count;
     if (named[it->second] < kCoalescedNames) {
-      into.lock = into.lock.str() + ", " + e.lock.str();
+      auto [text, added] = names.try_emplace(it->second);
+      if (added) text->second = into.lock.str();
+      text->second += ", " + e.lock.str();
       ++named[it->second];
     }
   }
   for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i].count > static_cast<int64_t>(named[i])) {
-      out[i].lock = out[i].lock.str() + " and " +
-                    std::to_string(out[i].count - static_cast<int64_t>(named[i])) + " more";
+    const bool more = out[i].count > static_cast<int64_t>(named[i]);
+    const auto text = names.find(i);
+    if (!more && text == names.end()) continue;
+    std::string lock = text != names.end() ? std::move(text->second) : out[i].lock.str();
+    if (more) {
+      lock += " and " + std::to_string(out[i].count - static_cast<int64_t>(named[i])) + " more";
     }
+    out[i].lock = lock;
   }
   *events = std::move(out);
 }

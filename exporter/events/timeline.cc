@@ -22,6 +22,11 @@ std::string Clip(std::string text) {
   return text + "\u2026";
 }
 
+// A shared text within the bound is kept as it is: no copy, no second look-up in the table.
+SharedText Clip(const SharedText& text) {
+  return text.size() <= kTimelineTextBytes ? text : SharedText(Clip(text.str()));
+}
+
 std::string RootName(int pid, const std::string& gid) {
   if (pid != 0) return "pid " + std::to_string(pid);
   return gid.empty() ? "prepared transaction" : "prepared " + gid;
@@ -528,8 +533,8 @@ TimelineInterval Timeline::Restored(const TimelineInterval& saved) {
   TimelineInterval i = saved;
   // Interned again (one shared row per kind, scope and name), the texts within their bound.
   i.row = Row(saved.row->kind, saved.row->scope, saved.row->name);
-  i.who = Clip(std::move(i.who));
-  i.detail = Clip(std::move(i.detail));
+  i.who = Clip(i.who);
+  i.detail = Clip(i.detail);
   return i;
 }
 
@@ -624,8 +629,8 @@ void Timeline::Restore(const TimelineSaved& saved) {
     ring.push_back(m);
     TimelineMarker& back = ring.back();
     back.row = Row(m.row->kind, m.row->scope, m.row->name);
-    back.previous = Clip(std::move(back.previous));
-    back.current = Clip(std::move(back.current));
+    back.previous = Clip(back.previous);
+    back.current = Clip(back.current);
     if (ring.size() > kMarkersPerKind) {
       ring.pop_front();
       ++dropped_markers_;
