@@ -328,9 +328,7 @@ void Poller::SaveState(bool final) {
   WriteJournal(
       &timeline_journal_, timeline_->closed_count(),
       [&](uint64_t from, uint64_t* next, size_t* count) {
-        const auto closed = timeline_->ClosedSince(from, next);
-        *count = closed.size();
-        return EncodeIntervalLines(closed);
+        return EncodeIntervalLines(timeline_->ClosedSince(from, next), count);
       },
       &*s.timeline_journal);
   const Status written = WriteFileAtomically(path, EncodeSavedTarget(s));

@@ -1577,11 +1577,13 @@ JournalRead DecodeEventLines(std::string_view bytes, uint64_t lines) {
   return out;
 }
 
-std::string EncodeIntervalLines(const std::vector<TimelineInterval>& intervals) {
+std::string EncodeIntervalLines(const std::vector<TimelineInterval>& intervals, size_t* written) {
   std::string out;
   out.reserve(160 * intervals.size());
+  if (written) *written = 0;
   for (const TimelineInterval& i : intervals) {
     if (!i.row) continue;
+    if (written) ++*written;
     Writer w;
     w.Open('[');
     w.Str(TimelineRowKindLabel(i.row->kind));

@@ -111,8 +111,10 @@ struct JournalRead {
 // Reads the first `lines` lines of `bytes` (fewer when it holds fewer). Takes any bytes.
 JournalRead DecodeEventLines(std::string_view bytes, uint64_t lines);
 
-// The same for the timeline's closed intervals, each line naming its row.
-std::string EncodeIntervalLines(const std::vector<TimelineInterval>& intervals);
+// The same for the timeline's closed intervals, each line naming its row; an interval without a
+// row is not written. `*written`, where given, is the number of lines.
+std::string EncodeIntervalLines(const std::vector<TimelineInterval>& intervals,
+                                size_t* written = nullptr);
 struct IntervalJournalRead {
   std::vector<TimelineInterval> intervals;  // oldest first
   uint64_t lines = 0;

@@ -682,8 +682,10 @@ TEST(EventJournal, TheTimelinesClosedIntervalsReadBackWithTheirRows) {
   }
   TimelineInterval no_row;  // never written
   closed.push_back(no_row);
-  const std::string bytes = EncodeIntervalLines(closed);
+  size_t written = 0;
+  const std::string bytes = EncodeIntervalLines(closed, &written);
   EXPECT_EQ(std::count(bytes.begin(), bytes.end(), '\n'), 3);
+  EXPECT_EQ(written, 3u);  // the journal counts the lines written, not the intervals given
   const IntervalJournalRead read = DecodeIntervalLines(bytes, 3);
   EXPECT_EQ(read.damaged, 0u);
   ASSERT_EQ(read.intervals.size(), 3u);
