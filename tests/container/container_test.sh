@@ -90,12 +90,18 @@ podman logs exporter >"$work/exporter.log" 2>&1
 ! grep -q "$password" "$work/metrics" "$work/locks.html" "$work/exporter.log" ||
   fail "the password shows in /metrics, /locks or the log"
 
+# SIGTERM to the container's first process, as `podman stop` sends it, timed from the signal to
+# that process's exit: `podman stop`'s own work (its start, the cleanup of the container's
+# storage and cgroup) took from 1.2 s to over 5 s as a whole on a loaded machine, and is not the
+# exporter's. An exit status of 0 says that the exporter ended on the signal, not on a kill.
 t0=$(date +%s%N)
-podman stop -t 10 exporter >/dev/null
+kill -TERM "$pid"
+while [[ -e /proc/$pid ]] && (($(date +%s%N) - t0 < 10000000000)); do sleep 0.02; done
 ms=$((($(date +%s%N) - t0) / 1000000))
+podman stop -t 10 exporter >/dev/null
 rc=$(podman inspect --format '{{.State.ExitCode}}' exporter)
-note "SIGTERM: stopped in $ms ms, exit $rc"
-((ms < 5000)) || fail "SIGTERM took $ms ms (limit 5000)"
+note "SIGTERM: the exporter ended $ms ms after the signal, exit $rc"
+((ms < 5000)) || fail "the exporter ended $ms ms after SIGTERM (limit 5000)"
 [[ $rc == 0 ]] || fail "exit $rc after SIGTERM"
 
 # Line 6 holds a key no table has.
