@@ -46,19 +46,35 @@
 -- applytransaction) carry keys that nobody reads, and those types are rare outside DDL. A
 -- pending request is a row of its own: a process waits for one lock at a time, and the columns
 -- that only a pending request has are taken from its one row (min() over one value).
+-- quiet_join (an inventory with the quiet holders of the last one; PollPlan::quiet_baseline):
+--   $1 int4[], $2 float8[]: sessions that held advisory locks at the last inventory and were idle
+--   outside any transaction across its read of pg_locks, with that idle spell's state_change. A
+--   session still idle with the same state_change in this poll's snapshot of pg_stat_activity has
+--   run no statement since, so it holds the same locks: it is quiet. Its rows come back as one per
+--   session: `granted` NULL marks it, `entries` counts its rows and `digest` sums their keys, and
+--   the exporter takes its locks from the last inventory when both agree. The server still reads
+--   every lock and sums every quiet key; it skips what costs per row (grouping by the lock columns,
+--   the mode's text test, listing and sending the keys). The snapshot is taken before pg_locks is
+--   read: a quiet session that runs a statement in between shows other rows, its count or sum
+--   disagrees, and the poll falls back to the tiered poll's holders (exporter/events/inventory.h).
+--   The look-up is one pg_stat_get_activity(pid) a candidate, not every session's 30 columns.
+--   quiet_join is queries/advisory_locks_quiet.sql and unquiet `q.pid IS NULL`. Without it
+--   (no such session, or the tiered poll) quiet_join is empty and unquiet true: the planner
+--   folds the tests away and the statement is the one it was.
 -- The grouping must be done by hashing: sorted, it costs more than sending every row. xid, the
 -- type of transactionid, can be hashed but not sorted, so grouping by it leaves the planner no
 -- other way (the statement's test reads its plan).
 SELECT l.pid,
-       l.database,
-       l.objsubid,
-       l.mode = 'ExclusiveLock' AS exclusive,
-       l.granted,
-       CASE WHEN NOT l.granted
-              OR NOT (l.locktype = 'advisory' OR ({xids} AND l.locktype = 'transactionid'))
-              OR l.pid IS NULL
+       CASE WHEN {unquiet} THEN l.database END AS database,
+       CASE WHEN {unquiet} THEN l.objsubid END AS objsubid,
+       CASE WHEN {unquiet} THEN l.mode = 'ExclusiveLock' END AS exclusive,
+       CASE WHEN {unquiet} THEN l.granted END AS granted,
+       CASE WHEN {unquiet}
+             AND (NOT l.granted
+                  OR NOT (l.locktype = 'advisory' OR ({xids} AND l.locktype = 'transactionid'))
+                  OR l.pid IS NULL)
             THEN l.locktype END AS locktype,
-       CASE WHEN NOT l.granted OR {xids} THEN l.transactionid END AS transactionid,
+       CASE WHEN {unquiet} AND (NOT l.granted OR {xids}) THEN l.transactionid END AS transactionid,
        min({waitstart}) FILTER (WHERE NOT l.granted) AS waitstart,
        min(l.mode) FILTER (WHERE NOT l.granted) AS mode,
        min(CASE WHEN l.relation IS NULL THEN ''
@@ -75,9 +91,11 @@ SELECT l.pid,
                      l.transactionid, l.classid, l.objid, l.objsubid))
          FILTER (WHERE NOT l.granted) AS locktag,
        count(*) AS entries,
-       array_agg((l.classid::int8 << 32) | l.objid::int8) FILTER (WHERE l.objid IS NOT NULL)
-         AS keys
+       sum((l.classid::int8 << 32) | l.objid::int8) FILTER (WHERE NOT {unquiet}) AS digest,
+       array_agg((l.classid::int8 << 32) | l.objid::int8)
+         FILTER (WHERE {unquiet} AND l.objid IS NOT NULL) AS keys
 FROM pg_locks l
+{quiet_join}
 WHERE NOT l.fastpath
   AND ({inventory} OR (NOT l.granted AND l.pid <> pg_backend_pid()))
   AND ({inventory}

@@ -77,6 +77,14 @@ constexpr char kInventoryStatement[] = "advisory_locks_inventory";
 constexpr char kWaitersStatement[] = "advisory_locks_waiters";
 // The inventory with every granted transactionid lock too, for the row-lock tables.
 constexpr char kInventoryXidsStatement[] = "advisory_locks_inventory_xids";
+// Both with the quiet holders of the last inventory as parameters (PollPlan::quiet_baseline).
+constexpr char kInventoryQuietStatement[] = "advisory_locks_inventory_quiet";
+constexpr char kInventoryXidsQuietStatement[] = "advisory_locks_inventory_xids_quiet";
+// A session is passed as quiet when it held at least this many advisory locks at the last
+// inventory: below, its look-up (one pg_stat_get_activity(pid)) and the join cost about what
+// skipping the per-row work of its locks saves (two holders of 150 locks each: the same backend
+// CPU either way; docs/performance.md).
+constexpr size_t kQuietMinLocks = 128;
 // After the inventory: pg_stat_activity afresh, to tell which holders stayed idle across it.
 constexpr char kIdleAfterStatement[] = "advisory_locks_idle_after";
 
@@ -248,21 +256,82 @@ std::vector<PreparedStatement> AdvisoryLocksCollector::Prepared(int server_versi
   // pg_locks.waitstart is 14+; without it BuildWaits falls back to the waiter's query_start.
   const char* waitstart =
       server_version_num >= 140000 ? "date_part('epoch', l.waitstart)" : "NULL::float8";
-  const auto variant = [&](const char* inventory, const char* xids) {
+  const auto variant = [&](const char* inventory, const char* xids, bool quiet) {
     return FillTemplate(queries::kAdvisoryLocks,
-                        {{"waitstart", waitstart}, {"inventory", inventory}, {"xids", xids}});
+                        {{"waitstart", waitstart},
+                         {"inventory", inventory},
+                         {"xids", xids},
+                         {"unquiet", quiet ? "q.pid IS NULL" : "true"},
+                         {"quiet_join", quiet ? queries::kAdvisoryLocksQuiet : ""}});
   };
-  return {{kInventoryStatement, variant("true", "false")},
-          {kInventoryXidsStatement, variant("true", "true")},
-          {kWaitersStatement, variant("false", "false")},
+  return {{kInventoryStatement, variant("true", "false", false)},
+          {kInventoryXidsStatement, variant("true", "true", false)},
+          {kInventoryQuietStatement, variant("true", "false", true)},
+          {kInventoryXidsQuietStatement, variant("true", "true", true)},
+          {kWaitersStatement, variant("false", "false", false)},
           {kIdleAfterStatement, queries::kIdleAfterLockRead}};
 }
 
+namespace {
+
+// A session whose advisory locks the last inventory read while it stayed idle outside any
+// transaction, with the state_change of that idle spell.
+struct QuietCandidate {
+  int pid = 0;
+  double state_change = 0;
+};
+
+// The sessions of `baseline` that may be quiet now: idle across its read of pg_locks
+// (AdvisoryLock::outside_transaction) and holding at least kQuietMinLocks locks, in pid order.
+std::vector<QuietCandidate> QuietCandidates(const PollData& baseline) {
+  std::unordered_map<int, size_t> held;
+  for (const AdvisoryLock& l : baseline.locks) {
+    if (l.granted && l.outside_transaction && l.pid != 0) ++held[l.pid];
+  }
+  std::vector<QuietCandidate> out;
+  for (const Session& s : baseline.sessions) {
+    const auto it = held.find(s.pid);
+    if (it != held.end() && it->second >= kQuietMinLocks && s.state == "idle" && s.state_change) {
+      out.push_back({s.pid, *s.state_change});
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const QuietCandidate& a, const QuietCandidate& b) { return a.pid < b.pid; });
+  return out;
+}
+
+// The candidates as the quiet statement's two parameters: an int4[] and a float8[] literal, each
+// state_change written so that it reads back to the same double.
+std::string QuietArgs(const std::vector<QuietCandidate>& candidates) {
+  std::string pids = "'{", changes = "'{";
+  for (const QuietCandidate& c : candidates) {
+    if (pids.size() > 2) {
+      pids += ',';
+      changes += ',';
+    }
+    pids += std::to_string(c.pid);
+    char buf[32];
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, c.state_change);
+    changes.append(buf, ec == std::errc() ? end : buf);
+  }
+  return pids + "}'," + changes + "}'";
+}
+
+}  // namespace
+
 void AdvisoryLocksCollector::Plan(const PollPlan& plan, StatementBatch* batch) const {
-  const char* statement = !plan.inventory  ? kWaitersStatement
-                          : plan.row_locks ? kInventoryXidsStatement
-                                           : kInventoryStatement;
-  batch->AddExecute(name(), statement);
+  const std::vector<QuietCandidate> quiet = plan.inventory && plan.quiet_baseline != nullptr
+                                                ? QuietCandidates(*plan.quiet_baseline)
+                                                : std::vector<QuietCandidate>{};
+  if (!quiet.empty()) {
+    batch->AddExecute(name(),
+                      plan.row_locks ? kInventoryXidsQuietStatement : kInventoryQuietStatement,
+                      StatementBatch::Phase::kMain, QuietArgs(quiet));
+  } else {
+    batch->AddExecute(name(), !plan.inventory  ? kWaitersStatement
+                              : plan.row_locks ? kInventoryXidsStatement
+                                               : kInventoryStatement);
+  }
   if (!plan.inventory) return;
   batch->AddExecute(kIdleAfterStatement, kIdleAfterStatement, StatementBatch::Phase::kAfterMain);
 }
@@ -271,7 +340,7 @@ namespace {
 
 // Column indexes of the pg_locks statement, looked up once per poll: there can be 100k locks.
 struct LockColumns {
-  int pid, database, objsubid, exclusive, granted, waitstart, entries, keys;
+  int pid, database, objsubid, exclusive, granted, waitstart, entries, keys, digest;
   int locktype, mode, relation, transactionid, locktag;  // pending requests only
 };
 
@@ -279,10 +348,12 @@ struct LockColumns {
 // themselves: advisory ones, and transactionid ones (with their xid, read for the row-lock
 // tables). Other granted rows are only counted. `keys` is read on advisory rows only: the rows of
 // other lock types with an objid (object, spectoken, ...) have keys too
-// (queries/advisory_locks.sql).
-enum class RowKind { kCounted, kTransaction, kAdvisory, kRequest };
+// (queries/advisory_locks.sql). A quiet holder's one row has `granted` NULL: its count and the sum
+// of its keys, its locks those of the last inventory.
+enum class RowKind { kCounted, kTransaction, kAdvisory, kRequest, kQuiet };
 
 RowKind KindOf(const PgResult& r, int i, const LockColumns& c) {
+  if (r.IsNull(i, c.granted)) return RowKind::kQuiet;
   if (r.IsNull(i, c.locktype)) {
     return r.IsNull(i, c.transactionid) ? RowKind::kAdvisory : RowKind::kTransaction;
   }
@@ -369,6 +440,79 @@ Status ParseAdvisory(const PgResult& r, int i, const LockColumns& c,
   return Status::Ok();
 }
 
+// `v` in decimal, as PostgreSQL writes the numeric sum of int8 keys.
+std::string Decimal(__int128 v) {
+  if (v == 0) return "0";
+  const bool negative = v < 0;
+  std::string digits;
+  while (v != 0) {
+    const int d = static_cast<int>(v % 10);
+    digits += static_cast<char>('0' + (d < 0 ? -d : d));
+    v /= 10;
+  }
+  if (negative) digits += '-';
+  return {digits.rbegin(), digits.rend()};
+}
+
+// The granted locks of the last inventory's quiet candidates, by session, in their order there:
+// where its runs of rows are, how many, and the sum of their keys.
+struct QuietHolder {
+  std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) in the baseline's locks
+  int64_t count = 0;
+  __int128 sum = 0;
+};
+
+std::unordered_map<int, QuietHolder> QuietHolders(const PollData& baseline) {
+  std::unordered_map<int, QuietHolder> out;
+  QuietHolder* h = nullptr;
+  int h_pid = 0;
+  const std::vector<AdvisoryLock>& locks = baseline.locks;
+  for (size_t i = 0; i < locks.size(); ++i) {
+    const AdvisoryLock& l = locks[i];
+    if (!l.granted || !l.outside_transaction) continue;
+    if (h == nullptr || h_pid != l.pid) {
+      h = &out[l.pid];
+      h_pid = l.pid;
+    }
+    if (h->runs.empty() || h->runs.back().second != i) h->runs.push_back({i, i});
+    ++h->runs.back().second;
+    ++h->count;
+    h->sum += static_cast<int64_t>((uint64_t{l.key.classid} << 32) | l.key.objid);
+  }
+  return out;
+}
+
+// A quiet holder's row: its locks from the baseline when its count and sum agree; false when they
+// do not (it ran a statement between the snapshot of pg_stat_activity and the read of pg_locks).
+bool TakeQuietHolder(const PgResult& r, int i, const LockColumns& c, const PollData& baseline,
+                     const std::unordered_map<int, QuietHolder>& holders,
+                     std::vector<AdvisoryLock>* out) {
+  const auto it = holders.find(static_cast<int>(r.Int(i, c.pid).value_or(0)));
+  if (it == holders.end() || r.IsNull(i, c.digest)) return false;
+  const QuietHolder& h = it->second;
+  if (r.Int(i, c.entries).value_or(-1) != h.count || r.Text(i, c.digest) != Decimal(h.sum)) {
+    return false;
+  }
+  for (const auto& [begin, end] : h.runs) {
+    for (size_t j = begin; j < end; ++j) {
+      out->push_back(baseline.locks[j]);
+      out->back().outside_transaction = false;  // this read's own test marks it again
+    }
+  }
+  return true;
+}
+
+// An inventory whose quiet holders disagreed: kept as a tiered poll (the pending requests it read
+// stay), whose holders InventoryTier::Complete takes from the last inventory.
+void FallBackToTheLastInventory(PollData* data) {
+  data->inventory = false;
+  data->quiet_mismatch = true;
+  data->xact_locks_read = false;
+  std::erase_if(data->locks, [](const AdvisoryLock& l) { return l.granted; });
+  data->counted_locks.clear();
+  data->xact_locks.clear();
+}
+
 }  // namespace
 
 Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& results,
@@ -382,20 +526,33 @@ Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& r
   const PgResult* r = results.Find(name());
   if (r == nullptr) return Status::Ok();
   Columns c(*r, "advisory_locks");
-  const LockColumns k{c["pid"],      c["database"],  c["objsubid"], c["exclusive"],
-                      c["granted"],  c["waitstart"], c["entries"],  c["keys"],
-                      c["locktype"], c["mode"],      c["relation"], c["transactionid"],
-                      c["locktag"]};
+  const LockColumns k{c["pid"],           c["database"],  c["objsubid"], c["exclusive"],
+                      c["granted"],       c["waitstart"], c["entries"],  c["keys"],
+                      c["digest"],        c["locktype"],  c["mode"],     c["relation"],
+                      c["transactionid"], c["locktag"]};
   if (Status s = c.status(); !s.ok()) return s;
   size_t advisory = 0;
+  bool quiet = false;
   for (int i = 0; i < r->Rows(); ++i) {
-    if (KindOf(*r, i, k) == RowKind::kAdvisory) {
+    const RowKind kind = KindOf(*r, i, k);
+    quiet = quiet || kind == RowKind::kQuiet;
+    if (kind == RowKind::kAdvisory || kind == RowKind::kQuiet) {
       advisory += static_cast<size_t>(r->Int(i, k.entries).value_or(0));
     }
   }
+  if (quiet && plan.quiet_baseline == nullptr) {
+    return Status::UnexpectedShape("advisory_locks: a quiet holder's row without a baseline");
+  }
+  const std::unordered_map<int, QuietHolder> holders =
+      quiet ? QuietHolders(*plan.quiet_baseline) : std::unordered_map<int, QuietHolder>{};
+  bool mismatch = false;
   data->locks.reserve(advisory);
   for (int i = 0; i < r->Rows(); ++i) {
     switch (KindOf(*r, i, k)) {
+      case RowKind::kQuiet:
+        mismatch =
+            mismatch || !TakeQuietHolder(*r, i, k, *plan.quiet_baseline, holders, &data->locks);
+        break;
       case RowKind::kCounted:
         data->counted_locks.push_back({static_cast<int>(r->Int(i, k.pid).value_or(0)),
                                        r->String(i, k.locktype), r->Int(i, k.entries).value_or(1)});
@@ -412,6 +569,7 @@ Status AdvisoryLocksCollector::Parse(const PollPlan& plan, const BatchResults& r
         break;
     }
   }
+  if (mismatch) FallBackToTheLastInventory(data);
   return MarkHeldOutsideTransactions(results.Find(kIdleAfterStatement), data);
 }
 

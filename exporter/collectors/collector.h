@@ -49,6 +49,10 @@ struct PollPlan {
   // The settings of the last good poll on this connection, null on a new one: the settings
   // statement reads them again only after a reload, and the poll takes them from here otherwise.
   const SettingsRead* settings_read = nullptr;
+  // An inventory's baseline for its quiet holders (queries/advisory_locks_quiet.sql): the last
+  // inventory, whose sessions idle across its read of pg_locks and still idle in the same spell
+  // hold the same locks now. Null: every holder is read (InventoryTier::QuietBaseline).
+  const PollData* quiet_baseline = nullptr;
 };
 
 // Per-target state a collector keeps between polls (e.g. a pooler's admin connections). Owned

@@ -149,13 +149,13 @@ void LockTableCollector::Plan(const PollPlan&, StatementBatch* batch) const {
   batch->AddExecute(name(), kStatement);
 }
 
-Status LockTableCollector::Parse(const PollPlan& plan, const BatchResults& results,
+Status LockTableCollector::Parse(const PollPlan& /*plan*/, const BatchResults& results,
                                  PollData* data) const {
   const PgResult* r = results.Find(name());
   if (r == nullptr) return Status::UnexpectedShape("lock_table: no result");
   LockTableReading* reading = data->parts.Mutable<LockTableReading>();
   if (Status s = ParseSettings(*r, reading); !s.ok()) return s;
-  if (plan.inventory) {
+  if (data->inventory) {  // not when the inventory fell back to the last one's holders
     *data->parts.Mutable<LockTableCount>() = {CountEntries(*data, reading->own_pid), data->now};
   }
   return Status::Ok();

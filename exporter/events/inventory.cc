@@ -14,8 +14,10 @@ void InventoryTier::Complete(SteadyClock::time_point started, std::shared_ptr<Po
   if (d.inventory) {
     last_ = *data;
     last_at_ = started;
+    quiet_ok_ = true;
     return;
   }
+  if (d.quiet_mismatch) quiet_ok_ = false;
   if (!last_ || last_->postmaster_start != d.postmaster_start) return;
   // What collectors read at the inventory only (the shared lock table's entries, with their read
   // time).

@@ -31,10 +31,15 @@ class InventoryTier {
   // The last successful inventory poll, or null.
   const std::shared_ptr<const PollData>& last() const { return last_; }
 
+  // The baseline of the next inventory's quiet holders (PollPlan::quiet_baseline): the last
+  // inventory, unless the poll after it found its quiet holders changed.
+  const PollData* QuietBaseline() const { return quiet_ok_ ? last_.get() : nullptr; }
+
  private:
   std::chrono::milliseconds interval_;
   std::shared_ptr<const PollData> last_;
   SteadyClock::time_point last_at_{};
+  bool quiet_ok_ = true;
 };
 
 }  // namespace pglock

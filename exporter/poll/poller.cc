@@ -275,6 +275,7 @@ Status Poller::Collect(SteadyClock::time_point started, SteadyClock::time_point*
   PollPlan plan;
   plan.server_version_num = conn_->ServerVersionNum();
   plan.inventory = inventory_.Due(SteadyClock::now());
+  if (plan.inventory) plan.quiet_baseline = inventory_.QuietBaseline();
   plan.query_text = poll_.query_text;
   plan.settings_read = settings_read_ ? &*settings_read_ : nullptr;
   for (const LeaseTableConfig& t : target_.leases) plan.row_locks = plan.row_locks || t.row_lock;
@@ -289,6 +290,12 @@ Status Poller::Collect(SteadyClock::time_point started, SteadyClock::time_point*
     const auto started = SteadyClock::now();
     if (Status s = c->Parse(plan, results, data); !s.ok()) return s;
     statuses->push_back({c->name(), true, SecondsSince(started)});
+  }
+  if (data->quiet_mismatch) {
+    spdlog::debug(
+        "target {}: a quiet holder's locks changed between the poll's snapshot of the sessions "
+        "and its read of pg_locks: the holders are the last inventory's, the next poll reads all",
+        target_.name);
   }
   const PollContext ctx{conn_.get(), &target_, &poll_, timeouts, *deadline, &abort_};
   for (size_t i = 0; i < collectors.size(); ++i) {

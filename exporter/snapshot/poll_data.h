@@ -220,6 +220,10 @@ struct PollData {
   std::string lc_messages;      // the language of the server's log messages
   bool in_recovery = false;     // a standby (pg_is_in_recovery()); promotion is not a restart
   bool inventory = true;        // false when the tiered poll skipped the pg_locks inventory
+  // An inventory whose quiet holders' rows disagreed with the last inventory's (a holder ran a
+  // statement between the poll's snapshot of pg_stat_activity and its read of pg_locks): kept as
+  // a tiered poll, the next reads every holder (queries/advisory_locks.sql).
+  bool quiet_mismatch = false;
   std::vector<Session> sessions;
   std::vector<AdvisoryLock> locks;
   // Read only when some backend waits on a lock (exporter/collectors/lock_waits.h); lock_waits by

@@ -14,7 +14,8 @@
 //                    [--variant=NAME=FILE]... [--binary]
 //
 // A variant is one statement, prepared and EXECUTEd on the exporter's connection as the poll's
-// statements are (text results), to time another way of writing a statement. --binary also runs
+// statements are (text results), to time another way of writing a statement ({holders} in it: the
+// holding sessions' pids, an int4[]). --binary also runs
 // the inventory statement on a second connection set up the same way, with text and with binary
 // results (PQexecParams, resultFormat = 1), next to the floor on that connection. Prints Markdown
 // (docs/performance.md).
@@ -214,8 +215,9 @@ std::string Ratio(double r) {
 
 struct Point {
   int locks = 0;
-  double floor = 0, inventory = 0, poll = 0;
-  double inventory_ratio = 0, poll_ratio = 0;  // to the floor, medians of the rounds' ratios
+  double floor = 0, inventory = 0, poll = 0, quiet_inventory = 0, quiet_poll = 0;
+  // To the floor, medians of the rounds' ratios.
+  double inventory_ratio = 0, poll_ratio = 0, quiet_inventory_ratio = 0, quiet_poll_ratio = 0;
 };
 
 int Main(int argc, char** argv) {
@@ -225,6 +227,9 @@ int Main(int argc, char** argv) {
       &error, {"max_connections = 300", "max_locks_per_transaction = 1024"});
   if (!pg) Die(error);
   testing::TestSession bigint(pg->Dsn()), pairs(pg->Dsn());
+  // A variant's {holders}: the two holding sessions' pids, an int4[] literal.
+  const std::string holders = "'{" + bigint.Query("SELECT pg_backend_pid()") + "," +
+                              pairs.Query("SELECT pg_backend_pid()") + "}'::int4[]";
   std::vector<std::unique_ptr<testing::TestSession>> idle;
   for (int i = 0; i < f.sessions; ++i) {
     idle.push_back(std::make_unique<testing::TestSession>(pg->Dsn()));
@@ -297,9 +302,37 @@ int Main(int argc, char** argv) {
                    },
                    {}});
   const size_t poll_case = cases.size() - 1;
+  // The same with the last inventory as the baseline of its quiet holders (PollPlan::
+  // quiet_baseline): the two holders stay idle, so the server sums their keys instead of sending
+  // them. Rebuilt at each number of locks.
+  PollData baseline;
+  StatementBatch quiet_batch;
+  std::string quiet_sql;
+  cases.push_back({"advisory_locks, its idle holders quiet",
+                   pid,
+                   [&] {
+                     std::vector<PgResult> results;
+                     if (Status s = conn->Exec(quiet_sql, {}, Deadline(), &results); !s.ok()) {
+                       Die(s.message());
+                     }
+                   },
+                   {}});
+  const size_t quiet_statement_case = cases.size() - 1;
+  cases.push_back({"full poll, its idle holders quiet (one round trip)",
+                   pid,
+                   [&] {
+                     BatchResults results;
+                     if (Status s = quiet_batch.Run(*conn, timeouts, Deadline(), &results);
+                         !s.ok()) {
+                       Die(s.message());
+                     }
+                   },
+                   {}});
+  const size_t quiet_poll_case = cases.size() - 1;
   std::vector<PreparedStatement> variants;
   for (const auto& [name, sql] : f.variants) {
-    variants.push_back({"variant_" + std::to_string(variants.size()), sql});
+    variants.push_back(
+        {"variant_" + std::to_string(variants.size()), FillTemplate(sql, {{"holders", holders}})});
     cases.push_back({"variant " + name, pid, exec("EXECUTE " + variants.back().name), {}});
   }
   prepared.insert(prepared.end(), variants.begin(), variants.end());
@@ -328,6 +361,22 @@ int Main(int argc, char** argv) {
   std::vector<Point> points;
   for (const int n : f.locks) {
     Hold(bigint, pairs, n);
+    {
+      BatchResults results;
+      if (Status s = batch.Run(*conn, timeouts, Deadline(), &results); !s.ok()) Die(s.message());
+      baseline = PollData{};
+      for (const Collector* c : Collectors()) {
+        if (Status s = c->Parse(plan, results, &baseline); !s.ok()) Die(s.message());
+      }
+      PollPlan quiet_plan = plan;
+      quiet_plan.quiet_baseline = &baseline;
+      quiet_batch = StatementBatch{};
+      for (const Collector* c : Collectors()) c->Plan(quiet_plan, &quiet_batch);
+      for (const auto& [name, sql] : quiet_batch.Statements()) {
+        if (name == "advisory_locks") quiet_sql = sql;
+      }
+      if (quiet_sql.find("_quiet(") == std::string::npos) Die("no quiet holder: " + quiet_sql);
+    }
     RunRounds(cases, f);
     std::printf(
         "\n### %d held advisory locks\n\nbackend CPU ms per call, median (min–max) of %d "
@@ -340,9 +389,15 @@ int Main(int argc, char** argv) {
       std::printf("| %s | %s | %s |\n", name.c_str(), Ms(cases[i]).c_str(),
                   Ratio(RatioOf(cases[i], base)).c_str());
     }
-    Point p{n, Median(cases[0].ms),
-            0, Median(cases[poll_case].ms),
-            0, RatioOf(cases[poll_case], cases[0])};
+    Point p;
+    p.locks = n;
+    p.floor = Median(cases[0].ms);
+    p.poll = Median(cases[poll_case].ms);
+    p.poll_ratio = RatioOf(cases[poll_case], cases[0]);
+    p.quiet_inventory = Median(cases[quiet_statement_case].ms);
+    p.quiet_inventory_ratio = RatioOf(cases[quiet_statement_case], cases[0]);
+    p.quiet_poll = Median(cases[quiet_poll_case].ms);
+    p.quiet_poll_ratio = RatioOf(cases[quiet_poll_case], cases[0]);
     for (const Case& c : cases) {
       if (c.name != inventory_name) continue;
       p.inventory = Median(c.ms);
@@ -352,11 +407,16 @@ int Main(int argc, char** argv) {
     std::fflush(stdout);
   }
   std::printf(
-      "\n### Summary\n\n| held locks | floor ms | inventory statement ms | full poll ms | "
-      "inventory ÷ floor | full poll ÷ floor |\n|---:|---:|---:|---:|---:|---:|\n");
+      "\n### Summary\n\nEvery holder read, then the idle holders quiet (the last inventory as "
+      "their baseline).\n\n| held locks | floor ms | inventory statement ms | full poll ms | "
+      "inventory ÷ floor | full poll ÷ floor | quiet: statement ms | full poll ms | "
+      "statement ÷ floor | full poll ÷ floor |\n"
+      "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const Point& p : points) {
-    std::printf("| %d | %.3f | %.3f | %.3f | %s | %s |\n", p.locks, p.floor, p.inventory, p.poll,
-                Ratio(p.inventory_ratio).c_str(), Ratio(p.poll_ratio).c_str());
+    std::printf("| %d | %.3f | %.3f | %.3f | %s | %s | %.3f | %.3f | %s | %s |\n", p.locks, p.floor,
+                p.inventory, p.poll, Ratio(p.inventory_ratio).c_str(), Ratio(p.poll_ratio).c_str(),
+                p.quiet_inventory, p.quiet_poll, Ratio(p.quiet_inventory_ratio).c_str(),
+                Ratio(p.quiet_poll_ratio).c_str());
   }
   return 0;
 }

@@ -58,5 +58,43 @@ TEST(InventoryTierTest, CheapPollCarriesWhatTheLastInventoryAloneRead) {
   EXPECT_EQ(restarted->parts.Find<CountedAtInventory>(), nullptr);
 }
 
+// An inventory that found its quiet holders changed is kept as a tiered poll: it takes the last
+// inventory's holders, is not the next baseline, and the inventory after it reads every holder
+// (no quiet baseline) until one has completed.
+TEST(InventoryTierTest, AnInventoryWhoseQuietHoldersChangedFallsBackOnce) {
+  InventoryTier tier(std::chrono::seconds(0));
+  auto inventory = std::make_shared<PollData>();
+  inventory->postmaster_start = kPostmasterStart;
+  Session holder;
+  holder.pid = 41;
+  holder.backend_start = kStart - 100;
+  inventory->sessions.push_back(holder);
+  AdvisoryLock held;
+  held.pid = 41;
+  held.key.objid = 7;
+  inventory->locks.push_back(held);
+  const SteadyClock::time_point t0{};
+  EXPECT_EQ(tier.QuietBaseline(), nullptr);
+  tier.Complete(t0, &inventory);
+  EXPECT_EQ(tier.QuietBaseline(), inventory.get());
+
+  auto fell_back = std::make_shared<PollData>();
+  fell_back->inventory = false;
+  fell_back->quiet_mismatch = true;
+  fell_back->postmaster_start = kPostmasterStart;
+  fell_back->sessions.push_back(holder);
+  tier.Complete(t0 + std::chrono::seconds(1), &fell_back);
+  ASSERT_EQ(fell_back->locks.size(), 1u);
+  EXPECT_EQ(fell_back->locks[0].key.objid, 7u);
+  EXPECT_EQ(tier.last(), inventory);
+  EXPECT_EQ(tier.QuietBaseline(), nullptr);
+  EXPECT_TRUE(tier.Due(t0 + std::chrono::seconds(2)));
+
+  auto next = std::make_shared<PollData>();
+  next->postmaster_start = kPostmasterStart;
+  tier.Complete(t0 + std::chrono::seconds(2), &next);
+  EXPECT_EQ(tier.QuietBaseline(), next.get());
+}
+
 }  // namespace
 }  // namespace pglock

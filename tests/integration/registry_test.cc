@@ -248,14 +248,134 @@ std::string PlanOf(PgConnection& conn, const std::string& sql) {
 
 // Grouped by sorting, the read of pg_locks costs more than sending every row: the planner must
 // hash, for every variant of the statement and on every major (the matrix runs this test).
+// The quiet holders' look-up (queries/advisory_locks_quiet.sql) is the small side of the join:
+// hashed, or looked up once; pg_locks is never the side that is hashed or sorted.
 TEST_F(CollectorsTest, TheReadOfPgLocksGroupsByHashing) {
+  int quiet = 0;
   for (const PreparedStatement& p : AllPrepared(conn_->ServerVersionNum())) {
     if (p.sql.find("FROM pg_locks") == std::string::npos || p.name == "lock_table_full") continue;
     SCOPED_TRACE(p.name);
-    const std::string plan = PlanOf(*conn_, p.sql);
+    std::string sql = p.sql;
+    for (const auto& [param, value] : {std::pair{"$1", "'{1,2,3}'"}, {"$2", "'{1.5,2.5,3.5}'"}}) {
+      for (size_t at = sql.find(param); at != std::string::npos; at = sql.find(param, at)) {
+        sql.replace(at, 2, value);
+      }
+    }
+    const std::string plan = PlanOf(*conn_, sql);
     EXPECT_NE(plan.find("HashAggregate"), std::string::npos) << plan;
     EXPECT_EQ(plan.find("Sort"), std::string::npos) << plan;
+    if (sql.find("pg_stat_get_activity(k.pid)") == std::string::npos) continue;
+    ++quiet;
+    EXPECT_NE(plan.find("Left Join"), std::string::npos) << plan;
+    EXPECT_EQ(plan.find("Right Join"), std::string::npos) << plan;  // pg_locks hashed
   }
+  EXPECT_EQ(quiet, 2);
+}
+
+// The rows of the advisory collector's statement in `results` that have `pid`.
+std::vector<int> RowsOf(const BatchResults& results, int pid) {
+  const PgResult* r = results.Find("advisory_locks");
+  std::vector<int> rows;
+  for (int i = 0; r != nullptr && i < r->Rows(); ++i) {
+    if (r->Int(i, 0) == pid) rows.push_back(i);
+  }
+  return rows;
+}
+
+// An inventory, given the last one as its baseline, reads the holder that stayed idle since as one
+// row, its count and the sum of its keys, and takes its locks from the baseline; a holder that ran
+// a statement since is read in full; a quiet holder whose count or sum disagrees (a statement run
+// between the snapshot of the sessions and the read of pg_locks, here a baseline changed by hand)
+// turns the poll into a tiered one, whose holders are the last inventory's.
+TEST_F(CollectorsTest, AQuietHoldersLocksComeFromTheLastInventory) {
+  holder_->Query("SELECT count(pg_advisory_lock(k)) FROM generate_series(1, 300) k");
+  holder_->Query(  // both modes, both key forms, negative keys
+      "SELECT pg_advisory_lock_shared(-1), pg_advisory_lock(7, 8), "
+      "pg_advisory_lock(-4294967296)");
+  const int pid = holder_->Pid();
+  PollPlan plan = Plan(*conn_, true);
+  const auto poll = [&](const PollData* baseline, BatchResults* results, PollData* data) {
+    plan.quiet_baseline = baseline;
+    StatementBatch batch;
+    for (const Collector* c : Collectors()) c->Plan(plan, &batch);
+    const Status s = batch.Run(*conn_, QueryTimeouts{5000, 500}, kDeadline(), results);
+    ASSERT_TRUE(s.ok()) << s.message();
+    for (const Collector* c : Collectors()) {
+      const Status p = c->Parse(plan, *results, data);
+      ASSERT_TRUE(p.ok()) << p.message();
+    }
+  };
+  const auto held = [&](const PollData& d) {
+    return std::count_if(d.locks.begin(), d.locks.end(), [&](const AdvisoryLock& l) {
+      return l.pid == pid && l.granted && l.outside_transaction;
+    });
+  };
+  BatchResults first_results;
+  PollData first;
+  poll(nullptr, &first_results, &first);
+  ASSERT_EQ(held(first), 304);
+  EXPECT_EQ(RowsOf(first_results, pid).size(), 3u);  // by mode and key form
+
+  BatchResults quiet_results;
+  PollData quiet;
+  poll(&first, &quiet_results, &quiet);
+  const std::vector<int> rows = RowsOf(quiet_results, pid);
+  ASSERT_EQ(rows.size(), 1u);
+  const PgResult& r = *quiet_results.Find("advisory_locks");
+  const auto column = [&](const char* name) {
+    for (int c = 0; c < r.Columns(); ++c) {
+      if (r.ColumnName(c) == std::string_view(name)) return c;
+    }
+    ADD_FAILURE() << "no column " << name;
+    return 0;
+  };
+  EXPECT_TRUE(r.IsNull(rows[0], column("granted"))) << "the quiet row's mark";
+  EXPECT_TRUE(r.IsNull(rows[0], column("keys")));
+  EXPECT_EQ(r.Int(rows[0], column("entries")), 304);
+  // 1 + ... + 300 + 4242 - 1 + (7 << 32 | 8) - 4294967296
+  EXPECT_EQ(r.Text(rows[0], column("digest")), "25769853175");
+  EXPECT_TRUE(quiet.inventory);
+  EXPECT_FALSE(quiet.quiet_mismatch);
+  EXPECT_EQ(held(quiet), 304);
+  // The holder's locks, in no order (two reads may group in another order).
+  const auto locks = [&](const PollData& d) {
+    std::multiset<std::tuple<uint32_t, uint32_t, uint32_t, int, bool, bool>> out;
+    for (const AdvisoryLock& l : d.locks) {
+      if (l.pid == pid) {
+        out.insert(
+            {l.key.datid, l.key.classid, l.key.objid, l.key.objsubid, l.exclusive, l.granted});
+      }
+    }
+    return out;
+  };
+  EXPECT_EQ(locks(quiet), locks(first));
+
+  holder_->Query("SELECT 1");  // a statement: the holder is read in full, though its locks are
+  BatchResults again_results;  // the same
+  PollData again;
+  poll(&quiet, &again_results, &again);
+  ASSERT_EQ(RowsOf(again_results, pid).size(), 3u);
+  for (int row : RowsOf(again_results, pid)) {
+    EXPECT_FALSE(again_results.Find("advisory_locks")->IsNull(row, column("granted")));
+  }
+  EXPECT_EQ(held(again), 304);
+  EXPECT_EQ(locks(again), locks(first));
+
+  PollData changed = again;  // the holder stays idle; its baseline lost key 7 and gained 9999
+  for (AdvisoryLock& l : changed.locks) {
+    if (l.pid == pid && l.key.objid == 7) l.key.objid = 9999;
+  }
+  BatchResults changed_results;
+  PollData fell_back;
+  poll(&changed, &changed_results, &fell_back);
+  EXPECT_FALSE(fell_back.inventory);
+  EXPECT_TRUE(fell_back.quiet_mismatch);
+  EXPECT_EQ(std::count_if(fell_back.locks.begin(), fell_back.locks.end(),
+                          [](const AdvisoryLock& l) { return l.granted; }),
+            0);
+  EXPECT_TRUE(std::any_of(fell_back.locks.begin(), fell_back.locks.end(), [&](const auto& l) {
+    return l.pid == waiter_->Pid() && !l.granted;
+  }));  // the pending requests it read stay
 }
 
 // The sessions' database names come from one hash of pg_database, not from a scan of it per
