@@ -50,17 +50,20 @@
 --   $1 int4[], $2 float8[]: sessions that held advisory locks at the last inventory and were idle
 --   outside any transaction across its read of pg_locks, with that idle spell's state_change. A
 --   session still idle with the same state_change in this poll's snapshot of pg_stat_activity has
---   run no statement since, so it holds the same locks: it is quiet. Its rows come back as one per
---   session: `granted` NULL marks it, `entries` counts its rows and `digest` sums their keys, and
---   the exporter takes its locks from the last inventory when both agree. The server still reads
---   every lock and sums every quiet key; it skips what costs per row (grouping by the lock columns,
---   the mode's text test, listing and sending the keys). The snapshot is taken before pg_locks is
---   read: a quiet session that runs a statement in between shows other rows, its count or sum
---   disagrees, and the poll falls back to the tiered poll's holders (exporter/events/inventory.h).
---   The look-up is one pg_stat_get_activity(pid) a candidate, not every session's 30 columns.
---   quiet_join is queries/advisory_locks_quiet.sql and unquiet `q.pid IS NULL`. Without it
---   (no such session, or the tiered poll) quiet_join is empty and unquiet true: the planner
---   folds the tests away and the statement is the one it was.
+--   run no statement since, so it holds the same locks: it is quiet. Its granted rows come back as
+--   one per session: `granted` NULL marks it, `entries` counts its rows and `digest` sums their
+--   keys, and the exporter takes its locks from the last inventory when both agree. The server
+--   still reads every lock and sums every quiet key; it skips what costs per row (grouping by the
+--   lock columns, the mode's text test, listing and sending the keys). The snapshot is taken
+--   before pg_locks is read: a quiet session that takes or lets go of a lock in between changes its
+--   count or its sum, and the poll falls back to the tiered poll's holders
+--   (exporter/events/inventory.h); a change that keeps both (keys 10 and 13 let go, 11 and 12
+--   taken) is seen at the next inventory. A pending request of such a session is a row of its own,
+--   as any other. The look-up is one pg_stat_get_activity(pid) a candidate, not every session's 30
+--   columns. quiet_join is queries/advisory_locks_quiet.sql and unquiet `(q.pid IS NULL OR NOT
+--   l.granted)`. Without it (no such session, or the tiered poll) quiet_join is empty and unquiet
+--   true: the planner folds the tests away, and the statement is the one it was but for `digest`,
+--   an aggregate whose filter is false.
 -- The grouping must be done by hashing: sorted, it costs more than sending every row. xid, the
 -- type of transactionid, can be hashed but not sorted, so grouping by it leaves the planner no
 -- other way (the statement's test reads its plan).

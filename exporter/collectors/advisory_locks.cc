@@ -261,7 +261,7 @@ std::vector<PreparedStatement> AdvisoryLocksCollector::Prepared(int server_versi
                         {{"waitstart", waitstart},
                          {"inventory", inventory},
                          {"xids", xids},
-                         {"unquiet", quiet ? "q.pid IS NULL" : "true"},
+                         {"unquiet", quiet ? "(q.pid IS NULL OR NOT l.granted)" : "true"},
                          {"quiet_join", quiet ? queries::kAdvisoryLocksQuiet : ""}});
   };
   return {{kInventoryStatement, variant("true", "false", false)},

@@ -268,6 +268,22 @@ TEST_F(CollectorsTest, TheReadOfPgLocksGroupsByHashing) {
     ++quiet;
     EXPECT_NE(plan.find("Left Join"), std::string::npos) << plan;
     EXPECT_EQ(plan.find("Right Join"), std::string::npos) << plan;  // pg_locks hashed
+    // The generic plan too, which the server may choose after five executions of the prepared
+    // statement: it plans the parameters' arrays without their values.
+    std::vector<PgResult> ignored;
+    ASSERT_TRUE(conn_
+                    ->Exec("PREPARE generic_check AS " + p.sql +
+                               "; SET plan_cache_mode = force_generic_plan",
+                           {}, kDeadline(), &ignored)
+                    .ok());
+    const std::string generic = PlanOf(*conn_, "EXECUTE generic_check('{1,2,3}', '{1.5,2.5,3.5}')");
+    ASSERT_TRUE(
+        conn_->Exec("DEALLOCATE generic_check; RESET plan_cache_mode", {}, kDeadline(), &ignored)
+            .ok());
+    EXPECT_NE(generic.find("HashAggregate"), std::string::npos) << generic;
+    EXPECT_EQ(generic.find("Sort"), std::string::npos) << generic;
+    EXPECT_NE(generic.find("Left Join"), std::string::npos) << generic;
+    EXPECT_EQ(generic.find("Right Join"), std::string::npos) << generic;
   }
   EXPECT_EQ(quiet, 2);
 }
@@ -376,6 +392,19 @@ TEST_F(CollectorsTest, AQuietHoldersLocksComeFromTheLastInventory) {
   EXPECT_TRUE(std::any_of(fell_back.locks.begin(), fell_back.locks.end(), [&](const auto& l) {
     return l.pid == waiter_->Pid() && !l.granted;
   }));  // the pending requests it read stay
+
+  // The count alone disagrees: key 7 lost and key 8 become 15 (now twice), the sum unchanged.
+  PollData fewer = again;
+  std::erase_if(fewer.locks,
+                [&](const AdvisoryLock& l) { return l.pid == pid && l.key.objid == 7; });
+  for (AdvisoryLock& l : fewer.locks) {
+    if (l.pid == pid && l.key.objid == 8 && l.key.objsubid == 1) l.key.objid = 15;
+  }
+  BatchResults fewer_results;
+  PollData fewer_fell_back;
+  poll(&fewer, &fewer_results, &fewer_fell_back);
+  EXPECT_TRUE(fewer_fell_back.quiet_mismatch);
+  EXPECT_FALSE(fewer_fell_back.inventory);
 }
 
 // The sessions' database names come from one hash of pg_database, not from a scan of it per
