@@ -281,17 +281,44 @@ struct QuietCandidate {
   double state_change = 0;
 };
 
-// The sessions of `baseline` that may be quiet now: idle across its read of pg_locks
-// (AdvisoryLock::outside_transaction) and holding at least kQuietMinLocks locks, in pid order.
-std::vector<QuietCandidate> QuietCandidates(const PollData& baseline) {
-  std::unordered_map<int, size_t> held;
-  for (const AdvisoryLock& l : baseline.locks) {
-    if (l.granted && l.outside_transaction && l.pid != 0) ++held[l.pid];
+// The granted locks that the last inventory read while their session stayed idle outside any
+// transaction (AdvisoryLock::outside_transaction), by session, in their order there: where its
+// runs of rows are, how many, and the sum of their keys.
+struct QuietHolder {
+  std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) in the baseline's locks
+  int64_t count = 0;
+  __int128 sum = 0;
+};
+
+std::unordered_map<int, QuietHolder> QuietHolders(const PollData& baseline) {
+  std::unordered_map<int, QuietHolder> out;
+  QuietHolder* h = nullptr;
+  int h_pid = 0;
+  const std::vector<AdvisoryLock>& locks = baseline.locks;
+  for (size_t i = 0; i < locks.size(); ++i) {
+    const AdvisoryLock& l = locks[i];
+    if (!l.granted || !l.outside_transaction) continue;
+    if (h == nullptr || h_pid != l.pid) {
+      h = &out[l.pid];
+      h_pid = l.pid;
+    }
+    if (h->runs.empty() || h->runs.back().second != i) h->runs.push_back({i, i});
+    ++h->runs.back().second;
+    ++h->count;
+    h->sum += static_cast<int64_t>((uint64_t{l.key.classid} << 32) | l.key.objid);
   }
+  return out;
+}
+
+// The sessions of `baseline` that may be quiet now: idle across its read of pg_locks and holding
+// at least kQuietMinLocks locks, in pid order.
+std::vector<QuietCandidate> QuietCandidates(const PollData& baseline) {
+  const std::unordered_map<int, QuietHolder> held = QuietHolders(baseline);
   std::vector<QuietCandidate> out;
   for (const Session& s : baseline.sessions) {
     const auto it = held.find(s.pid);
-    if (it != held.end() && it->second >= kQuietMinLocks && s.state == "idle" && s.state_change) {
+    if (it != held.end() && it->second.count >= static_cast<int64_t>(kQuietMinLocks) &&
+        s.state == "idle" && s.state_change) {
       out.push_back({s.pid, *s.state_change});
     }
   }
@@ -454,36 +481,9 @@ std::string Decimal(__int128 v) {
   return {digits.rbegin(), digits.rend()};
 }
 
-// The granted locks of the last inventory's quiet candidates, by session, in their order there:
-// where its runs of rows are, how many, and the sum of their keys.
-struct QuietHolder {
-  std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) in the baseline's locks
-  int64_t count = 0;
-  __int128 sum = 0;
-};
-
-std::unordered_map<int, QuietHolder> QuietHolders(const PollData& baseline) {
-  std::unordered_map<int, QuietHolder> out;
-  QuietHolder* h = nullptr;
-  int h_pid = 0;
-  const std::vector<AdvisoryLock>& locks = baseline.locks;
-  for (size_t i = 0; i < locks.size(); ++i) {
-    const AdvisoryLock& l = locks[i];
-    if (!l.granted || !l.outside_transaction) continue;
-    if (h == nullptr || h_pid != l.pid) {
-      h = &out[l.pid];
-      h_pid = l.pid;
-    }
-    if (h->runs.empty() || h->runs.back().second != i) h->runs.push_back({i, i});
-    ++h->runs.back().second;
-    ++h->count;
-    h->sum += static_cast<int64_t>((uint64_t{l.key.classid} << 32) | l.key.objid);
-  }
-  return out;
-}
-
 // A quiet holder's row: its locks from the baseline when its count and sum agree; false when they
-// do not (it ran a statement between the snapshot of pg_stat_activity and the read of pg_locks).
+// do not (it took or let go of a lock between the snapshot of pg_stat_activity and the read of
+// pg_locks).
 bool TakeQuietHolder(const PgResult& r, int i, const LockColumns& c, const PollData& baseline,
                      const std::unordered_map<int, QuietHolder>& holders,
                      std::vector<AdvisoryLock>* out) {
