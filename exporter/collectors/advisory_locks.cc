@@ -625,7 +625,7 @@ void AdvisoryLocksCollector::ExposeView(const TargetSnapshot& snap, const Target
 
 void AdvisoryLocksCollector::ExposeCounters(const TargetSnapshot& snap, Families* f) const {
   const std::string& tg = snap.target;
-  const Counters& c = snap.counters;
+  const Counters& c = *snap.counters;
   for (const auto& [k, n] : c.releases) {
     f->Add(kReleases, {tg, std::get<0>(k), std::get<1>(k), std::get<2>(k)}, n);
   }

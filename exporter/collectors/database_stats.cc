@@ -59,10 +59,10 @@ Status DatabaseStatsCollector::Parse(const PollPlan&, const BatchResults& result
 }
 
 void DatabaseStatsCollector::ExposeCounters(const TargetSnapshot& snap, Families* f) const {
-  for (const auto& [k, n] : snap.counters.sessions_ended) {
+  for (const auto& [k, n] : snap.counters->sessions_ended) {
     f->Add(kSessionsEnded, {snap.target, std::get<0>(k), std::get<1>(k)}, n);
   }
-  for (const auto& [db, n] : snap.counters.deadlocks) f->Add(kDeadlocks, {snap.target, db}, n);
+  for (const auto& [db, n] : snap.counters->deadlocks) f->Add(kDeadlocks, {snap.target, db}, n);
 }
 
 PGLOCK_REGISTER_COLLECTOR(DatabaseStatsCollector, 20);

@@ -358,7 +358,7 @@ void LeasesCollector::ExposeView(const TargetSnapshot& snap, const TargetView& v
 }
 
 void LeasesCollector::ExposeCounters(const TargetSnapshot& snap, Families* f) const {
-  for (const auto& [k, n] : snap.counters.lease_transitions) {
+  for (const auto& [k, n] : snap.counters->lease_transitions) {
     const auto& [table, lease, kind] = k;
     if (lease.empty()) {  // a queue's, for the table as a whole
       f->Add(kQueueTransitions, {snap.target, table, kind}, n);

@@ -272,12 +272,12 @@ void AddHistogram(const MetricDesc& desc, const std::string& target, const Count
 }  // namespace
 
 void LockWaitsCollector::ExposeCounters(const TargetSnapshot& snap, Families* f) const {
-  for (const auto& [k, n] : snap.counters.blocking_episodes) {
+  for (const auto& [k, n] : snap.counters->blocking_episodes) {
     f->Add(kEpisodes, {snap.target, std::get<0>(k), std::get<1>(k)}, n);
   }
-  AddHistogram(kEpisodeSeconds, snap.target, snap.counters.episode_seconds, kEpisodeSecondsBuckets,
+  AddHistogram(kEpisodeSeconds, snap.target, snap.counters->episode_seconds, kEpisodeSecondsBuckets,
                f);
-  AddHistogram(kEpisodePeak, snap.target, snap.counters.episode_peak_blocked, kEpisodePeakBuckets,
+  AddHistogram(kEpisodePeak, snap.target, snap.counters->episode_peak_blocked, kEpisodePeakBuckets,
                f);
 }
 

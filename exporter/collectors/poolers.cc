@@ -167,7 +167,7 @@ void PoolersCollector::ExposeView(const TargetSnapshot& snap, const TargetView& 
 }
 
 void PoolersCollector::ExposeCounters(const TargetSnapshot& snap, Families* f) const {
-  for (const auto& [k, n] : snap.counters.pooled_inherited) {
+  for (const auto& [k, n] : snap.counters->pooled_inherited) {
     f->Add(kInherited, {snap.target, std::get<0>(k), std::get<1>(k), std::get<2>(k)}, n);
   }
 }

@@ -99,10 +99,10 @@ void AddHealth(const TargetSnapshot& t, Families* f) {
   f->Add(kPollDuration, {t.target}, t.poll_duration);
   f->Add(kPollErrors, {t.target}, t.poll_errors);
   if (t.last_success > 0) f->Add(kLastSuccess, {t.target}, t.last_success);
-  for (const auto& [metric, n] : t.counters.series_dropped) {
+  for (const auto& [metric, n] : t.counters->series_dropped) {
     f->Add(kSeriesDropped, {t.target, metric}, n);
   }
-  for (const auto& [collector, n] : t.counters.collector_errors) {
+  for (const auto& [collector, n] : t.counters->collector_errors) {
     f->Add(kCollectorErrors, {t.target, collector}, n);
   }
   for (const CollectorStatus& c : t.collectors) {

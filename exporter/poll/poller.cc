@@ -363,7 +363,7 @@ void Poller::PublishFailure(const Status& status, std::shared_ptr<TargetSnapshot
   snap->poll_errors = poll_errors_;
   snap->last_success = last_success_;
   for (const Collector* c : Collectors()) snap->collectors.push_back({c->name(), false, 0});
-  snap->counters = counters_;
+  snap->counters = PublishedCounters();
   snap->events = event_log_.Contents();
   snap->timeline = timeline_;
   snap->preflight = preflight_;
@@ -487,6 +487,13 @@ bool Poller::PollOnce() {
   return true;
 }
 
+std::shared_ptr<const Counters> Poller::PublishedCounters() {
+  if (!published_counters_ || *published_counters_ != counters_) {
+    published_counters_ = std::make_shared<const Counters>(counters_);
+  }
+  return published_counters_;
+}
+
 std::shared_ptr<TargetView> Poller::BuildView(const PollData& data,
                                               std::vector<CollectorStatus>* statuses) {
   std::map<std::string, int64_t> dropped;
@@ -529,7 +536,7 @@ void Poller::PublishSuccess(std::shared_ptr<TargetSnapshot> snap, std::shared_pt
   snap->lock_table = last_lock_table_;
   snap->view = std::move(view);
   snap->collectors = std::move(statuses);
-  snap->counters = counters_;
+  snap->counters = PublishedCounters();
   snap->events = event_log_.Contents();
   snap->timeline = timeline_;
   snap->preflight = preflight_;

@@ -114,6 +114,8 @@ class Poller {
                       std::vector<CollectorStatus> statuses);
   // Publishes the snapshot of a failed poll (pglock_up 0, counters and events kept).
   void PublishFailure(const Status& status, std::shared_ptr<TargetSnapshot> snap);
+  // counters_ for a snapshot: the last one published while none moved (compared, not copied).
+  std::shared_ptr<const Counters> PublishedCounters();
   // The shared lock table after a poll failed with it full: read alone on the live connection
   // (ReadFullLockTable), else the last good poll's with its age grown; null when neither exists.
   std::shared_ptr<const LockTableView> LockTableWhenFull(SteadyClock::time_point deadline);
@@ -210,6 +212,8 @@ class Poller {
   LoggedLockTracker logged_locks_;
   RelationNames relation_names_;  // of the logged lock records, on the current connection
   Counters counters_;
+  // counters_ as the last snapshot published them; a poll that moved none shares it.
+  std::shared_ptr<const Counters> published_counters_;
   double poll_errors_ = 0;
   double last_success_ = 0;
   // The shared lock table of the last good poll and when it was published: what a poll failing

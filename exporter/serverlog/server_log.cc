@@ -226,14 +226,14 @@ void ExposeServerLog(const TargetSnapshot& t, Families* out) {
   out->Add(kLogDropped, {t.target}, status.dropped);
   out->Add(kLogUntranslated, {t.target}, status.untranslated ? 1 : 0);
   // Series appear with the first record that counts in them: a log without waits adds none.
-  for (const auto& [key, n] : t.counters.logged_lock_waits) {
+  for (const auto& [key, n] : t.counters->logged_lock_waits) {
     const auto& [db, locktype, lock] = key;
     out->Add(kLoggedWaits, {t.target, db, locktype, lock}, n);
   }
-  for (const auto& [locktype, h] : t.counters.logged_wait_seconds) {
+  for (const auto& [locktype, h] : t.counters->logged_wait_seconds) {
     out->AddHistogram(kLoggedWaitSeconds, {t.target, locktype}, h.bounds, h.counts, h.sum, h.count);
   }
-  for (const auto& [key, n] : t.counters.lock_timeouts) {
+  for (const auto& [key, n] : t.counters->lock_timeouts) {
     out->Add(kLockTimeouts, {t.target, std::get<0>(key), std::get<1>(key)}, n);
   }
 }

@@ -308,6 +308,7 @@ struct CountHistogram {
     sum += v;
     count += 1;
   }
+  bool operator==(const CountHistogram&) const = default;
 };
 
 // Cumulative counters of one target; they survive failed polls and reconnects.
@@ -332,7 +333,14 @@ struct Counters {
   CountHistogram episode_peak_blocked;
   std::map<std::string, double> series_dropped;    // metric
   std::map<std::string, double> collector_errors;  // collector
+  bool operator==(const Counters&) const = default;
 };
+
+// The one empty Counters, shared by snapshots that count nothing.
+inline const std::shared_ptr<const Counters>& NoCounters() {
+  static const std::shared_ptr<const Counters> none = std::make_shared<const Counters>();
+  return none;
+}
 
 // Calls visit(name, map) for each labelled counter map of `c` (Counters or const Counters) and
 // visit_histogram(name, histogram) for each histogram: the one list of what Counters holds, for
@@ -399,7 +407,9 @@ struct TargetSnapshot {
   // before the first poll and after any other outcome.
   bool lock_table_full = false;
   std::vector<CollectorStatus> collectors;  // empty before the first poll
-  Counters counters;
+  // Shared with the snapshots before it while no counter moved (the poller's PublishedCounters):
+  // a quiet poll copies none of them. Never null.
+  std::shared_ptr<const Counters> counters = NoCounters();
   // The target's recent events, oldest first (web.event_log_size); kept across failed polls.
   std::shared_ptr<const EventList> events;
   // The target's recent history of holders, waits and events (the poller's, live: it shows up to

@@ -123,7 +123,9 @@ std::shared_ptr<TargetSnapshot> FullSnapshot(const std::string& target,
   t->view = v;
   t->lock_table = std::make_shared<LockTableView>(v->lock_table);
 
-  Counters& c = t->counters;
+  auto counted = std::make_shared<Counters>();
+  t->counters = counted;
+  Counters& c = *counted;
   c.releases[{db, "unnamed", "unlocked"}] = 4;
   c.releases[{db, "sweep", "session_closed"}] = 1;
   c.losses[{db, "sweep", "idle_in_transaction_timeout"}] = 1;

@@ -83,8 +83,8 @@ class Blocking : public ::testing::Test {
   // -1 when absent: a database has no episode series before its first episode ends.
   double Count(const std::string& outcome) {
     snap_ = poller_.Latest();
-    const auto it = snap_->counters.blocking_episodes.find({"postgres", outcome});
-    return it == snap_->counters.blocking_episodes.end() ? -1 : it->second;
+    const auto it = snap_->counters->blocking_episodes.find({"postgres", outcome});
+    return it == snap_->counters->blocking_episodes.end() ? -1 : it->second;
   }
   // Writes `text` to $PGLOCK_BLOCKING_OUT/<name> when set (the examples in docs/ come from there).
   static void Keep(const std::string& name, const std::string& text) {
@@ -279,7 +279,7 @@ TEST_F(Blocking, DeadlockCycleIsAnEventAndTheServerCountIsMirrored) {
   Keep("deadlock.json", EventJson(deadlocks[0]));
   // The database's series appears with its first deadlock (other tests may have made one).
   const auto counted_deadlocks = [&] {
-    const auto& counted = poller_.Latest()->counters.deadlocks;
+    const auto& counted = poller_.Latest()->counters->deadlocks;
     const auto it = counted.find("postgres");
     return it == counted.end() ? 0.0 : it->second;
   };
@@ -294,7 +294,7 @@ TEST_F(Blocking, DeadlockCycleIsAnEventAndTheServerCountIsMirrored) {
   }));
   std::this_thread::sleep_for(std::chrono::seconds(1));
   poller_.PollOnceForTest();
-  EXPECT_EQ(poller_.Latest()->counters.deadlocks.at("postgres"), before + 1);
+  EXPECT_EQ(poller_.Latest()->counters->deadlocks.at("postgres"), before + 1);
 }
 
 // The root commits: the episode ends as released, counted once, with its peak.

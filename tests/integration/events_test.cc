@@ -158,6 +158,40 @@ TEST(Events, CleanUnlockIsAReleaseAndNoLoss) {
   EXPECT_EQ(SumPresent(samples, "pglock_advisory_lock_takeovers_total"), 0);
 }
 
+// A poll that moved no counter publishes the counters of the snapshot before it (shared, not
+// copied); a counted release publishes new ones, shared again by the quiet polls after it.
+TEST(Events, QuietPollsShareTheCountersOfTheSnapshotBefore) {
+  Poller poller(Target(), TestPoll({.interval_ms = 500}));
+  TestSession s(Pg().Dsn());
+  s.Query("SELECT pg_advisory_lock(hashtextextended('rebuild:run', 0))");
+  // Two polls in a row that share: anything counted at the start (the log's first read) is past.
+  const auto shared_by_two_polls = [&] {
+    return WaitFor(10, [&] {
+      poller.PollOnceForTest();
+      const auto before = poller.Latest()->counters;
+      poller.PollOnceForTest();
+      return poller.Latest()->counters == before;
+    });
+  };
+  ASSERT_TRUE(shared_by_two_polls()) << "every poll copied its counters";
+  const auto quiet = poller.Latest()->counters;
+  const std::tuple<std::string, std::string, std::string> unlocked{"postgres", "rebuild:run",
+                                                                   "unlocked"};
+  const auto releases = [&](const Counters& c) {
+    const auto it = c.releases.find(unlocked);
+    return it == c.releases.end() ? 0.0 : it->second;
+  };
+  EXPECT_EQ(releases(*quiet), 0);
+  s.Query("SELECT pg_advisory_unlock(hashtextextended('rebuild:run', 0))");
+  poller.PollOnceForTest();
+  const auto counted = poller.Latest()->counters;
+  ASSERT_NE(counted, quiet);
+  EXPECT_EQ(releases(*counted), 1);
+  EXPECT_EQ(releases(*quiet), 0) << "a published snapshot's counters changed under it";
+  ASSERT_TRUE(shared_by_two_polls());
+  EXPECT_EQ(releases(*poller.Latest()->counters), 1);
+}
+
 TEST(Events, ClientThatClosesItsSessionIsAReleaseNotALoss) {
   Poller poller(Target(), TestPoll({.interval_ms = 500}));
   auto s = std::make_unique<TestSession>(Pg().Dsn());

@@ -92,7 +92,7 @@ std::vector<std::shared_ptr<const Event>> EventsOf(const Poller& poller, EventKi
 
 double LossesOf(const Poller& poller) {
   double n = 0;
-  for (const auto& [key, v] : poller.Latest()->counters.losses) {
+  for (const auto& [key, v] : poller.Latest()->counters->losses) {
     if (std::get<1>(key) == "nightly-report") n += v;
   }
   return n;
