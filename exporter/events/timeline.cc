@@ -682,14 +682,16 @@ size_t Timeline::markers() const {
   return n;
 }
 
-std::vector<TimelineInterval> Timeline::ClosedSince(uint64_t from, uint64_t* next) const {
+std::vector<TimelineInterval> Timeline::ClosedSince(uint64_t from, uint64_t* next,
+                                                    size_t max) const {
   MutexLock lock(&mu_);
-  *next = closed_total_;
   const uint64_t first = closed_total_ - closed_.size();  // the number of closed_.front()
   const size_t begin =
       from <= first ? 0 : static_cast<size_t>(std::min<uint64_t>(from - first, closed_.size()));
+  const size_t end = closed_.size() - begin > max ? begin + max : closed_.size();
+  *next = first + end;
   return std::vector<TimelineInterval>(closed_.begin() + static_cast<std::ptrdiff_t>(begin),
-                                       closed_.end());
+                                       closed_.begin() + static_cast<std::ptrdiff_t>(end));
 }
 
 size_t Timeline::closed_count() const {

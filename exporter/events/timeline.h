@@ -219,7 +219,9 @@ class Timeline {
   TimelineSaved Save(bool with_closed = true) const EXCLUDES(mu_);
   // The kept closed intervals closed (or restored) at or after number `from`, oldest first, and in
   // *next the number the next one will have: from 0, all that are kept. Costs the ones returned.
-  std::vector<TimelineInterval> ClosedSince(uint64_t from, uint64_t* next) const EXCLUDES(mu_);
+  // At most `max` of them: *next is then the number after the last one returned.
+  std::vector<TimelineInterval> ClosedSince(uint64_t from, uint64_t* next,
+                                            size_t max = SIZE_MAX) const EXCLUDES(mu_);
   size_t closed_count() const EXCLUDES(mu_);
   void Restore(const TimelineSaved& saved) EXCLUDES(mu_);
   // Moves with every interval opened or closed, marker added and gap recorded (not with an open

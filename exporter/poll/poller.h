@@ -152,8 +152,11 @@ class Poller {
     std::optional<SavedJournal> loaded;
     std::vector<uint64_t> retired;
   };
-  // The items numbered `from` on, encoded as lines; *count of them, *next the number after.
-  using JournalLines = std::function<std::string(uint64_t from, uint64_t* next, size_t* count)>;
+  // The items numbered `from` on, encoded as lines and handed to `write` in parts of at most
+  // kJournalPartItems items (false back: stop, and return false); *count of them, *next the
+  // number after.
+  using JournalLines =
+      std::function<bool(uint64_t from, uint64_t* next, size_t* count, const WritePart& write)>;
   // Brings a journal up to what it keeps (`kept` items): appends the items added since the last
   // write, or writes it whole under the next generation (the first write of a run, when it would
   // hold more than about twice `kept`, after a failed append). Sets *named to what the state
@@ -215,6 +218,7 @@ class Poller {
   // counters_ as the last snapshot published them; a poll that moved none shares it.
   std::shared_ptr<const Counters> published_counters_;
   double poll_errors_ = 0;
+  double quiet_fallbacks_ = 0;
   double last_success_ = 0;
   // The shared lock table of the last good poll and when it was published: what a poll failing
   // with the table full keeps exporting (TargetSnapshot::lock_table), its age grown.

@@ -2,8 +2,10 @@
 // first poll after a start picks it up (docs/restarts.md).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
+#include <span>
 #include <tuple>
 #include <type_traits>
 
@@ -20,6 +22,8 @@ namespace {
 // recent: a steady 20k locks cost one write a minute, not twelve (docs/restarts.md).
 constexpr auto kStateWriteInterval = std::chrono::seconds(5);
 constexpr auto kUnchangedStateWriteInterval = std::chrono::seconds(60);
+// A journal is encoded this many items at a time: written whole, it never sits whole in memory.
+constexpr size_t kJournalPartItems = 500;
 // Events of sessions gone in the gap are stamped for at most this many polls after the first:
 // a hold waiting for the log's word ends within a few.
 constexpr int kGapPolls = 30;
@@ -170,6 +174,7 @@ void Poller::LoadState() {
     }
     saved->events = std::move(read.events);
   }
+  std::string().swap(lines);  // the events journal's bytes are not kept beside the timeline's
   if (saved->timeline && saved->timeline_journal &&
       ReadJournal(&timeline_journal_, *saved->timeline_journal, &lines)) {
     IntervalJournalRead read = DecodeIntervalLines(lines, saved->timeline_journal->lines);
@@ -203,7 +208,8 @@ void Poller::ApplySavedState(const PollData& first) {
     return;
   }
   counters_ = saved->counters;
-  event_log_.Append(saved->events);
+  const size_t restored_events = saved->events.size();
+  event_log_.Append(std::move(saved->events));
   events_.RestorePooled(saved->pooled);
   // The episodes in progress, the lease tables' last reads and the timeline, judged by this poll
   // as after a long interval (their own headers say how).
@@ -241,7 +247,7 @@ void Poller::ApplySavedState(const PollData& first) {
       "target {}: saved state applied ({} locks held, {} events, {} blocking episodes in "
       "progress, {} timeline intervals, saved {:.0f} s ago); judging the {:.0f} s since its last "
       "poll, {} lock holders gone meanwhile",
-      target_.name, saved->inventory->locks.size(), saved->events.size(),
+      target_.name, saved->inventory->locks.size(), restored_events,
       saved->episodes ? saved->episodes->episodes.size() : 0,
       saved->timeline ? saved->timeline->open.size() + saved->timeline->closed.size() : 0,
       WallNow() - saved->saved_at, gap_to_ - gap_from_, gap_pids_.size());
@@ -312,10 +318,17 @@ void Poller::SaveState(bool final) {
   s.journal.emplace();
   WriteJournal(
       &events_journal_, events ? events->size() : 0,
-      [&](uint64_t from, uint64_t* next, size_t* count) {
+      [&](uint64_t from, uint64_t* next, size_t* count, const WritePart& write) {
         const auto added = event_log_.Since(from, next);
         *count = added.size();
-        return EncodeEventLines(added);
+        const std::span<const std::shared_ptr<const Event>> all(added);
+        for (size_t i = 0; i < all.size(); i += kJournalPartItems) {
+          if (!write(
+                  EncodeEventLines(all.subspan(i, std::min(kJournalPartItems, all.size() - i))))) {
+            return false;
+          }
+        }
+        return true;
       },
       &*s.journal);
   if (log_position_) s.log = SavedLogPosition{*log_position_, records_taken_until_};
@@ -327,8 +340,17 @@ void Poller::SaveState(bool final) {
   s.timeline_journal.emplace();
   WriteJournal(
       &timeline_journal_, timeline_->closed_count(),
-      [&](uint64_t from, uint64_t* next, size_t* count) {
-        return EncodeIntervalLines(timeline_->ClosedSince(from, next), count);
+      [&](uint64_t from, uint64_t* next, size_t* count, const WritePart& write) {
+        *count = 0;
+        *next = from;
+        for (;;) {
+          const auto part = timeline_->ClosedSince(*next, next, kJournalPartItems);
+          size_t written = 0;
+          const std::string lines = EncodeIntervalLines(part, &written);
+          *count += written;
+          if (!lines.empty() && !write(lines)) return false;
+          if (part.size() < kJournalPartItems) return true;
+        }
       },
       &*s.timeline_journal);
   const Status written = WriteFileAtomically(path, EncodeSavedTarget(s));
@@ -377,7 +399,11 @@ void Poller::WriteJournal(StateJournal* j, size_t kept, const JournalLines& sinc
   if (j->generation != 0) {
     uint64_t next = 0;
     size_t count = 0;
-    const std::string added = since(j->next, &next, &count);
+    std::string added;  // what a few seconds added
+    since(j->next, &next, &count, [&](std::string_view part) {
+      added += part;
+      return true;
+    });
     if (!JournalWantsRewrite(j->lines, count, kept)) {
       const Status s =
           count == 0
@@ -397,8 +423,9 @@ void Poller::WriteJournal(StateJournal* j, size_t kept, const JournalLines& sinc
   const uint64_t generation = std::max(j->generation, j->loaded ? j->loaded->generation : 0) + 1;
   uint64_t next = 0;
   size_t count = 0;
-  const std::string all = since(0, &next, &count);
-  const Status s = WriteFileAtomically(j->path(poll_.storage_path, target_.name, generation), all);
+  const Status s =
+      WriteFileAtomically(j->path(poll_.storage_path, target_.name, generation),
+                          [&](const WritePart& write) { return since(0, &next, &count, write); });
   if (!s.ok()) {
     // Counted and logged with the state's write, whose file keeps naming the last journal.
     spdlog::warn("target {}: {}", target_.name, s.message());

@@ -1525,7 +1525,7 @@ Status DecodeSavedTarget(std::string_view bytes, SavedTarget* out) {
   return Status::Ok();
 }
 
-std::string EncodeEventLines(const std::vector<std::shared_ptr<const Event>>& events) {
+std::string EncodeEventLines(std::span<const std::shared_ptr<const Event>> events) {
   std::string out;
   out.reserve(512 * events.size());
   for (const auto& e : events) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,7 +99,7 @@ inline bool JournalWantsRewrite(uint64_t lines, uint64_t added, uint64_t kept) {
 }
 
 // The journal's lines for `events`, each a JSON object ending in '\n'.
-std::string EncodeEventLines(const std::vector<std::shared_ptr<const Event>>& events);
+std::string EncodeEventLines(std::span<const std::shared_ptr<const Event>> events);
 
 // What a journal's first lines hold.
 struct JournalRead {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,12 @@ std::string TimelineJournalPath(const std::string& dir, const std::string& targe
 
 // Replaces `path` with `bytes`, all or nothing: a crash leaves the old file or the new one.
 Status WriteFileAtomically(const std::string& path, std::string_view bytes);
+// The same for a file written in parts: `body` calls its argument with each part in turn (false
+// back: the write failed, stop) and returns false to give up. A large journal never sits whole in
+// memory (a 6 MB string, grown by doubling, was the exporter's peak resident size at its bound).
+using WritePart = std::function<bool(std::string_view part)>;
+Status WriteFileAtomically(const std::string& path,
+                           const std::function<bool(const WritePart& write)>& body);
 
 // Appends `bytes` to `path` (created when missing) and syncs it. On an error the file may end in
 // part of `bytes`: the caller rewrites it before relying on what follows.

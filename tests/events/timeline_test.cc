@@ -211,6 +211,16 @@ TEST(Timeline, ClosedSinceGivesTheIntervalsClosedAfterANumber) {
   EXPECT_EQ(added[0].row->name, "3");
   EXPECT_TRUE(t.ClosedSince(next, &next).empty());
   EXPECT_EQ(t.closed_count(), 3u);
+  // In parts of at most `max`: each part's next is where the following part starts.
+  const auto first_two = t.ClosedSince(0, &next, 2);
+  ASSERT_EQ(first_two.size(), 2u);
+  EXPECT_EQ(next, 2u);
+  EXPECT_NE(first_two[0].row->name, "3");  // keys 1 and 2, closed together in either order
+  EXPECT_NE(first_two[1].row->name, "3");
+  const auto rest = t.ClosedSince(next, &next, 2);
+  ASSERT_EQ(rest.size(), 1u);
+  EXPECT_EQ(rest[0].row->name, "3");
+  EXPECT_EQ(next, 3u);
   EXPECT_TRUE(t.Save(/*with_closed=*/false).closed.empty());
   EXPECT_EQ(t.Save().closed.size(), 3u);
   // Restored: numbered from 0 again, all of them.

@@ -6,8 +6,10 @@
 #include "exporter/storage/saved_state.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -727,6 +729,39 @@ TEST(StateStore, FileNamesAreSafeForAnyTargetName) {
   EXPECT_EQ(StateFilePath("/var/lib/x/", "../etc/passwd"),
             "/var/lib/x/%2E%2E%2Fetc%2Fpasswd.state.json");
   EXPECT_EQ(StateFilePath("d", "a b"), "d/a%20b.state.json");
+}
+
+// A file written in parts is the parts in order; a body that gives up leaves the file it would
+// have replaced as it was, and no temporary file.
+TEST(StateStore, AFileWrittenInPartsIsAllOrNothing) {
+  char dir_template[] = "/tmp/pglock-state-store-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  const std::string path = dir + "/journal.jsonl";
+  ASSERT_TRUE(WriteFileAtomically(path, "old\n").ok());
+  const Status given_up =
+      WriteFileAtomically(path, [](const WritePart& write) { return write("a\n") && false; });
+  EXPECT_FALSE(given_up.ok());
+  std::string bytes;
+  bool missing = false;
+  ASSERT_TRUE(ReadWholeFile(path, 1 << 20, &bytes, &missing).ok());
+  EXPECT_EQ(bytes, "old\n");
+  ASSERT_TRUE(ReadWholeFile(path + ".tmp", 1 << 20, &bytes, &missing).ok());
+  EXPECT_TRUE(missing) << "the temporary file was left behind";
+  int parts = 0;
+  const Status written = WriteFileAtomically(path, [&](const WritePart& write) {
+    for (const char* part : {"a\n", "", "b\nc\n"}) {
+      if (!write(part)) return false;
+      ++parts;
+    }
+    return true;
+  });
+  ASSERT_TRUE(written.ok()) << written.message();
+  EXPECT_EQ(parts, 3);
+  ASSERT_TRUE(ReadWholeFile(path, 1 << 20, &bytes, &missing).ok());
+  EXPECT_EQ(bytes, "a\nb\nc\n");
+  ASSERT_TRUE(RemoveFile(path).ok());
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace
