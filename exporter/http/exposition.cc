@@ -28,6 +28,13 @@ const MetricDesc kPollErrors{"pglock_poll_errors_total",
                              MetricType::Counter,
                              "Polls of the target that failed.",
                              {"target"}};
+const MetricDesc kQuietFallbacks{
+    "pglock_quiet_holder_fallbacks_total",
+    MetricType::Counter,
+    "Inventory polls that read a quiet holder's locks as changed since the last inventory (a lock "
+    "taken or let go between the poll's read of the sessions and its read of pg_locks): kept as "
+    "tiered polls, the next inventory reads every holder in full.",
+    {"target"}};
 const MetricDesc kLastSuccess{"pglock_last_poll_success_timestamp_seconds",
                               MetricType::Gauge,
                               "Unix time of the last successful poll of the target.",
@@ -98,6 +105,7 @@ void AddHealth(const TargetSnapshot& t, Families* f) {
   f->Add(kUp, {t.target}, t.up ? 1 : 0);
   f->Add(kPollDuration, {t.target}, t.poll_duration);
   f->Add(kPollErrors, {t.target}, t.poll_errors);
+  f->Add(kQuietFallbacks, {t.target}, t.quiet_fallbacks);
   if (t.last_success > 0) f->Add(kLastSuccess, {t.target}, t.last_success);
   for (const auto& [metric, n] : t.counters->series_dropped) {
     f->Add(kSeriesDropped, {t.target, metric}, n);

@@ -292,6 +292,7 @@ Status Poller::Collect(SteadyClock::time_point started, SteadyClock::time_point*
     statuses->push_back({c->name(), true, SecondsSince(started)});
   }
   if (data->quiet_mismatch) {
+    ++quiet_fallbacks_;
     spdlog::debug(
         "target {}: a quiet holder's locks changed between the poll's snapshot of the sessions "
         "and its read of pg_locks: the holders are the last inventory's, the next poll reads all",
@@ -361,6 +362,7 @@ void Poller::PublishFailure(const Status& status, std::shared_ptr<TargetSnapshot
   snap->state = "down";
   snap->last_error = status.message();
   snap->poll_errors = poll_errors_;
+  snap->quiet_fallbacks = quiet_fallbacks_;
   snap->last_success = last_success_;
   for (const Collector* c : Collectors()) snap->collectors.push_back({c->name(), false, 0});
   snap->counters = PublishedCounters();
@@ -530,6 +532,7 @@ void Poller::PublishSuccess(std::shared_ptr<TargetSnapshot> snap, std::shared_pt
   snap->server_version = std::move(server_version);
   snap->role = std::move(role);
   snap->poll_errors = poll_errors_;
+  snap->quiet_fallbacks = quiet_fallbacks_;
   snap->last_success = last_success_;
   last_lock_table_ = std::make_shared<const LockTableView>(view->lock_table);
   last_lock_table_at_ = SteadyClock::now();

@@ -394,6 +394,8 @@ struct TargetSnapshot {
   bool up = false;
   double poll_duration = 0;
   double poll_errors = 0;
+  // Inventories whose quiet holders' locks changed under the read: kept as tiered polls.
+  double quiet_fallbacks = 0;
   double last_success = 0;  // Unix time; 0 = never
   std::string server_version;
   std::string role;   // "primary" or "standby" at the last good poll

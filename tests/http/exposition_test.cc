@@ -45,6 +45,7 @@ std::shared_ptr<TargetSnapshot> FullSnapshot(const std::string& target,
   t->up = true;
   t->poll_duration = 0.125;
   t->poll_errors = 2;
+  t->quiet_fallbacks = 3;
   t->last_success = 1'700'000'000;
   t->server_version = "15.4";
   t->state = "up";
@@ -214,10 +215,15 @@ const char* const kViewFamilies[] = {
 };
 
 const char* const kCounterFamilies[] = {
-    "pglock_poll_errors_total",          "pglock_series_dropped_total",
-    "pglock_collector_errors_total",     "pglock_advisory_lock_releases_total",
-    "pglock_advisory_lock_losses_total", "pglock_advisory_lock_takeovers_total",
-    "pglock_sessions_ended_total",       "pglock_lease_transitions_total",
+    "pglock_poll_errors_total",
+    "pglock_series_dropped_total",
+    "pglock_collector_errors_total",
+    "pglock_advisory_lock_releases_total",
+    "pglock_advisory_lock_losses_total",
+    "pglock_advisory_lock_takeovers_total",
+    "pglock_sessions_ended_total",
+    "pglock_lease_transitions_total",
+    "pglock_quiet_holder_fallbacks_total",
 };
 
 TEST(BuildFamiliesTest, EachFamilyNameOnceAcrossTargets) {
@@ -325,6 +331,9 @@ TEST(BuildFamiliesTest, DownTargetKeepsHealthAndCountersOnly) {
   const auto errors = ForTarget(families, "pglock_poll_errors_total", "b");
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0]->counter.value, 2);
+  const auto fallbacks = ForTarget(families, "pglock_quiet_holder_fallbacks_total", "b");
+  ASSERT_EQ(fallbacks.size(), 1u);
+  EXPECT_EQ(fallbacks[0]->counter.value, 3);
   EXPECT_EQ(ForTarget(families, "pglock_last_poll_success_timestamp_seconds", "b").size(), 1u);
 }
 
