@@ -7,9 +7,11 @@
 # and what the exporter recorded against what the workload did. A benchmark, not a test: not
 # part of the default test run.
 #
-#   tests/bench/soak.sh [--minutes 30] [--idle 3] [--storage]
+#   tests/bench/soak.sh [--minutes 30] [--idle 3] [--storage] [--full-history]
 #   # about minutes + 2 x idle + 2 minutes; --storage: with a state directory ([storage] path, as
-#   # the Debian package and the Kubernetes base run it)
+#   # the Debian package and the Kubernetes base run it); --full-history: the same, its history
+#   # at every bound from the start (the event log and the timeline full, written by
+#   # build/tests/history_at_bounds and restored at the first poll: PGLOCK_HISTORY_TOOL)
 #
 # Writes a Markdown report to stdout and to BENCH_OUT when set (the raw JSON beside it, .json).
 # Environment: PGLOCK_EXPORTER_BINARY (default build/pglock_exporter; copied before the run, so a
@@ -25,16 +27,21 @@ repo=$(cd -- "$here/../.." && pwd)
 source "$repo/scripts/lib/pg.sh"
 py=/usr/bin/python3
 bin=${PGLOCK_EXPORTER_BINARY:-$repo/build/pglock_exporter}
-minutes=30 idle=3 storage=0
+minutes=30 idle=3 storage=0 full_history=0
 while (($#)); do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
     --idle) idle=$2; shift 2 ;;
     --storage) storage=1; shift ;;
-    *) echo "usage: $0 [--minutes N] [--idle N] [--storage]" >&2; exit 2 ;;
+    --full-history) storage=1 full_history=1; shift ;;
+    *) echo "usage: $0 [--minutes N] [--idle N] [--storage] [--full-history]" >&2; exit 2 ;;
   esac
 done
 [[ -x $bin ]] || { echo "no exporter at $bin (set PGLOCK_EXPORTER_BINARY)" >&2; exit 2; }
+history_tool=${PGLOCK_HISTORY_TOOL:-$repo/build/tests/history_at_bounds}
+if ((full_history)) && [[ ! -x $history_tool ]]; then
+  echo "no $history_tool (cmake --build build --target history_at_bounds)" >&2; exit 2
+fi
 
 tmp=$(mktemp -d -t soak-bench.XXXXXX)
 chmod 711 "$tmp"  # the postgres user must reach its data directory below
@@ -138,9 +145,16 @@ dsn = "host=127.0.0.1 port=$PG_PORT dbname=app user=pglock_exporter"
   format = "jsonlog"
 TOML
 storage_flags=()
+history_note=''
 if ((storage)); then
   mkdir "$tmp/state"
   storage_flags=(--storage.path="$tmp/state")
+fi
+if ((full_history)); then
+  # Keyed to this server as the exporter keys it (queries/server_identity.sql), stamped now.
+  server_key=$(pg_psql -d postgres -Atc \
+    "SELECT system_identifier || '|' || current_setting('port') FROM pg_control_system()")
+  history_note=$("$history_tool" "$tmp/state" soak "$server_key" "$(date +%s.%N)")
 fi
 "$bin" --config.file="$tmp/config.toml" --web.listen-address="127.0.0.1:$port" \
   "${storage_flags[@]}" >"$tmp/logs/exporter.log" 2>&1 &
@@ -157,6 +171,12 @@ PGHOST=127.0.0.1 PGPORT=$PG_PORT PGDATABASE=app "$py" "$here/soak.py" run \
   --json "$json"
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 warnings=$(grep -ciE '\b(warn|warning|error)\b' "$tmp/logs/exporter.log" || true)
+restored=''
+if ((full_history)); then
+  restored=$(grep -o 'saved state applied ([^)]*)' "$tmp/logs/exporter.log" | head -n 1)
+  restored="
+- history at every bound from the start: $history_note; the exporter's log: ${restored:-the saved state was NOT applied}"
+fi
 
 header="# Soak: the exporter's cost over ${minutes} minutes of lock traffic
 
@@ -166,7 +186,7 @@ header="# Soak: the exporter's cost over ${minutes} minutes of lock traffic
 - traffic: two named advisory locks handed over between two sessions every 2.5–4 s; tests/e2e/job_loop.py on a third (a new session every second: unlock, clean close, transaction lock); a fourth lost every 30 s, in turn terminated (taken over 2 s later) and ended by its role's 3 s idle_in_transaction_session_timeout with a session waiting for it (taken over at once); a deadlock of two transaction-level advisory locks every 90 s; a blocking episode every 60 s (a transaction idle on an accounts row for 5 s, two sessions waiting); tests/e2e/lease_cycle.py on two leases (a new holder every 3 s), one lease renewed every 5 s, one left to expire and taken over every 60 s, 20 stable leases; a job queue (docs/row-locks.md's recipe, \`queue = true\`) fed to about 8 queued jobs, two workers claiming one job at a time for 0.3–1.2 s
 - scrapes: every 15 s with Accept-Encoding: gzip, and the plain one at each minute's end that the table reads
 - the exporter's log: $warnings lines with a warning or an error
-- command: \`tests/bench/soak.sh --minutes $minutes --idle $idle$( ((storage)) && echo " --storage")\`"
+- command: \`tests/bench/soak.sh --minutes $minutes --idle $idle$( ((full_history)) && echo " --full-history" || { ((storage)) && echo " --storage"; })\`$restored"
 
 report=$("$py" "$here/soak.py" report --json "$json" --header "$header")
 if [[ -n ${BENCH_OUT:-} ]]; then printf '%s\n' "$report" >"$BENCH_OUT"; fi
