@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "exporter/log.h"
 
@@ -182,6 +183,34 @@ void EventLog::Append(std::vector<Event> events) {
     }
   }
   contents_.reset();
+}
+
+size_t EventLog::Adopt(EventLog* from) {
+  uint64_t next = 0;
+  {
+    MutexLock lock(&mu_);
+    MutexLock other(&from->mu_);
+    if (next_seq_ == 0 && capacity_ == from->capacity_) {
+      size_t kept = 0;
+      for (const auto& [kind, ring] : from->rings_) kept += ring.size;
+      rings_.swap(from->rings_);
+      std::swap(next_seq_, from->next_seq_);
+      contents_.reset();
+      from->contents_.reset();
+      return kept;
+    }
+  }
+  std::vector<Event> copies;
+  for (const auto& e : from->Since(0, &next)) copies.push_back(*e);
+  const size_t kept = copies.size();
+  Append(std::move(copies));
+  {
+    MutexLock other(&from->mu_);
+    from->rings_.clear();
+    from->next_seq_ = 0;
+    from->contents_.reset();
+  }
+  return kept;
 }
 
 std::shared_ptr<const EventList> EventLog::Contents() const {

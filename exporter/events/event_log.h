@@ -111,6 +111,10 @@ class EventLog {
   EventLog& operator=(const EventLog&) = delete;
 
   void Append(std::vector<Event> events) EXCLUDES(mu_);
+  // Takes every event of `from` (left empty), as if appended after this log's own in their
+  // order: without a copy when this log has none yet (a restart's restored events). Returns how
+  // many `from` kept.
+  size_t Adopt(EventLog* from) EXCLUDES(mu_);
   // The current contents, oldest first. The same list object is returned until the next Append
   // that adds something, so a snapshot set that did not change keeps its cached pages.
   std::shared_ptr<const EventList> Contents() const EXCLUDES(mu_);

@@ -239,6 +239,8 @@ class Poller {
 
   // [storage]: the state read at start, until the first good poll applies or refuses it.
   std::unique_ptr<SavedTarget> saved_;
+  // The events journal's events, read with saved_ (its `events` then empty), for the same poll.
+  std::unique_ptr<EventLog> saved_events_;
   std::string server_key_;                   // ServerIdentity::server at the last connect
   std::optional<LogPosition> log_position_;  // the log reader's, at the last good poll's start
   double records_taken_until_ = 0;           // wall clock of the last TakeLockRecords

@@ -161,7 +161,19 @@ void Poller::LoadState() {
   }
   std::string lines;
   if (saved->journal && ReadJournal(&events_journal_, *saved->journal, &lines)) {
-    JournalRead read = DecodeEventLines(lines, saved->journal->lines);
+    // Into a log of their own as they are read, in batches, which the first poll adopts when the
+    // state is the server's: never all of them in a vector beside the log that keeps them.
+    auto restored = std::make_unique<EventLog>(static_cast<size_t>(poll_.event_log_size));
+    std::vector<Event> batch;
+    const auto flush = [&] {
+      restored->Append(std::move(batch));
+      batch = {};
+    };
+    JournalRead read = DecodeEventLines(lines, saved->journal->lines, [&](Event&& e) {
+      batch.push_back(std::move(e));
+      if (batch.size() == 64) flush();
+    });
+    flush();
     if (read.lines < saved->journal->lines) {
       spdlog::warn("target {}: events journal ends after {} of the state's {} lines", target_.name,
                    read.lines, saved->journal->lines);
@@ -172,7 +184,7 @@ void Poller::LoadState() {
           "first: {}",
           target_.name, read.damaged, read.lines, read.first_damage);
     }
-    saved->events = std::move(read.events);
+    saved_events_ = std::move(restored);
   }
   std::string().swap(lines);  // the events journal's bytes are not kept beside the timeline's
   if (saved->timeline && saved->timeline_journal &&
@@ -188,14 +200,15 @@ void Poller::LoadState() {
     // The newest kClosedIntervals: the older ones were dropped (and counted) when they were.
     const size_t skip =
         read.intervals.size() > kClosedIntervals ? read.intervals.size() - kClosedIntervals : 0;
-    saved->timeline->closed.assign(
-        std::make_move_iterator(read.intervals.begin() + static_cast<std::ptrdiff_t>(skip)),
-        std::make_move_iterator(read.intervals.end()));
+    read.intervals.erase(read.intervals.begin(),
+                         read.intervals.begin() + static_cast<std::ptrdiff_t>(skip));
+    saved->timeline->closed = std::move(read.intervals);
   }
   saved_ = std::move(saved);  // StartServerLog(), next, resumes the log reader from it
 }
 
 void Poller::ApplySavedState(const PollData& first) {
+  const std::unique_ptr<EventLog> saved_events = std::move(saved_events_);
   if (!saved_) return;
   const std::unique_ptr<SavedTarget> saved = std::move(saved_);
   if (!saved->inventory) return;
@@ -208,8 +221,10 @@ void Poller::ApplySavedState(const PollData& first) {
     return;
   }
   counters_ = saved->counters;
-  const size_t restored_events = saved->events.size();
+  // A file written before the journal keeps its events itself.
+  size_t restored_events = saved->events.size();
   event_log_.Append(std::move(saved->events));
+  if (saved_events) restored_events += event_log_.Adopt(saved_events.get());
   events_.RestorePooled(saved->pooled);
   // The episodes in progress, the lease tables' last reads and the timeline, judged by this poll
   // as after a long interval (their own headers say how).

@@ -1569,10 +1569,19 @@ void DecodeLines(std::string_view bytes, uint64_t lines, Out* out, Read read) {
 }  // namespace
 
 JournalRead DecodeEventLines(std::string_view bytes, uint64_t lines) {
+  std::vector<Event> events;
+  JournalRead out =
+      DecodeEventLines(bytes, lines, [&](Event&& e) { events.push_back(std::move(e)); });
+  out.events = std::move(events);
+  return out;
+}
+
+JournalRead DecodeEventLines(std::string_view bytes, uint64_t lines,
+                             const std::function<void(Event&& event)>& each) {
   JournalRead out;
   DecodeLines(bytes, lines, &out, [&](Reader& r, dom::element e) {
     Event ev = ReadEvent(r, e);
-    if (r.ok()) out.events.push_back(std::move(ev));
+    if (r.ok()) each(std::move(ev));
   });
   return out;
 }

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -111,6 +112,10 @@ struct JournalRead {
 };
 // Reads the first `lines` lines of `bytes` (fewer when it holds fewer). Takes any bytes.
 JournalRead DecodeEventLines(std::string_view bytes, uint64_t lines);
+// The same, each event handed to `each` as it is read (JournalRead::events stays empty): the
+// journal's events need not sit in one vector beside where they go.
+JournalRead DecodeEventLines(std::string_view bytes, uint64_t lines,
+                             const std::function<void(Event&& event)>& each);
 
 // The same for the timeline's closed intervals, each line naming its row; an interval without a
 // row is not written. `*written`, where given, is the number of lines.

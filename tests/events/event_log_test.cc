@@ -84,6 +84,43 @@ TEST(EventLog, SinceGivesTheKeptEventsAddedAfterASequenceNumber) {
   for (size_t i = 0; i < kept.size(); ++i) EXPECT_EQ(kept[i], (*contents)[i]) << i;
 }
 
+// A restart's events, read into a log of their own, are taken whole by an empty log (the very
+// event objects, numbered as appended) and appended after its own by one that has some.
+TEST(EventLog, AdoptTakesAnotherLogsEventsInTheirOrder) {
+  EventLog restored(100);
+  std::vector<Event> read;
+  for (int i = 0; i < 130; ++i) {
+    read.push_back(Of(i % 2 == 0 ? EventKind::kLockLost : EventKind::kLockReleased, i, "k", i));
+  }
+  restored.Append(read);
+  uint64_t next = 0;
+  const auto before = restored.Since(0, &next);
+  ASSERT_EQ(before.size(), 130u);
+  EventLog empty(100);
+  EXPECT_EQ(empty.Adopt(&restored), 130u);
+  const auto adopted = empty.Since(0, &next);
+  EXPECT_EQ(next, 130u);
+  ASSERT_EQ(adopted.size(), before.size());
+  for (size_t i = 0; i < adopted.size(); ++i) EXPECT_EQ(adopted[i], before[i]) << "copied: " << i;
+  EXPECT_EQ(empty.Contents()->size(), 130u);
+  EXPECT_TRUE(restored.Since(0, &next).empty());
+  EXPECT_EQ(next, 0u);
+  EXPECT_EQ(restored.Contents()->size(), 0u);
+
+  EventLog busy(100);
+  busy.Append({Of(EventKind::kLockLost, 1000, "own", 1000)});
+  EventLog more(100);
+  more.Append({Of(EventKind::kLockLost, 7, "k", 7), Of(EventKind::kLockLost, 8, "k", 8)});
+  EXPECT_EQ(busy.Adopt(&more), 2u);
+  const auto all = busy.Since(0, &next);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0]->previous.pid, 1000);
+  EXPECT_EQ(all[1]->previous.pid, 7);
+  EXPECT_EQ(all[2]->previous.pid, 8);
+  EXPECT_EQ(next, 3u);
+  EXPECT_TRUE(more.Since(0, &next).empty());
+}
+
 TEST(EventLog, AFloodOfRoutineEventsKeepsTheLossesBeforeIt) {
   EventLog log(10);
   log.Append(
