@@ -80,12 +80,13 @@ class FileLogSource : public LogSource {
     if (::stat(path_.c_str(), &st) != 0) return FileError("stat", path_, errno);
     is_directory_ = S_ISDIR(st.st_mode);
     if (!is_directory_) {
+      dir_.reset();
       const size_t slash = path_.rfind('/');
       out->push_back({slash == std::string::npos ? path_ : path_.substr(slash + 1),
                       static_cast<uint64_t>(st.st_size), ModifiedOf(st), IdentityOf(st)});
       return Status::Ok();
     }
-    return ListDirectory(out);
+    return ListDirectory(out, st);
   }
 
   Status Read(const LogFileInfo& file, uint64_t offset, size_t max_bytes,
@@ -124,21 +125,38 @@ class FileLogSource : public LogSource {
     return is_directory_ ? path_ + "/" + name : path_;
   }
 
-  Status ListDirectory(std::vector<LogFileInfo>* out) {
-    std::unique_ptr<DIR, int (*)(DIR*)> dir(::opendir(path_.c_str()), &::closedir);
-    if (dir == nullptr) return FileError("open directory", path_, errno);
+  // The directory stays open from read to read (rewound each time): opendir allocates a 32 KiB
+  // buffer, and that one allocation, several times a second on a heap fragmented by hours of
+  // history, was 6% of the exporter's CPU. Reopened when the path names another directory.
+  Status ListDirectory(std::vector<LogFileInfo>* out, const struct stat& named) {
+    struct stat open_st;
+    if (dir_ != nullptr && (::fstat(::dirfd(dir_.get()), &open_st) != 0 ||
+                            open_st.st_ino != named.st_ino || open_st.st_dev != named.st_dev)) {
+      dir_.reset();
+    }
+    if (dir_ == nullptr) {
+      dir_.reset(::opendir(path_.c_str()));
+      if (dir_ == nullptr) return FileError("open directory", path_, errno);
+    } else {
+      ::rewinddir(dir_.get());
+    }
+    DIR* dir = dir_.get();
     errno = 0;
-    while (const dirent* entry = ::readdir(dir.get())) {
+    while (const dirent* entry = ::readdir(dir)) {
       const std::string name = entry->d_name;
       if (!IsLogFileName(name, format_)) continue;
       struct stat st;
       // A file removed since readdir, or not a regular file, is no candidate.
-      if (::fstatat(::dirfd(dir.get()), name.c_str(), &st, 0) != 0 || !S_ISREG(st.st_mode)) {
+      if (::fstatat(::dirfd(dir), name.c_str(), &st, 0) != 0 || !S_ISREG(st.st_mode)) {
         continue;
       }
       out->push_back({name, static_cast<uint64_t>(st.st_size), ModifiedOf(st), IdentityOf(st)});
     }
-    if (errno != 0) return FileError("list directory", path_, errno);
+    if (errno != 0) {
+      const int err = errno;
+      dir_.reset();  // opened afresh by the next read
+      return FileError("list directory", path_, err);
+    }
     return Status::Ok();
   }
 
@@ -162,7 +180,11 @@ class FileLogSource : public LogSource {
   const std::string path_;
   const LogFormat format_;
   bool is_directory_ = false;  // as of the last List()
-  UniqueFd open_;              // the file read last
+  struct CloseDir {
+    void operator()(DIR* d) const { ::closedir(d); }
+  };
+  std::unique_ptr<DIR, CloseDir> dir_;  // the directory listed last
+  UniqueFd open_;                       // the file read last
   uint64_t open_identity_ = 0;
   std::string open_name_;
 };
