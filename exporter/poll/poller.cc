@@ -473,16 +473,17 @@ bool Poller::PollOnce() {
   // among the small ones too. Given back only after a poll that needed less than half of the
   // one before (as before), the pages freed by 80k locks stayed scattered between the small
   // blocks that later polls kept: 1.2x the steady size for good, against 1.0x this way, for a
-  // few hundred page faults a poll (docs/performance.md). At most once a second for the whole
-  // process (900 ms: a target polled every second still trims at each poll): malloc_trim walks
-  // every free block of the arenas under their locks, and with many targets polling each second a
-  // trim per poll would stall the others and the scrapes.
+  // few hundred page faults a poll (docs/performance.md). At most once every 10 s for the whole
+  // process: malloc_trim walks every free block of the arenas under their locks (with many
+  // targets a trim per poll would stall the others and the scrapes), its cost grows with the
+  // heap's fragmentation (a soak's hour of history: 3% of the exporter's CPU, and the page
+  // faults after it more), and the pages it gives back a 1 s poll takes again.
   static std::atomic<int64_t> last_trim_ms{0};
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::steady_clock::now().time_since_epoch())
                              .count();
   int64_t last = last_trim_ms.load(std::memory_order_relaxed);
-  if (now_ms - last >= 900 &&
+  if (now_ms - last >= 10000 &&
       last_trim_ms.compare_exchange_strong(last, now_ms, std::memory_order_relaxed)) {
     malloc_trim(0);
   }
