@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -209,6 +210,38 @@ TEST(LogFollowerTest, ReadsSeveralRotationsSinceTheLastPollInOrder) {
   SetModified(dir / "b.json", 1714521700);
   EXPECT_EQ(PollMessages(follower), (Messages{"b", "c"}));
   EXPECT_EQ(follower.current_file(), "c.json");
+}
+
+// The directory is kept open from one listing to the next: a file added meanwhile is listed, and a
+// directory put in place of the one listed (the old one renamed away) is the one listed next.
+TEST(LogFollowerTest, AListingSeesNewFilesAndADirectoryReplacedUnderItsPath) {
+  TempDir dir;
+  const std::string logs = dir / "log";
+  fs::create_directory(logs);
+  Append(logs + "/a.json", JsonLine("a"));
+  auto source = MakeFileLogSource(logs, LogFormat::kJsonlog);
+  const auto names = [&] {
+    std::vector<LogFileInfo> files;
+    const Status s = source->List(&files);
+    EXPECT_TRUE(s.ok()) << s.message();
+    std::vector<std::string> out;
+    for (const LogFileInfo& f : files) out.push_back(f.name);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  EXPECT_EQ(names(), Messages{"a.json"});
+  Append(logs + "/b.json", JsonLine("b"));
+  EXPECT_EQ(names(), (Messages{"a.json", "b.json"}));
+  fs::rename(logs, dir / "log.old");
+  fs::create_directory(logs);
+  Append(logs + "/c.json", JsonLine("c"));
+  EXPECT_EQ(names(), Messages{"c.json"});
+  fs::remove_all(logs);
+  std::vector<LogFileInfo> files;
+  EXPECT_FALSE(source->List(&files).ok()) << "a directory gone is an error";
+  fs::create_directory(logs);
+  Append(logs + "/d.json", JsonLine("d"));
+  EXPECT_EQ(names(), Messages{"d.json"});
 }
 
 // The current file renamed away (a name that is no candidate) and a new one created under its
