@@ -1100,13 +1100,17 @@ void WriteMarker(const TimelineMarker& m, RowTable* rows, Writer* w) {
 std::string EncodeTimeline(const TimelineSaved& t, size_t skip_closed, size_t keep_markers) {
   using Kind = decltype(MarkerKindKey(TimelineMarker{}));
   std::map<Kind, size_t> of_kind;
-  for (const TimelineMarker& m : t.markers) ++of_kind[MarkerKindKey(m)];
+  for (const TimelineMarker& m : t.markers) {
+    if (m.row) ++of_kind[MarkerKindKey(m)];
+  }
   std::vector<const TimelineMarker*> markers;
   uint64_t markers_left_out = 0;
   std::map<Kind, size_t> seen;
   for (const TimelineMarker& m : t.markers) {
     if (!m.row) continue;
-    if (seen[MarkerKindKey(m)]++ + keep_markers < of_kind[MarkerKindKey(m)]) {
+    // Left out when it and those of its kind after it are more than `keep_markers`.
+    const Kind kind = MarkerKindKey(m);
+    if (of_kind[kind] - seen[kind]++ > keep_markers) {
       ++markers_left_out;
     } else {
       markers.push_back(&m);

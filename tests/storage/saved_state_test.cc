@@ -449,6 +449,60 @@ TEST(SavedState, ATimelineTooLargeForTheFileLosesItsOldestHistoryFirst) {
   EXPECT_EQ(r.timeline->markers.size(), 1u);
 }
 
+// Every marker of every kind is written, in order; past the file's bound each kind keeps its
+// newest.
+TEST(SavedState, EveryMarkerIsWrittenAndPastTheBoundTheNewestOfEachKind) {
+  SavedTarget s = Sample();
+  TimelineSaved& t = *s.timeline;
+  const TimelineMarker lost = t.markers[0];
+  for (int i = 1; i <= 299; ++i) {
+    TimelineMarker m = lost;
+    m.time = lost.time + i;
+    m.previous_pid = 5000 + i;
+    t.markers.push_back(m);
+  }
+  for (int i = 0; i < 5; ++i) {
+    TimelineMarker m;
+    m.row = lost.row;
+    m.time = 1796389500.0 + i;
+    m.moment = MarkerMoment::kLeaseExpiry;
+    t.markers.push_back(m);
+  }
+  SavedTarget r;
+  Status status = DecodeSavedTarget(EncodeSavedTarget(s), &r);
+  ASSERT_TRUE(status.ok()) << status.message();
+  ASSERT_EQ(r.timeline->markers.size(), 305u);
+  EXPECT_EQ(r.timeline->dropped_markers, t.dropped_markers);
+  for (size_t i = 0; i < 305; ++i) {
+    EXPECT_EQ(r.timeline->markers[i].time, t.markers[i].time) << i;
+    EXPECT_EQ(r.timeline->markers[i].moment, t.markers[i].moment) << i;
+  }
+
+  // Markers too many for the file: each kind keeps its newest (half the ring, then less).
+  const std::string escaped(kTimelineTextBytes, '\x01');
+  t.markers.resize(1);
+  t.markers[0].previous = escaped;
+  t.markers[0].current = escaped;
+  for (int i = 1; i < 15000; ++i) {
+    TimelineMarker m = t.markers[0];
+    m.time = lost.time + i;
+    t.markers.push_back(m);
+  }
+  TimelineMarker expiry;
+  expiry.row = lost.row;
+  expiry.time = 1796389500;
+  expiry.moment = MarkerMoment::kLeaseExpiry;
+  t.markers.push_back(expiry);
+  status = DecodeSavedTarget(EncodeSavedTarget(s), &r);
+  ASSERT_TRUE(status.ok()) << status.message();
+  const std::vector<TimelineMarker>& m = r.timeline->markers;
+  ASSERT_EQ(m.size(), kMarkersPerKind / 2 + 1);
+  EXPECT_EQ(m[kMarkersPerKind / 2 - 1].time, lost.time + 14999) << "the newest are kept";
+  EXPECT_EQ(m[0].time, lost.time + 15000 - kMarkersPerKind / 2);
+  EXPECT_EQ(m.back().moment, MarkerMoment::kLeaseExpiry);
+  EXPECT_EQ(r.timeline->dropped_markers, t.dropped_markers + 15000 - kMarkersPerKind / 2);
+}
+
 // Markers as the file has always written them (their kinds and causes as words, the event's kind
 // apart, "" for a lease's expiry) are read as the typed moments and events, and written again the
 // same.
