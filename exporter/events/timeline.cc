@@ -416,6 +416,7 @@ void Timeline::Observe(const PollData& data, const TargetView& view, const LockN
 
 void Timeline::AddMarker(TimelineMarker m) {
   ++changes_;
+  m.seq = markers_total_++;
   auto& ring = markers_[MarkerKindKey(m)];
   ring.push_back(std::move(m));
   if (ring.size() > kMarkersPerKind) {
@@ -538,7 +539,7 @@ TimelineInterval Timeline::Restored(const TimelineInterval& saved) {
   return i;
 }
 
-TimelineSaved Timeline::Save(bool with_closed) const {
+TimelineSaved Timeline::Save(bool with_closed, bool with_markers) const {
   MutexLock lock(&mu_);
   TimelineSaved s;
   s.now = now_;
@@ -569,8 +570,10 @@ TimelineSaved Timeline::Save(bool with_closed) const {
                                                b.objid, b.objsubid, b.pid, b.wait, b.text);
   });
   if (with_closed) s.closed.assign(closed_.begin(), closed_.end());
-  for (const auto& [kind, ring] : markers_)
-    s.markers.insert(s.markers.end(), ring.begin(), ring.end());
+  if (with_markers) {
+    for (const auto& [kind, ring] : markers_)
+      s.markers.insert(s.markers.end(), ring.begin(), ring.end());
+  }
   return s;
 }
 
@@ -579,6 +582,7 @@ void Timeline::Restore(const TimelineSaved& saved) {
   open_.clear();
   closed_.clear();
   markers_.clear();
+  markers_total_ = 0;
   gaps_.clear();
   last_locks_.clear();
   last_locks_untracked_ = 0;
@@ -628,6 +632,7 @@ void Timeline::Restore(const TimelineSaved& saved) {
     auto& ring = markers_[MarkerKindKey(m)];
     ring.push_back(m);
     TimelineMarker& back = ring.back();
+    back.seq = markers_total_++;
     back.row = Row(m.row->kind, m.row->scope, m.row->name);
     back.previous = Clip(back.previous);
     back.current = Clip(back.current);
@@ -692,6 +697,29 @@ std::vector<TimelineInterval> Timeline::ClosedSince(uint64_t from, uint64_t* nex
   *next = first + end;
   return std::vector<TimelineInterval>(closed_.begin() + static_cast<std::ptrdiff_t>(begin),
                                        closed_.begin() + static_cast<std::ptrdiff_t>(end));
+}
+
+std::vector<TimelineMarker> Timeline::MarkersSince(uint64_t from, uint64_t* next,
+                                                   size_t max) const {
+  MutexLock lock(&mu_);
+  std::vector<const TimelineMarker*> since;
+  for (const auto& [kind, ring] : markers_) {
+    // A ring is in the order taken: its markers from `from` on are its last ones.
+    auto it = std::partition_point(ring.begin(), ring.end(),
+                                   [&](const TimelineMarker& m) { return m.seq < from; });
+    for (; it != ring.end(); ++it) since.push_back(&*it);
+  }
+  std::sort(since.begin(), since.end(),
+            [](const TimelineMarker* a, const TimelineMarker* b) { return a->seq < b->seq; });
+  *next = markers_total_;
+  if (since.size() > max) {
+    since.resize(max);
+    *next = max > 0 ? since.back()->seq + 1 : from;
+  }
+  std::vector<TimelineMarker> out;
+  out.reserve(since.size());
+  for (const TimelineMarker* m : since) out.push_back(*m);
+  return out;
 }
 
 size_t Timeline::closed_count() const {

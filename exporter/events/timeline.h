@@ -121,6 +121,8 @@ struct TimelineMarker {
   SharedText previous;  // application_name, or the holder text
   int current_pid = 0;
   SharedText current;
+  // Its number in the order the timeline took its markers (the markers journal's): set by it.
+  uint64_t seq = 0;
 };
 
 // A marker's kind as the page, the JSON and the saved state write it: its event's kind, or
@@ -215,14 +217,19 @@ class Timeline {
   // bounds enforced again: what is past them is dropped and counted). The next Observe() judges
   // its open intervals against that poll's sessions and records the gap.
   // `with_closed` false: without the closed intervals (they are kept in a journal of their own,
-  // ClosedSince).
-  TimelineSaved Save(bool with_closed = true) const EXCLUDES(mu_);
+  // ClosedSince); `with_markers` false: without the markers (MarkersSince).
+  TimelineSaved Save(bool with_closed = true, bool with_markers = true) const EXCLUDES(mu_);
   // The kept closed intervals closed (or restored) at or after number `from`, oldest first, and in
   // *next the number the next one will have: from 0, all that are kept. Costs the ones returned.
   // At most `max` of them: *next is then the number after the last one returned.
   std::vector<TimelineInterval> ClosedSince(uint64_t from, uint64_t* next,
                                             size_t max = SIZE_MAX) const EXCLUDES(mu_);
   size_t closed_count() const EXCLUDES(mu_);
+  // The same for the markers: those kept that were taken (or restored) at or after number
+  // `from`, in the order taken, at most `max`; *next the number after the last one returned.
+  // Costs a look at every kept marker (a few thousand at most) and a copy of those returned.
+  std::vector<TimelineMarker> MarkersSince(uint64_t from, uint64_t* next,
+                                           size_t max = SIZE_MAX) const EXCLUDES(mu_);
   void Restore(const TimelineSaved& saved) EXCLUDES(mu_);
   // Moves with every interval opened or closed, marker added and gap recorded (not with an open
   // interval extended): whether a write of the state has something new to keep.
@@ -317,6 +324,7 @@ class Timeline {
   // Lease tables whose last read failed: since when (the poll of the first failed read).
   std::map<std::string, double> unread_since_ GUARDED_BY(mu_);
   uint64_t dropped_markers_ GUARDED_BY(mu_) = 0;
+  uint64_t markers_total_ GUARDED_BY(mu_) = 0;        // markers ever taken: the next one's seq
   std::unique_ptr<PollIndex> index_ GUARDED_BY(mu_);  // of the poll being observed
   std::deque<TimelineGap> gaps_ GUARDED_BY(mu_);      // oldest first
   bool restored_ GUARDED_BY(mu_) = false;             // until the first Observe() after Restore()

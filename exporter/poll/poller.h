@@ -165,7 +165,7 @@ class Poller {
                     SavedJournal* named);
   // Reads the journal `saved` names at start; false (and one log line) when it cannot.
   bool ReadJournal(StateJournal* journal, const SavedJournal& saved, std::string* bytes);
-  // Removes the retired generations of both journals.
+  // Removes the retired generations of every journal.
   void RemoveRetiredJournals();
   // An event judged across the exporter's gap (a holder gone in it, a lease transition of the
   // first read after it, an episode in progress at the stop): says so.
@@ -250,6 +250,7 @@ class Poller {
   bool final_state_written_ = false;
   StateJournal events_journal_{&EventJournalPath};
   StateJournal timeline_journal_{&TimelineJournalPath};
+  StateJournal marker_journal_{&MarkerJournalPath};
   std::atomic<bool> forget_state_{false};
   // The exporter's gap the first poll after a start judged (server epoch seconds), and the
   // sessions holding locks before it that the first poll no longer saw (pid, backend start):

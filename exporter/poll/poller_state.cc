@@ -131,6 +131,20 @@ uint64_t FingerprintOf(const HoldHistory& history, const Counters& c, const Even
   return f.value();
 }
 
+// The newest kMarkersPerKind of each kind, in their order: the older ones were dropped (and
+// counted) when they were.
+std::vector<TimelineMarker> NewestMarkersOfEachKind(std::vector<TimelineMarker> markers) {
+  std::map<decltype(MarkerKindKey(TimelineMarker{})), size_t> after;  // of its kind, from the end
+  std::vector<bool> keep(markers.size());
+  for (size_t i = markers.size(); i-- > 0;)
+    keep[i] = after[MarkerKindKey(markers[i])]++ < kMarkersPerKind;
+  std::vector<TimelineMarker> out;
+  for (size_t i = 0; i < markers.size(); ++i) {
+    if (keep[i]) out.push_back(std::move(markers[i]));
+  }
+  return out;
+}
+
 bool IsLockEvent(EventKind k) {
   return k == EventKind::kLockReleased || k == EventKind::kLockLost ||
          k == EventKind::kLockTakeover || k == EventKind::kLockHandover;
@@ -203,6 +217,19 @@ void Poller::LoadState() {
     read.intervals.erase(read.intervals.begin(),
                          read.intervals.begin() + static_cast<std::ptrdiff_t>(skip));
     saved->timeline->closed = std::move(read.intervals);
+  }
+  std::string().swap(lines);
+  if (saved->timeline && saved->marker_journal &&
+      ReadJournal(&marker_journal_, *saved->marker_journal, &lines)) {
+    MarkerJournalRead read = DecodeMarkerLines(lines, saved->marker_journal->lines);
+    if (read.lines < saved->marker_journal->lines || read.damaged > 0) {
+      spdlog::warn(
+          "target {}: markers journal: {} of the state's {} lines read, {} damaged and "
+          "skipped{}{}",
+          target_.name, read.lines, saved->marker_journal->lines, read.damaged,
+          read.damaged > 0 ? "; the first: " : "", read.first_damage);
+    }
+    saved->timeline->markers = NewestMarkersOfEachKind(std::move(read.markers));
   }
   saved_ = std::move(saved);  // StartServerLog(), next, resumes the log reader from it
 }
@@ -290,7 +317,7 @@ void Poller::SaveState(bool final) {
   if (forget_state_.load()) {
     if (!final) return;
     final_state_written_ = true;
-    for (StateJournal* j : {&events_journal_, &timeline_journal_}) {
+    for (StateJournal* j : {&events_journal_, &timeline_journal_, &marker_journal_}) {
       if (j->generation != 0) j->retired.push_back(j->generation);
       if (j->loaded) j->retired.push_back(j->loaded->generation);
       j->generation = 0;  // none is current now
@@ -350,8 +377,9 @@ void Poller::SaveState(bool final) {
   for (const PooledLock* l : events_.pooled().Locks()) s.pooled.push_back(*l);
   s.episodes = std::move(episodes);
   s.leases = std::move(leases);
-  // The closed intervals go to their journal: a write costs those closed since the last one.
-  s.timeline = timeline_->Save(/*with_closed=*/false);
+  // The closed intervals and the markers go to their journals: a write costs those closed or
+  // taken since the last one.
+  s.timeline = timeline_->Save(/*with_closed=*/false, /*with_markers=*/false);
   s.timeline_journal.emplace();
   WriteJournal(
       &timeline_journal_, timeline_->closed_count(),
@@ -368,6 +396,22 @@ void Poller::SaveState(bool final) {
         }
       },
       &*s.timeline_journal);
+  s.marker_journal.emplace();
+  WriteJournal(
+      &marker_journal_, timeline_->markers(),
+      [&](uint64_t from, uint64_t* next, size_t* count, const WritePart& write) {
+        *count = 0;
+        *next = from;
+        for (;;) {
+          const auto part = timeline_->MarkersSince(*next, next, kJournalPartItems);
+          size_t written = 0;
+          const std::string lines = EncodeMarkerLines(part, &written);
+          *count += written;
+          if (!lines.empty() && !write(lines)) return false;
+          if (part.size() < kJournalPartItems) return true;
+        }
+      },
+      &*s.marker_journal);
   const Status written = WriteFileAtomically(path, EncodeSavedTarget(s));
   CountStateWrite(written.ok(), s.saved_at);
   if (written.ok()) RemoveRetiredJournals();  // no state file names them now
@@ -394,7 +438,7 @@ bool Poller::ReadJournal(StateJournal* journal, const SavedJournal& saved, std::
 }
 
 void Poller::RemoveRetiredJournals() {
-  for (StateJournal* j : {&events_journal_, &timeline_journal_}) {
+  for (StateJournal* j : {&events_journal_, &timeline_journal_, &marker_journal_}) {
     for (uint64_t g : j->retired) {
       if (g == j->generation) continue;
       if (Status r = RemoveFile(j->path(poll_.storage_path, target_.name, g)); !r.ok()) {

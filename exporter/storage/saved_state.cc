@@ -1076,9 +1076,8 @@ void WriteInterval(const TimelineInterval& i, RowTable* rows, Writer* w) {
   w->Close(']');
 }
 
-void WriteMarker(const TimelineMarker& m, RowTable* rows, Writer* w) {
-  w->Open('[');
-  w->Int(rows->Index(*m.row));
+// A marker's fields after its row, as the state file and the markers journal both write them.
+void WriteMarkerFields(const TimelineMarker& m, Writer* w) {
   w->Num(m.time);
   w->Str(MarkerKindName(m));
   w->Str(EventCauseName(m.cause));
@@ -1092,6 +1091,13 @@ void WriteMarker(const TimelineMarker& m, RowTable* rows, Writer* w) {
   w->Str(m.current);
   w->Str(m.event_kind ? EventKindName(*m.event_kind) : "");
   w->Num(m.event_time);
+}
+constexpr size_t kMarkerFields = 13;
+
+void WriteMarker(const TimelineMarker& m, RowTable* rows, Writer* w) {
+  w->Open('[');
+  w->Int(rows->Index(*m.row));
+  WriteMarkerFields(m, w);
   w->Close(']');
 }
 
@@ -1247,42 +1253,47 @@ TimelineInterval ReadInterval(Reader& r, dom::element e,
   return i;
 }
 
-TimelineMarker ReadMarker(Reader& r, dom::element e,
-                          const std::vector<std::shared_ptr<const TimelineRow>>& rows) {
-  TimelineMarker m;
-  const auto t = r.Tuple(e, 14, "timeline marker");
-  if (!r.ok()) return m;
-  m.row = RowAt(r, t[0], rows);
-  m.time = r.Num(t[1], "marker time");
-  const std::string kind = r.Str(t[2], "marker kind");
-  if (!r.ok()) return m;
+// The fields WriteMarkerFields wrote, from t[at] on.
+void ReadMarkerFields(Reader& r, const std::vector<dom::element>& t, size_t at, TimelineMarker* m) {
+  m->time = r.Num(t[at], "marker time");
+  const std::string kind = r.Str(t[at + 1], "marker kind");
+  if (!r.ok()) return;
   const auto named = MarkerKindNamed(kind);
   if (!named) {
     r.Fail("marker kind \"" + kind + "\" is not known");
-    return m;
+    return;
   }
-  m.moment = named->first;
-  m.cause = Named<EventCause>(r, r.Str(t[3], "marker cause"), EventCauses(), &EventCauseName,
-                              "marker cause");
-  m.evidence = ReadEvidence(r, r.Str(t[4], "marker evidence"), "marker evidence");
-  m.outcome = Named<EventOutcome>(r, r.Str(t[5], "marker outcome"), EventOutcomes(),
-                                  &EventOutcomeName, "marker outcome");
-  m.duration = r.Num(t[6], "marker duration");
-  m.count = r.Int(t[7], "marker count", INT64_MIN, INT64_MAX);
-  m.previous_pid = r.Pid(t[8], "marker previous_pid");
-  m.previous = r.Str(t[9], "marker previous");
-  m.current_pid = r.Pid(t[10], "marker current_pid");
-  m.current = r.Str(t[11], "marker current");
+  m->moment = named->first;
+  m->cause = Named<EventCause>(r, r.Str(t[at + 2], "marker cause"), EventCauses(), &EventCauseName,
+                               "marker cause");
+  m->evidence = ReadEvidence(r, r.Str(t[at + 3], "marker evidence"), "marker evidence");
+  m->outcome = Named<EventOutcome>(r, r.Str(t[at + 4], "marker outcome"), EventOutcomes(),
+                                   &EventOutcomeName, "marker outcome");
+  m->duration = r.Num(t[at + 5], "marker duration");
+  m->count = r.Int(t[at + 6], "marker count", INT64_MIN, INT64_MAX);
+  m->previous_pid = r.Pid(t[at + 7], "marker previous_pid");
+  m->previous = r.Str(t[at + 8], "marker previous");
+  m->current_pid = r.Pid(t[at + 9], "marker current_pid");
+  m->current = r.Str(t[at + 10], "marker current");
   // An event's marker is of its event's kind; the others name theirs apart ("": none).
-  const std::string event_kind = r.Str(t[12], "marker event_kind");
-  if (m.moment == MarkerMoment::kEvent || !r.ok() || event_kind.empty()) {
-    m.event_kind = named->second;
+  const std::string event_kind = r.Str(t[at + 11], "marker event_kind");
+  if (m->moment == MarkerMoment::kEvent || !r.ok() || event_kind.empty()) {
+    m->event_kind = named->second;
   } else if (const auto k = EventKindNamed(event_kind)) {
-    m.event_kind = k;
+    m->event_kind = k;
   } else {
     r.Fail("marker event_kind \"" + event_kind + "\" is not known");
   }
-  m.event_time = r.Num(t[13], "marker event_time");
+  m->event_time = r.Num(t[at + 12], "marker event_time");
+}
+
+TimelineMarker ReadMarker(Reader& r, dom::element e,
+                          const std::vector<std::shared_ptr<const TimelineRow>>& rows) {
+  TimelineMarker m;
+  const auto t = r.Tuple(e, 1 + kMarkerFields, "timeline marker");
+  if (!r.ok()) return m;
+  m.row = RowAt(r, t[0], rows);
+  ReadMarkerFields(r, t, 1, &m);
   return m;
 }
 
@@ -1399,7 +1410,8 @@ std::string EncodeSavedTarget(const SavedTarget& state) {
   w.Close(']');
   for (const auto& [key, journal] :
        {std::pair<const char*, const std::optional<SavedJournal>*>{"journal", &state.journal},
-        {"timeline_journal", &state.timeline_journal}}) {
+        {"timeline_journal", &state.timeline_journal},
+        {"marker_journal", &state.marker_journal}}) {
     if (!*journal) continue;
     w.Key(key);
     w.Open('{');
@@ -1492,11 +1504,12 @@ Status DecodeSavedTarget(std::string_view bytes, SavedTarget* out) {
     s.events.push_back(ReadEvent(r, x));
     if (!r.ok()) break;
   }
-  // Absent from files written before the journals: their events and closed intervals are in
-  // the file.
+  // Absent from files written before the journals: their events, closed intervals and markers
+  // are in the file.
   for (const auto& [key, into] :
        {std::pair<const char*, std::optional<SavedJournal>*>{"journal", &s.journal},
-        {"timeline_journal", &s.timeline_journal}}) {
+        {"timeline_journal", &s.timeline_journal},
+        {"marker_journal", &s.marker_journal}}) {
     dom::element journal;
     if (!r.ok() || o.at_key(key).get(journal) != simdjson::SUCCESS) continue;
     const dom::object j = r.Obj(journal, key);
@@ -1623,6 +1636,43 @@ IntervalJournalRead DecodeIntervalLines(std::string_view bytes, uint64_t lines) 
     i.row = std::make_shared<const TimelineRow>(std::move(row));
     ReadIntervalFields(r, t, 3, &i);
     if (r.ok()) out.intervals.push_back(std::move(i));
+  });
+  return out;
+}
+
+std::string EncodeMarkerLines(const std::vector<TimelineMarker>& markers, size_t* written) {
+  std::string out;
+  out.reserve(200 * markers.size());
+  if (written) *written = 0;
+  for (const TimelineMarker& m : markers) {
+    if (!m.row) continue;
+    if (written) ++*written;
+    Writer w;
+    w.Open('[');
+    w.Str(TimelineRowKindLabel(m.row->kind));
+    w.Str(m.row->scope);
+    w.Str(m.row->name);
+    WriteMarkerFields(m, &w);
+    w.Close(']');
+    out += w.Take();
+    out += '\n';
+  }
+  return out;
+}
+
+MarkerJournalRead DecodeMarkerLines(std::string_view bytes, uint64_t lines) {
+  MarkerJournalRead out;
+  DecodeLines(bytes, lines, &out, [&](Reader& r, dom::element e) {
+    const auto t = r.Tuple(e, 3 + kMarkerFields, "timeline marker");
+    if (!r.ok()) return;
+    TimelineRow row;
+    row.kind = ReadRowKind(r, t[0], "timeline row kind");
+    row.scope = r.Str(t[1], "timeline row scope");
+    row.name = r.Str(t[2], "timeline row name");
+    TimelineMarker m;
+    m.row = std::make_shared<const TimelineRow>(std::move(row));
+    ReadMarkerFields(r, t, 3, &m);
+    if (r.ok()) out.markers.push_back(std::move(m));
   });
   return out;
 }

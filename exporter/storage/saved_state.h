@@ -82,6 +82,8 @@ struct SavedTarget {
   // The timeline's closed intervals are in a journal of their own, as the events (then
   // timeline->closed is empty in the file); absent: they are in the timeline section.
   std::optional<SavedJournal> timeline_journal;
+  // Its markers too, in the order they were added (then timeline->markers is empty in the file).
+  std::optional<SavedJournal> marker_journal;
 };
 
 std::string EncodeSavedTarget(const SavedTarget& state);
@@ -128,5 +130,16 @@ struct IntervalJournalRead {
   std::string first_damage;
 };
 IntervalJournalRead DecodeIntervalLines(std::string_view bytes, uint64_t lines);
+
+// The same for the timeline's markers, each line naming its row.
+std::string EncodeMarkerLines(const std::vector<TimelineMarker>& markers,
+                              size_t* written = nullptr);
+struct MarkerJournalRead {
+  std::vector<TimelineMarker> markers;  // in the order they were added
+  uint64_t lines = 0;
+  uint64_t damaged = 0;
+  std::string first_damage;
+};
+MarkerJournalRead DecodeMarkerLines(std::string_view bytes, uint64_t lines);
 
 }  // namespace pglock

@@ -64,6 +64,11 @@ std::string TimelineJournalPath(const std::string& dir, const std::string& targe
   return FileStem(dir, target) + ".timeline." + std::to_string(generation) + ".jsonl";
 }
 
+std::string MarkerJournalPath(const std::string& dir, const std::string& target,
+                              uint64_t generation) {
+  return FileStem(dir, target) + ".markers." + std::to_string(generation) + ".jsonl";
+}
+
 Status AppendToFile(const std::string& path, std::string_view bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return Status::IoFailed(Errno("cannot open", path));

@@ -26,6 +26,9 @@ std::string EventJournalPath(const std::string& dir, const std::string& target,
 // "<dir>/<target>.timeline.<generation>.jsonl": its timeline's closed intervals.
 std::string TimelineJournalPath(const std::string& dir, const std::string& target,
                                 uint64_t generation);
+// "<dir>/<target>.markers.<generation>.jsonl": its timeline's markers.
+std::string MarkerJournalPath(const std::string& dir, const std::string& target,
+                              uint64_t generation);
 
 // Replaces `path` with `bytes`, all or nothing: a crash leaves the old file or the new one.
 Status WriteFileAtomically(const std::string& path, std::string_view bytes);

@@ -175,22 +175,25 @@ int main(int argc, char** argv) {
   s.inventory = inventory;
   s.journal = pglock::SavedJournal{1, events.size()};
   s.timeline_journal = pglock::SavedJournal{1, interval_count};
+  size_t markers = 0;
+  const std::string marker_lines = pglock::EncodeMarkerLines(Markers(now), &markers);
+  s.marker_journal = pglock::SavedJournal{1, markers};
   pglock::TimelineSaved t;
   t.now = now - 1;
   t.first_poll = now - 3600;
-  t.markers = Markers(now);
-  const size_t markers = t.markers.size();
   s.timeline = std::move(t);
   if (!Write(pglock::EventJournalPath(dir, target, 1), event_lines) ||
       !Write(pglock::TimelineJournalPath(dir, target, 1), interval_lines) ||
+      !Write(pglock::MarkerJournalPath(dir, target, 1), marker_lines) ||
       !Write(pglock::StateFilePath(dir, target), pglock::EncodeSavedTarget(s))) {
     return 1;
   }
   std::printf(
       "history at its bounds for target %s: %zu events (%zu kinds x %zu), %zu closed timeline "
-      "intervals, %zu markers; journals %.1f MB and %.1f MB\n",
+      "intervals, %zu markers; journals %.1f MB, %.1f MB and %.1f MB\n",
       target.c_str(), events.size(), pglock::EventKinds().size(), per_kind, interval_count, markers,
       static_cast<double>(event_lines.size()) / 1e6,
-      static_cast<double>(interval_lines.size()) / 1e6);
+      static_cast<double>(interval_lines.size()) / 1e6,
+      static_cast<double>(marker_lines.size()) / 1e6);
   return 0;
 }

@@ -230,6 +230,61 @@ TEST(Timeline, ClosedSinceGivesTheIntervalsClosedAfterANumber) {
   EXPECT_EQ(next, 3u);
 }
 
+// The markers' journal: the markers taken since a number, in the order taken (across kinds),
+// without those their ring's bound dropped; in parts; Save without them.
+TEST(Timeline, MarkersSinceGivesTheMarkersTakenAfterANumber) {
+  Timeline t;
+  uint64_t next = 99;
+  EXPECT_TRUE(t.MarkersSince(0, &next).empty());
+  EXPECT_EQ(next, 0u);
+  t.Observe(Poll(kT0, {}, {}), TargetView{}, nullptr);
+  Event lost;
+  lost.kind = EventKind::kLockLost;
+  lost.datname = "app";
+  lost.lock = "nightly-report";
+  Event takeover = lost;
+  takeover.kind = EventKind::kLockTakeover;
+  std::vector<Event> events;
+  for (size_t i = 0; i < kMarkersPerKind + 2; ++i) {  // two losses more than a ring keeps
+    lost.time = kT0 + static_cast<double>(i);
+    events.push_back(lost);
+    if (i % 100 == 0) {
+      takeover.time = lost.time;
+      events.push_back(takeover);
+    }
+  }
+  t.AddMarkers(events);
+  const uint64_t taken = events.size();
+  const auto all = t.MarkersSince(0, &next);
+  EXPECT_EQ(next, taken);
+  ASSERT_EQ(all.size(), kMarkersPerKind + 4);  // the first two losses dropped
+  EXPECT_EQ(all.size(), t.markers());
+  EXPECT_EQ(all[0].event_kind, EventKind::kLockTakeover);  // taken before the third loss
+  EXPECT_EQ(all[1].time, kT0 + 2);
+  for (size_t i = 1; i < all.size(); ++i) EXPECT_LT(all[i - 1].seq, all[i].seq) << i;
+  // Since a number: the later ones only.
+  const auto last_two = t.MarkersSince(taken - 2, &next);
+  ASSERT_EQ(last_two.size(), 2u);
+  EXPECT_EQ(last_two[1].time, kT0 + static_cast<double>(kMarkersPerKind + 1));
+  EXPECT_EQ(next, taken);
+  EXPECT_TRUE(t.MarkersSince(next, &next).empty());
+  // In parts: each part's next is where the following one starts, none left out or repeated.
+  size_t parts = 0, seen = 0;
+  for (uint64_t from = 0;; ++parts) {
+    const auto part = t.MarkersSince(from, &from, 128);
+    seen += part.size();
+    if (part.size() < 128) break;
+  }
+  EXPECT_EQ(seen, all.size());
+  EXPECT_EQ(parts, all.size() / 128);
+  EXPECT_TRUE(t.Save(true, /*with_markers=*/false).markers.empty());
+  // Restored: numbered from 0 again, in the order saved.
+  Timeline after;
+  after.Restore(t.Save());
+  EXPECT_EQ(after.MarkersSince(0, &next).size(), all.size());
+  EXPECT_EQ(next, all.size());
+}
+
 TEST(Timeline, ARestartKeepsTheHistoryAndGoesOnOnlyUnderTheSameSessions) {
   Session a = Client(7, "a"), b = Client(8, "b"), c = Client(9, "c");
   for (Session* s : {&a, &b, &c}) s->backend_start = kT0 - 100;

@@ -1,7 +1,7 @@
 // The state file reader ([storage] path): no crash on any bytes, nothing half-read on an error,
 // and every state it accepts encodes to bytes it reads back to the same encoding. The same bytes
-// as an events journal and as a timeline journal: no crash, and what it reads written again reads
-// back the same.
+// as an events journal and as the timeline's journals (closed intervals, markers): no crash, and
+// what it reads written again reads back the same.
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -34,6 +34,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       pglock::DecodeIntervalLines(interval_lines, UINT64_MAX);
   if (intervals_back.damaged != 0 ||
       pglock::EncodeIntervalLines(intervals_back.intervals) != interval_lines) {
+    std::abort();
+  }
+  const pglock::MarkerJournalRead markers = pglock::DecodeMarkerLines(bytes, UINT64_MAX);
+  if (markers.markers.size() + markers.damaged != markers.lines) std::abort();
+  const std::string marker_lines = pglock::EncodeMarkerLines(markers.markers);
+  const pglock::MarkerJournalRead markers_back =
+      pglock::DecodeMarkerLines(marker_lines, UINT64_MAX);
+  if (markers_back.damaged != 0 ||
+      pglock::EncodeMarkerLines(markers_back.markers) != marker_lines) {
     std::abort();
   }
   pglock::SavedTarget state;

@@ -467,10 +467,11 @@ void HandOver(Poller& poller, TestSession& a, TestSession& b) {
   ASSERT_EQ(LockEvents(poller).size(), before + 1);
 }
 
-// The events live in a journal beside the state file: a write appends the events added since
-// the last one (the journal's generation unchanged, the state naming its lines), the next start
-// restores them, and its first write writes them whole under the next generation and removes
-// the one before once the state names the new one.
+// The events live in a journal beside the state file (the timeline's closed bars and marks in
+// theirs): a write appends the events added since the last one (the journal's generation
+// unchanged, the state naming its lines), the next start restores them, and its first write
+// writes them whole under the next generation and removes the one before once the state names
+// the new one.
 TEST(RestartState, TheEventsJournalIsAppendedToRestoredAndRewrittenAtTheNextStart) {
   StateDir dir;
   TestSession a(Pg().Dsn()), b(Pg().Dsn());
@@ -497,6 +498,11 @@ TEST(RestartState, TheEventsJournalIsAppendedToRestoredAndRewrittenAtTheNextStar
   EXPECT_EQ(saved.timeline_journal->lines, closed);
   ASSERT_TRUE(saved.timeline.has_value());
   EXPECT_TRUE(saved.timeline->closed.empty());
+  // Its markers (the two hand-overs) in theirs.
+  EXPECT_EQ(LinesOf(MarkerJournalPath(dir.path(), "it", 1)), 2u);
+  ASSERT_TRUE(saved.marker_journal.has_value());
+  EXPECT_EQ(saved.marker_journal->lines, 2u);
+  EXPECT_TRUE(saved.timeline->markers.empty());
 
   Poller second(Target(false), Poll(dir));
   second.PollOnceForTest();
@@ -512,12 +518,16 @@ TEST(RestartState, TheEventsJournalIsAppendedToRestoredAndRewrittenAtTheNextStar
   EXPECT_EQ(saved.journal->lines, 2u);
   EXPECT_FALSE(fs::exists(TimelineJournalPath(dir.path(), "it", 1)));
   EXPECT_GE(LinesOf(TimelineJournalPath(dir.path(), "it", 2)), closed);
-  // The bars came back: the page's window holds the closed ones from before the restart.
-  size_t bars = 0;
+  EXPECT_FALSE(fs::exists(MarkerJournalPath(dir.path(), "it", 1)));
+  EXPECT_EQ(LinesOf(MarkerJournalPath(dir.path(), "it", 2)), 2u);
+  // The bars and the marks came back: the page's window holds those from before the restart.
+  size_t bars = 0, marks = 0;
   for (const TimelineRowWindow& r : second.Latest()->timeline->Query(3600).rows) {
     if (r.row->name == "nightly-report") bars += r.holds.size();
+    for (const TimelineMarker& m : r.markers) marks += m.event_kind == EventKind::kLockHandover;
   }
   EXPECT_GE(bars, 4u);
+  EXPECT_EQ(marks, 2u);
   second.Stop();
 }
 
@@ -577,6 +587,7 @@ TEST(RestartState, ATargetRemovedFromTheConfigDropsItsState) {
   }
   EXPECT_FALSE(fs::exists(dir.file()));
   EXPECT_FALSE(fs::exists(Journal(dir, 1)));
+  EXPECT_TRUE(fs::is_empty(dir.path())) << "every journal goes with the state file";
   EXPECT_FALSE(fs::exists(TimelineJournalPath(dir.path(), "it", 1)));
 }
 

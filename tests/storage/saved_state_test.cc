@@ -769,6 +769,63 @@ TEST(EventJournal, TheTimelinesClosedIntervalsReadBackWithTheirRows) {
   EXPECT_FALSE(r.journal.has_value());
 }
 
+TEST(EventJournal, TheTimelinesMarkersReadBackWithTheirRows) {
+  std::vector<TimelineMarker> markers;
+  for (int i = 0; i < 4; ++i) {
+    TimelineMarker m;
+    m.row = std::make_shared<const TimelineRow>(
+        TimelineRow{i == 1 ? TimelineRowKind::kLease : TimelineRowKind::kRoot, "app",
+                    "pid \"" + std::to_string(i) + "\""});
+    m.time = 1796390000.25 + i;
+    m.moment = i == 1 ? MarkerMoment::kLeaseExpiry
+                      : (i == 2 ? MarkerMoment::kEpisodeStart : MarkerMoment::kEvent);
+    if (i != 1) m.event_kind = i == 2 ? EventKind::kBlockingEpisode : EventKind::kLockLost;
+    m.event_time = m.time + 1;
+    m.cause = i == 0 ? CauseOf(HoldEnd::kTerminated) : EventCause::kNone;
+    m.evidence = i == 0 ? EndEvidence::kLog : EndEvidence::kNone;
+    m.outcome = i == 2 ? EventOutcome::kReleased : EventOutcome::kNone;
+    m.duration = 0.5 * i;
+    m.count = 1 + i;
+    m.previous_pid = 100 + i;
+    m.previous = "réport\nrunner";
+    m.current_pid = 200 + i;
+    m.current = "worker-" + std::to_string(i);
+    markers.push_back(m);
+  }
+  markers.push_back(TimelineMarker{});  // no row: never written
+  size_t written = 0;
+  const std::string bytes = EncodeMarkerLines(markers, &written);
+  EXPECT_EQ(std::count(bytes.begin(), bytes.end(), '\n'), 4);
+  EXPECT_EQ(written, 4u);
+  const MarkerJournalRead read = DecodeMarkerLines(bytes, 4);
+  EXPECT_EQ(read.damaged, 0u);
+  ASSERT_EQ(read.markers.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const TimelineMarker& a = markers[i];
+    const TimelineMarker& b = read.markers[i];
+    EXPECT_EQ(b.row->Tie(), a.row->Tie()) << i;
+    EXPECT_EQ(std::tie(b.time, b.moment, b.event_kind, b.event_time, b.cause, b.evidence, b.outcome,
+                       b.duration, b.count, b.previous_pid, b.previous, b.current_pid, b.current),
+              std::tie(a.time, a.moment, a.event_kind, a.event_time, a.cause, a.evidence, a.outcome,
+                       a.duration, a.count, a.previous_pid, a.previous, a.current_pid, a.current))
+        << i;
+  }
+  std::string damaged = bytes;
+  damaged.replace(bytes.find('\n') + 2, 4, "xxxx");  // the second line's row kind
+  const MarkerJournalRead d = DecodeMarkerLines(damaged, 4);
+  EXPECT_EQ(d.damaged, 1u);
+  EXPECT_EQ(d.markers.size(), 3u);
+  EXPECT_EQ(d.first_damage.rfind("line 2: ", 0), 0u) << d.first_damage;
+  SavedTarget s = Sample();
+  s.marker_journal = SavedJournal{4, 4};
+  SavedTarget r;
+  ASSERT_TRUE(DecodeSavedTarget(EncodeSavedTarget(s), &r).ok());
+  ASSERT_TRUE(r.marker_journal.has_value());
+  EXPECT_EQ(r.marker_journal->generation, 4u);
+  EXPECT_EQ(r.marker_journal->lines, 4u);
+  EXPECT_FALSE(r.timeline_journal.has_value());
+}
+
 TEST(EventJournal, ItIsRewrittenPastTwiceWhatTheLogKeeps) {
   EXPECT_FALSE(JournalWantsRewrite(0, 0, 0));
   EXPECT_FALSE(JournalWantsRewrite(2000, 256, 1000));
