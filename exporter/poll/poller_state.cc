@@ -145,6 +145,25 @@ std::vector<TimelineMarker> NewestMarkersOfEachKind(std::vector<TimelineMarker> 
   return out;
 }
 
+// A timeline journal's lines from a number on (Poller::JournalLines): `since` (the timeline's
+// ClosedSince or MarkersSince) in parts of kJournalPartItems, each encoded by `encode`.
+template <typename Since, typename Item>
+auto TimelineJournalLines(Since since,
+                          std::string (*encode)(const std::vector<Item>&, size_t* written)) {
+  return [since, encode](uint64_t from, uint64_t* next, size_t* count, const WritePart& write) {
+    *count = 0;
+    *next = from;
+    for (;;) {
+      const std::vector<Item> part = since(*next, next, kJournalPartItems);
+      size_t written = 0;
+      const std::string lines = encode(part, &written);
+      *count += written;
+      if (!lines.empty() && !write(lines)) return false;
+      if (part.size() < kJournalPartItems) return true;
+    }
+  };
+}
+
 bool IsLockEvent(EventKind k) {
   return k == EventKind::kLockReleased || k == EventKind::kLockLost ||
          k == EventKind::kLockTakeover || k == EventKind::kLockHandover;
@@ -383,34 +402,16 @@ void Poller::SaveState(bool final) {
   s.timeline_journal.emplace();
   WriteJournal(
       &timeline_journal_, timeline_->closed_count(),
-      [&](uint64_t from, uint64_t* next, size_t* count, const WritePart& write) {
-        *count = 0;
-        *next = from;
-        for (;;) {
-          const auto part = timeline_->ClosedSince(*next, next, kJournalPartItems);
-          size_t written = 0;
-          const std::string lines = EncodeIntervalLines(part, &written);
-          *count += written;
-          if (!lines.empty() && !write(lines)) return false;
-          if (part.size() < kJournalPartItems) return true;
-        }
-      },
+      TimelineJournalLines([&](uint64_t from, uint64_t* next,
+                               size_t max) { return timeline_->ClosedSince(from, next, max); },
+                           &EncodeIntervalLines),
       &*s.timeline_journal);
   s.marker_journal.emplace();
   WriteJournal(
       &marker_journal_, timeline_->markers(),
-      [&](uint64_t from, uint64_t* next, size_t* count, const WritePart& write) {
-        *count = 0;
-        *next = from;
-        for (;;) {
-          const auto part = timeline_->MarkersSince(*next, next, kJournalPartItems);
-          size_t written = 0;
-          const std::string lines = EncodeMarkerLines(part, &written);
-          *count += written;
-          if (!lines.empty() && !write(lines)) return false;
-          if (part.size() < kJournalPartItems) return true;
-        }
-      },
+      TimelineJournalLines([&](uint64_t from, uint64_t* next,
+                               size_t max) { return timeline_->MarkersSince(from, next, max); },
+                           &EncodeMarkerLines),
       &*s.marker_journal);
   const Status written = WriteFileAtomically(path, EncodeSavedTarget(s));
   CountStateWrite(written.ok(), s.saved_at);

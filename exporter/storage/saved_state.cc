@@ -1603,77 +1603,72 @@ JournalRead DecodeEventLines(std::string_view bytes, uint64_t lines,
   return out;
 }
 
-std::string EncodeIntervalLines(const std::vector<TimelineInterval>& intervals, size_t* written) {
+namespace {
+
+// A timeline journal's lines: each item as its row (kind, scope, name) and then its fields; an
+// item without a row is not written. *written, where given, is the number of lines.
+template <typename Item>
+std::string EncodeRowLines(const std::vector<Item>& items, size_t* written,
+                           void (*write_fields)(const Item&, Writer*)) {
   std::string out;
-  out.reserve(160 * intervals.size());
+  out.reserve(200 * items.size());
   if (written) *written = 0;
-  for (const TimelineInterval& i : intervals) {
-    if (!i.row) continue;
+  for (const Item& item : items) {
+    if (!item.row) continue;
     if (written) ++*written;
     Writer w;
     w.Open('[');
-    w.Str(TimelineRowKindLabel(i.row->kind));
-    w.Str(i.row->scope);
-    w.Str(i.row->name);
-    WriteIntervalFields(i, &w);
+    w.Str(TimelineRowKindLabel(item.row->kind));
+    w.Str(item.row->scope);
+    w.Str(item.row->name);
+    write_fields(item, &w);
     w.Close(']');
     out += w.Take();
     out += '\n';
   }
   return out;
+}
+
+// Reads what EncodeRowLines wrote: `fields` fields after the row, read by `read_fields`.
+template <typename Item, typename Out>
+void DecodeRowLines(std::string_view bytes, uint64_t lines, size_t fields, const char* what,
+                    void (*read_fields)(Reader&, const std::vector<dom::element>&, size_t, Item*),
+                    Out* out, std::vector<Item>* items) {
+  DecodeLines(bytes, lines, out, [&](Reader& r, dom::element e) {
+    const auto t = r.Tuple(e, 3 + fields, what);
+    if (!r.ok()) return;
+    TimelineRow row;
+    row.kind = ReadRowKind(r, t[0], "timeline row kind");
+    row.scope = r.Str(t[1], "timeline row scope");
+    row.name = r.Str(t[2], "timeline row name");
+    Item item;
+    item.row = std::make_shared<const TimelineRow>(std::move(row));
+    read_fields(r, t, 3, &item);
+    if (r.ok()) items->push_back(std::move(item));
+  });
+}
+
+}  // namespace
+
+std::string EncodeIntervalLines(const std::vector<TimelineInterval>& intervals, size_t* written) {
+  return EncodeRowLines(intervals, written, &WriteIntervalFields);
 }
 
 IntervalJournalRead DecodeIntervalLines(std::string_view bytes, uint64_t lines) {
   IntervalJournalRead out;
-  DecodeLines(bytes, lines, &out, [&](Reader& r, dom::element e) {
-    const auto t = r.Tuple(e, 3 + kIntervalFields, "timeline interval");
-    if (!r.ok()) return;
-    TimelineRow row;
-    row.kind = ReadRowKind(r, t[0], "timeline row kind");
-    row.scope = r.Str(t[1], "timeline row scope");
-    row.name = r.Str(t[2], "timeline row name");
-    TimelineInterval i;
-    i.row = std::make_shared<const TimelineRow>(std::move(row));
-    ReadIntervalFields(r, t, 3, &i);
-    if (r.ok()) out.intervals.push_back(std::move(i));
-  });
+  DecodeRowLines(bytes, lines, kIntervalFields, "timeline interval", &ReadIntervalFields, &out,
+                 &out.intervals);
   return out;
 }
 
 std::string EncodeMarkerLines(const std::vector<TimelineMarker>& markers, size_t* written) {
-  std::string out;
-  out.reserve(200 * markers.size());
-  if (written) *written = 0;
-  for (const TimelineMarker& m : markers) {
-    if (!m.row) continue;
-    if (written) ++*written;
-    Writer w;
-    w.Open('[');
-    w.Str(TimelineRowKindLabel(m.row->kind));
-    w.Str(m.row->scope);
-    w.Str(m.row->name);
-    WriteMarkerFields(m, &w);
-    w.Close(']');
-    out += w.Take();
-    out += '\n';
-  }
-  return out;
+  return EncodeRowLines(markers, written, &WriteMarkerFields);
 }
 
 MarkerJournalRead DecodeMarkerLines(std::string_view bytes, uint64_t lines) {
   MarkerJournalRead out;
-  DecodeLines(bytes, lines, &out, [&](Reader& r, dom::element e) {
-    const auto t = r.Tuple(e, 3 + kMarkerFields, "timeline marker");
-    if (!r.ok()) return;
-    TimelineRow row;
-    row.kind = ReadRowKind(r, t[0], "timeline row kind");
-    row.scope = r.Str(t[1], "timeline row scope");
-    row.name = r.Str(t[2], "timeline row name");
-    TimelineMarker m;
-    m.row = std::make_shared<const TimelineRow>(std::move(row));
-    ReadMarkerFields(r, t, 3, &m);
-    if (r.ok()) out.markers.push_back(std::move(m));
-  });
+  DecodeRowLines(bytes, lines, kMarkerFields, "timeline marker", &ReadMarkerFields, &out,
+                 &out.markers);
   return out;
 }
 
