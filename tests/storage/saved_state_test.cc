@@ -816,6 +816,13 @@ TEST(EventJournal, TheTimelinesMarkersReadBackWithTheirRows) {
   EXPECT_EQ(d.damaged, 1u);
   EXPECT_EQ(d.markers.size(), 3u);
   EXPECT_EQ(d.first_damage.rfind("line 2: ", 0), 0u) << d.first_damage;
+  // A kind a later version wrote and this one does not know: that line alone.
+  std::string later = bytes;
+  later.replace(later.find("\"lease_expiry\""), 14, "\"lease_expiry_v9\"");
+  const MarkerJournalRead k = DecodeMarkerLines(later, 4);
+  EXPECT_EQ(k.damaged, 1u);
+  EXPECT_EQ(k.markers.size(), 3u);
+  EXPECT_NE(k.first_damage.find("lease_expiry_v9"), std::string::npos) << k.first_damage;
   SavedTarget s = Sample();
   s.marker_journal = SavedJournal{4, 4};
   SavedTarget r;
