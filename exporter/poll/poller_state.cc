@@ -164,6 +164,17 @@ auto TimelineJournalLines(Since since,
   };
 }
 
+// One log line for a timeline journal (IntervalJournalRead, MarkerJournalRead) that held fewer
+// lines than the state names, or damaged ones.
+template <typename Read>
+void WarnIfShortOrDamaged(const std::string& target, const char* journal, const Read& read,
+                          uint64_t named) {
+  if (read.lines >= named && read.damaged == 0) return;
+  spdlog::warn("target {}: {} journal: {} of the state's {} lines read, {} damaged and skipped{}{}",
+               target, journal, read.lines, named, read.damaged,
+               read.damaged > 0 ? "; the first: " : "", read.first_damage);
+}
+
 bool IsLockEvent(EventKind k) {
   return k == EventKind::kLockReleased || k == EventKind::kLockLost ||
          k == EventKind::kLockTakeover || k == EventKind::kLockHandover;
@@ -223,13 +234,7 @@ void Poller::LoadState() {
   if (saved->timeline && saved->timeline_journal &&
       ReadJournal(&timeline_journal_, *saved->timeline_journal, &lines)) {
     IntervalJournalRead read = DecodeIntervalLines(lines, saved->timeline_journal->lines);
-    if (read.lines < saved->timeline_journal->lines || read.damaged > 0) {
-      spdlog::warn(
-          "target {}: timeline journal: {} of the state's {} lines read, {} damaged and "
-          "skipped{}{}",
-          target_.name, read.lines, saved->timeline_journal->lines, read.damaged,
-          read.damaged > 0 ? "; the first: " : "", read.first_damage);
-    }
+    WarnIfShortOrDamaged(target_.name, "timeline", read, saved->timeline_journal->lines);
     // The newest kClosedIntervals: the older ones were dropped (and counted) when they were.
     const size_t skip =
         read.intervals.size() > kClosedIntervals ? read.intervals.size() - kClosedIntervals : 0;
@@ -241,13 +246,7 @@ void Poller::LoadState() {
   if (saved->timeline && saved->marker_journal &&
       ReadJournal(&marker_journal_, *saved->marker_journal, &lines)) {
     MarkerJournalRead read = DecodeMarkerLines(lines, saved->marker_journal->lines);
-    if (read.lines < saved->marker_journal->lines || read.damaged > 0) {
-      spdlog::warn(
-          "target {}: markers journal: {} of the state's {} lines read, {} damaged and "
-          "skipped{}{}",
-          target_.name, read.lines, saved->marker_journal->lines, read.damaged,
-          read.damaged > 0 ? "; the first: " : "", read.first_damage);
-    }
+    WarnIfShortOrDamaged(target_.name, "markers", read, saved->marker_journal->lines);
     saved->timeline->markers = NewestMarkersOfEachKind(std::move(read.markers));
   }
   saved_ = std::move(saved);  // StartServerLog(), next, resumes the log reader from it

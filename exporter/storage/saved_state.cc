@@ -1243,14 +1243,23 @@ void ReadIntervalFields(Reader& r, const std::vector<dom::element>& t, size_t at
   i->blocker_pid = r.Pid(t[at + 7], "interval blocker_pid");
 }
 
+// An interval or a marker of the state file: the index of its row in the table, then its fields.
+template <typename Item>
+Item ReadRowItem(Reader& r, dom::element e,
+                 const std::vector<std::shared_ptr<const TimelineRow>>& rows, size_t fields,
+                 const char* what,
+                 void (*read_fields)(Reader&, const std::vector<dom::element>&, size_t, Item*)) {
+  Item item;
+  const auto t = r.Tuple(e, 1 + fields, what);
+  if (!r.ok()) return item;
+  item.row = RowAt(r, t[0], rows);
+  read_fields(r, t, 1, &item);
+  return item;
+}
+
 TimelineInterval ReadInterval(Reader& r, dom::element e,
                               const std::vector<std::shared_ptr<const TimelineRow>>& rows) {
-  TimelineInterval i;
-  const auto t = r.Tuple(e, 1 + kIntervalFields, "timeline interval");
-  if (!r.ok()) return i;
-  i.row = RowAt(r, t[0], rows);
-  ReadIntervalFields(r, t, 1, &i);
-  return i;
+  return ReadRowItem(r, e, rows, kIntervalFields, "timeline interval", &ReadIntervalFields);
 }
 
 // The fields WriteMarkerFields wrote, from t[at] on.
@@ -1289,12 +1298,7 @@ void ReadMarkerFields(Reader& r, const std::vector<dom::element>& t, size_t at, 
 
 TimelineMarker ReadMarker(Reader& r, dom::element e,
                           const std::vector<std::shared_ptr<const TimelineRow>>& rows) {
-  TimelineMarker m;
-  const auto t = r.Tuple(e, 1 + kMarkerFields, "timeline marker");
-  if (!r.ok()) return m;
-  m.row = RowAt(r, t[0], rows);
-  ReadMarkerFields(r, t, 1, &m);
-  return m;
+  return ReadRowItem(r, e, rows, kMarkerFields, "timeline marker", &ReadMarkerFields);
 }
 
 TimelineSaved ReadTimeline(Reader& r, dom::element e) {
