@@ -6,23 +6,23 @@
 
 namespace pglock {
 
-void MetricsCache::Refresh(Key key, const Render& render) {
-  if (plain_ && key == key_) return;
+void MetricsCache::Refresh(const Key& key, const Render& render) {
+  if (plain_ && key_.Is(key)) return;
   plain_ = std::make_shared<const std::string>(render());
   gzip_.reset();
-  key_ = std::move(key);
+  key_ = SnapshotSetKey(key);
   ++renders_;
 }
 
-std::shared_ptr<const std::string> MetricsCache::Plain(Key key, const Render& render) {
+std::shared_ptr<const std::string> MetricsCache::Plain(const Key& key, const Render& render) {
   MutexLock lock(&mu_);
-  Refresh(std::move(key), render);
+  Refresh(key, render);
   return plain_;
 }
 
-std::shared_ptr<const std::string> MetricsCache::Gzip(Key key, const Render& render) {
+std::shared_ptr<const std::string> MetricsCache::Gzip(const Key& key, const Render& render) {
   MutexLock lock(&mu_);
-  Refresh(std::move(key), render);
+  Refresh(key, render);
   if (!gzip_) {
     std::string compressed;
     if (!GzipCompress(*plain_, &compressed)) {

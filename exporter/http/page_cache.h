@@ -1,8 +1,10 @@
 // Pages rendered from one set of target snapshots (the on-call view, exporter/http/oncall.h),
-// kept until a poll publishes a new snapshot: concurrent requests for the same page and filter
-// render once. Bounded: at most kMaxPageVariants pages per snapshot set; beyond that a page is
-// rendered for its request only. Separate from MetricsCache so that rendering a page never
-// holds up a scrape. Thread-safe.
+// shared while a request is sending them: concurrent requests for the same page and filter of
+// one snapshot set render once. Nothing is kept past its last request, neither a page (the whole
+// event log as JSON is megabytes, and an idle exporter would keep it until the next request) nor
+// the snapshots (SnapshotSetKey). Bounded: at most kMaxPageVariants pages per snapshot set;
+// beyond that a page is rendered for its request only. Separate from MetricsCache so that
+// rendering a page never holds up a scrape. Thread-safe.
 #pragma once
 
 #include <functional>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "exporter/http/snapshot_set_key.h"
 #include "exporter/snapshot/snapshot.h"
 #include "exporter/util/thread_annotations.h"
 
@@ -27,16 +30,17 @@ class PageCache {
   PageCache(const PageCache&) = delete;
   PageCache& operator=(const PageCache&) = delete;
 
-  // The page `variant` (path and filter) of the snapshot set `key` (compared by pointer):
-  // cached, or `render()`'s. `render` runs under the cache's lock and must not call back into it.
-  std::shared_ptr<const std::string> Get(Key key, const std::string& variant, const Render& render)
-      EXCLUDES(mu_);
+  // The page `variant` (path and filter) of the snapshot set `key` (the same objects): the one a
+  // request still holds, or `render()`'s. `render` runs under the cache's lock and must not call
+  // back into it.
+  std::shared_ptr<const std::string> Get(const Key& key, const std::string& variant,
+                                         const Render& render) EXCLUDES(mu_);
   uint64_t renders() const EXCLUDES(mu_);
 
  private:
   mutable Mutex mu_;
-  Key key_ GUARDED_BY(mu_);
-  std::map<std::string, std::shared_ptr<const std::string>> pages_ GUARDED_BY(mu_);
+  SnapshotSetKey key_ GUARDED_BY(mu_);
+  std::map<std::string, std::weak_ptr<const std::string>> pages_ GUARDED_BY(mu_);
   uint64_t renders_ GUARDED_BY(mu_) = 0;
 };
 

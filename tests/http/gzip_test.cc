@@ -122,5 +122,22 @@ TEST(MetricsCacheTest, RendersAndCompressesOncePerSnapshotSet) {
   EXPECT_EQ(cache.compressions(), 2u);
 }
 
+// The text stays for the next scrape; the snapshots it was rendered from do not: the cache never
+// keeps a poll's views alive after the poller has replaced them.
+TEST(MetricsCacheTest, KeepsTheTextNotTheSnapshots) {
+  MetricsCache cache;
+  int calls = 0;
+  const auto render = [&] { return "body " + std::to_string(++calls) + "\n"; };
+  MetricsCache::Key key = {Snap()};
+  const std::weak_ptr<const TargetSnapshot> snapshot = key[0];
+  const auto plain = cache.Plain(key, render);
+  key.clear();
+  EXPECT_TRUE(snapshot.expired());
+  EXPECT_EQ(*plain, "body 1\n");
+  // The next set, whatever address its snapshot got, is rendered anew.
+  EXPECT_EQ(*cache.Plain({Snap()}, render), "body 2\n");
+  EXPECT_EQ(cache.renders(), 2u);
+}
+
 }  // namespace
 }  // namespace pglock

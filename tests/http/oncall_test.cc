@@ -232,17 +232,36 @@ TEST(Runbooks, EveryAlertHasOneAndNamesAreExact) {
   EXPECT_GE(Runbooks().size(), 15u);
 }
 
-TEST(PageCache, RendersOncePerSnapshotSetAndVariant) {
+// A page is shared while a request holds it, and only then: an idle exporter keeps neither the
+// last page asked for (the event log's JSON is megabytes) nor the snapshots it was made from.
+TEST(PageCache, SharesAPageWhileARequestHoldsItAndKeepsNothingAfter) {
   PageCache cache;
   auto a = std::make_shared<const TargetSnapshot>();
   int renders = 0;
   const auto render = [&] { return std::to_string(++renders); };
-  EXPECT_EQ(*cache.Get({a}, "x", render), "1");
-  EXPECT_EQ(*cache.Get({a}, "x", render), "1");
+  auto x = cache.Get({a}, "x", render);
+  EXPECT_EQ(*x, "1");
+  EXPECT_EQ(cache.Get({a}, "x", render), x);  // a concurrent request: the same page
   EXPECT_EQ(*cache.Get({a}, "y", render), "2");
   auto b = std::make_shared<const TargetSnapshot>();
-  EXPECT_EQ(*cache.Get({b}, "x", render), "3");
+  EXPECT_EQ(*cache.Get({b}, "x", render), "3");  // a new snapshot set: rendered again
+  EXPECT_EQ(*x, "1");                            // the page a request holds is untouched
   EXPECT_EQ(cache.renders(), 3u);
+
+  // Released by every request: gone, and rendered again for the next one.
+  std::weak_ptr<const std::string> kept = x;
+  x.reset();
+  EXPECT_TRUE(kept.expired());
+  EXPECT_EQ(*cache.Get({b}, "x", render), "4");
+
+  // The snapshots the cache last saw are freed with the poller's last reference.
+  std::weak_ptr<const TargetSnapshot> snapshot = b;
+  b.reset();
+  a.reset();
+  EXPECT_TRUE(snapshot.expired());
+  // A new snapshot is never taken for a freed one, even at the same address.
+  auto c = std::make_shared<const TargetSnapshot>();
+  EXPECT_EQ(*cache.Get({c}, "x", render), "5");
 }
 
 Event Logged(EventKind kind, double time) {
