@@ -97,9 +97,14 @@ int Serve(const pglock::Flags& flags, const pglock::Config& config,
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Few malloc arenas: CivetWeb's worker threads would otherwise each keep one with the buffers
-  // of their last scrape, which is most of the process's memory.
-  mallopt(M_ARENA_MAX, 2);
+  // One malloc arena for every thread. CivetWeb's worker threads would otherwise each keep one
+  // with the buffers of their last scrape, which is most of the process's memory. And with two,
+  // a restart's history (read on the main thread) sat in one arena while the poller replaced it
+  // in the other: the first arena's pages kept a few live objects each, 2.2 MiB more resident
+  // than the same history freshly restored after 8 minutes of the soak's traffic, against the
+  // same as it with one arena (docs/performance.md). Polls are short and scrapes rare, so the
+  // arena's lock is seldom contended even with many targets.
+  mallopt(M_ARENA_MAX, 1);
   // Memory that follows the load down. By default glibc raises both thresholds below to the
   // largest block freed so far: after a poll of 80k locks, polls of 20k kept the 80k poll's size
   // (free memory at the top of the poller's heap, which malloc_trim does not give back). Fixed
