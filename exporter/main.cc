@@ -102,8 +102,7 @@ int main(int argc, char** argv) {
   // a restart's history (read on the main thread) sat in one arena while the poller replaced it
   // in the other: the first arena's pages kept a few live objects each, 2.2 MiB more resident
   // than the same history freshly restored after 8 minutes of the soak's traffic, against the
-  // same as it with one arena (docs/performance.md). Polls are short and scrapes rare, so the
-  // arena's lock is seldom contended even with many targets.
+  // same as it with one arena (docs/performance.md). Many targets' pollers share its lock.
   mallopt(M_ARENA_MAX, 1);
   // Memory that follows the load down. By default glibc raises both thresholds below to the
   // largest block freed so far: after a poll of 80k locks, polls of 20k kept the 80k poll's size
