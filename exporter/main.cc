@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   // One malloc arena for every thread. CivetWeb's worker threads would otherwise each keep one
   // with the buffers of their last scrape, which is most of the process's memory. And with two,
   // a restart's history (read on the main thread) sat in one arena while the poller replaced it
-  // in the other: the first arena's pages kept a few live objects each, 2.2 MiB more resident
+  // in the other: the first arena's pages kept a few live objects each, 2.1 MiB more resident
   // than the same history freshly restored after 8 minutes of the soak's traffic, against the
   // same as it with one arena (docs/performance.md). Many targets' pollers share its lock.
   mallopt(M_ARENA_MAX, 1);

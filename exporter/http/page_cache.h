@@ -1,10 +1,10 @@
 // Pages rendered from one set of target snapshots (the on-call view, exporter/http/oncall.h),
-// shared while a request is sending them: concurrent requests for the same page and filter of
-// one snapshot set render once. Nothing is kept past its last request, neither a page (the whole
-// event log as JSON is megabytes, and an idle exporter would keep it until the next request) nor
-// the snapshots (SnapshotSetKey). Bounded: at most kMaxPageVariants pages per snapshot set;
-// beyond that a page is rendered for its request only. Separate from MetricsCache so that
-// rendering a page never holds up a scrape. Thread-safe.
+// shared while a request is sending them: requests for the same page and filter of one snapshot
+// set that overlap render once (one that comes after the last has been sent renders again). Nothing
+// is kept past its last request, neither a page (the whole event log as JSON is megabytes, and an
+// idle exporter would keep it until the next request) nor the snapshots (SnapshotSetKey). Bounded:
+// at most kMaxPageVariants pages per snapshot set; beyond that a page is rendered for its request
+// only. Separate from MetricsCache so that rendering a page never holds up a scrape. Thread-safe.
 #pragma once
 
 #include <functional>

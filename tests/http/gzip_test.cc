@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <memory>
+#include <new>
 #include <string>
 
 #include "exporter/http/metrics_cache.h"
@@ -134,9 +136,19 @@ TEST(MetricsCacheTest, KeepsTheTextNotTheSnapshots) {
   key.clear();
   EXPECT_TRUE(snapshot.expired());
   EXPECT_EQ(*plain, "body 1\n");
-  // The next set, whatever address its snapshot got, is rendered anew.
-  EXPECT_EQ(*cache.Plain({Snap()}, render), "body 2\n");
-  EXPECT_EQ(cache.renders(), 2u);
+  // The next set is rendered anew, even with its snapshot where the freed one was.
+  alignas(TargetSnapshot) static unsigned char storage[sizeof(TargetSnapshot)];
+  const auto at_storage = [] {
+    return std::shared_ptr<const TargetSnapshot>(
+        new (storage) TargetSnapshot(), [](const TargetSnapshot* t) { t->~TargetSnapshot(); });
+  };
+  auto first = at_storage();
+  EXPECT_EQ(*cache.Plain({first}, render), "body 2\n");
+  first.reset();
+  const auto second = at_storage();
+  ASSERT_EQ(static_cast<const void*>(second.get()), static_cast<const void*>(storage));
+  EXPECT_EQ(*cache.Plain({second}, render), "body 3\n");
+  EXPECT_EQ(cache.renders(), 3u);
 }
 
 }  // namespace

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <new>
+
 #include "exporter/collectors/verdict_series.h"
 #include "exporter/events/event_log.h"
 #include "exporter/http/markdown.h"
@@ -241,27 +244,45 @@ TEST(PageCache, SharesAPageWhileARequestHoldsItAndKeepsNothingAfter) {
   const auto render = [&] { return std::to_string(++renders); };
   auto x = cache.Get({a}, "x", render);
   EXPECT_EQ(*x, "1");
-  EXPECT_EQ(cache.Get({a}, "x", render), x);  // a concurrent request: the same page
+  EXPECT_EQ(cache.Get({a}, "x", render), x);  // an overlapping request: the same page
   EXPECT_EQ(*cache.Get({a}, "y", render), "2");
   auto b = std::make_shared<const TargetSnapshot>();
   EXPECT_EQ(*cache.Get({b}, "x", render), "3");  // a new snapshot set: rendered again
   EXPECT_EQ(*x, "1");                            // the page a request holds is untouched
   EXPECT_EQ(cache.renders(), 3u);
 
-  // Released by every request: gone, and rendered again for the next one.
-  std::weak_ptr<const std::string> kept = x;
-  x.reset();
+  // Released by every request of the current set: gone, and rendered again for the next one.
+  auto y = cache.Get({b}, "y", render);
+  EXPECT_EQ(*y, "4");
+  const std::weak_ptr<const std::string> kept = y;
+  y.reset();
   EXPECT_TRUE(kept.expired());
-  EXPECT_EQ(*cache.Get({b}, "x", render), "4");
+  EXPECT_EQ(*cache.Get({b}, "y", render), "5");
 
   // The snapshots the cache last saw are freed with the poller's last reference.
-  std::weak_ptr<const TargetSnapshot> snapshot = b;
+  const std::weak_ptr<const TargetSnapshot> snapshot = b;
   b.reset();
   a.reset();
   EXPECT_TRUE(snapshot.expired());
-  // A new snapshot is never taken for a freed one, even at the same address.
-  auto c = std::make_shared<const TargetSnapshot>();
-  EXPECT_EQ(*cache.Get({c}, "x", render), "5");
+}
+
+// A snapshot made where a freed one was (the same address, a new owner) is a new snapshot set.
+TEST(PageCache, ASnapshotAtAFreedOnesAddressIsNotTakenForIt) {
+  alignas(TargetSnapshot) static unsigned char storage[sizeof(TargetSnapshot)];
+  const auto at_storage = [] {
+    return std::shared_ptr<const TargetSnapshot>(
+        new (storage) TargetSnapshot(), [](const TargetSnapshot* t) { t->~TargetSnapshot(); });
+  };
+  PageCache cache;
+  int renders = 0;
+  const auto render = [&] { return std::to_string(++renders); };
+  auto first = at_storage();
+  const auto page = cache.Get({first}, "x", render);  // held: kept if the key matched
+  first.reset();
+  const auto second = at_storage();
+  ASSERT_EQ(static_cast<const void*>(second.get()), static_cast<const void*>(storage));
+  EXPECT_EQ(*cache.Get({second}, "x", render), "2");
+  EXPECT_EQ(*page, "1");
 }
 
 Event Logged(EventKind kind, double time) {
