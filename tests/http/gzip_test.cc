@@ -4,10 +4,10 @@
 #include <zlib.h>
 
 #include <memory>
-#include <new>
 #include <string>
 
 #include "exporter/http/metrics_cache.h"
+#include "tests/support/snapshot_at_address.h"
 
 namespace pglock {
 namespace {
@@ -137,16 +137,12 @@ TEST(MetricsCacheTest, KeepsTheTextNotTheSnapshots) {
   EXPECT_TRUE(snapshot.expired());
   EXPECT_EQ(*plain, "body 1\n");
   // The next set is rendered anew, even with its snapshot where the freed one was.
-  alignas(TargetSnapshot) static unsigned char storage[sizeof(TargetSnapshot)];
-  const auto at_storage = [] {
-    return std::shared_ptr<const TargetSnapshot>(
-        new (storage) TargetSnapshot(), [](const TargetSnapshot* t) { t->~TargetSnapshot(); });
-  };
-  auto first = at_storage();
+  auto first = SnapshotAtFixedAddress();
+  const void* const address = first.get();
   EXPECT_EQ(*cache.Plain({first}, render), "body 2\n");
   first.reset();
-  const auto second = at_storage();
-  ASSERT_EQ(static_cast<const void*>(second.get()), static_cast<const void*>(storage));
+  const auto second = SnapshotAtFixedAddress();
+  ASSERT_EQ(static_cast<const void*>(second.get()), address);
   EXPECT_EQ(*cache.Plain({second}, render), "body 3\n");
   EXPECT_EQ(cache.renders(), 3u);
 }

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <memory>
-#include <new>
 
 #include "exporter/collectors/verdict_series.h"
 #include "exporter/events/event_log.h"
@@ -15,6 +14,7 @@
 #include "exporter/http/runbooks.h"
 #include "exporter/http/wait_forest.h"
 #include "exporter/snapshot/verdict.h"
+#include "tests/support/snapshot_at_address.h"
 
 namespace pglock {
 namespace {
@@ -268,19 +268,15 @@ TEST(PageCache, SharesAPageWhileARequestHoldsItAndKeepsNothingAfter) {
 
 // A snapshot made where a freed one was (the same address, a new owner) is a new snapshot set.
 TEST(PageCache, ASnapshotAtAFreedOnesAddressIsNotTakenForIt) {
-  alignas(TargetSnapshot) static unsigned char storage[sizeof(TargetSnapshot)];
-  const auto at_storage = [] {
-    return std::shared_ptr<const TargetSnapshot>(
-        new (storage) TargetSnapshot(), [](const TargetSnapshot* t) { t->~TargetSnapshot(); });
-  };
   PageCache cache;
   int renders = 0;
   const auto render = [&] { return std::to_string(++renders); };
-  auto first = at_storage();
+  auto first = SnapshotAtFixedAddress();
+  const void* const address = first.get();
   const auto page = cache.Get({first}, "x", render);  // held: kept if the key matched
   first.reset();
-  const auto second = at_storage();
-  ASSERT_EQ(static_cast<const void*>(second.get()), static_cast<const void*>(storage));
+  const auto second = SnapshotAtFixedAddress();
+  ASSERT_EQ(static_cast<const void*>(second.get()), address);
   EXPECT_EQ(*cache.Get({second}, "x", render), "2");
   EXPECT_EQ(*page, "1");
 }
