@@ -8,7 +8,6 @@
 namespace pglock {
 namespace {
 
-using prometheus::MetricFamily;
 using prometheus::MetricType;
 
 // The exporter's own families; every signal family belongs to its collector.
@@ -122,9 +121,8 @@ void AddHealth(const TargetSnapshot& t, Families* f) {
 
 }  // namespace
 
-std::vector<MetricFamily> BuildFamilies(
-    const std::vector<std::shared_ptr<const TargetSnapshot>>& targets,
-    const ExporterInfo& exporter) {
+std::string ExpositionText(const std::vector<std::shared_ptr<const TargetSnapshot>>& targets,
+                           const ExporterInfo& exporter) {
   Families f;
   f.Add(kBuildInfo, {exporter.version, exporter.revision}, 1);
   AddShard(exporter.shard, &f);
@@ -144,14 +142,14 @@ std::vector<MetricFamily> BuildFamilies(
     if (!t) continue;
     for (const Collector* c : Collectors()) c->ExposeCounters(*t, &f);
   }
-  return f.Take();
+  return f.Text();
 }
 
-std::vector<MetricFamily> SnapshotMetrics::Families() const {
+std::string SnapshotMetrics::Text() const {
   try {
-    return BuildFamilies(source_(), build_);
+    return ExpositionText(source_(), build_);
   } catch (...) {
-    // Families runs inside CivetWeb's C callback: nothing may escape. An empty scrape is visible
+    // Text runs inside CivetWeb's C callback: nothing may escape. An empty scrape is visible
     // (pglock_up missing fires PglockTargetDown); a crash would not be.
     return {};
   }

@@ -1,11 +1,9 @@
-// Snapshot -> prometheus::MetricFamily: every series rebuilt from the latest snapshots, so a lock
-// that went away simply is not there (no Family::Remove bookkeeping) and no database work is done.
-// The HTTP server (server.cc, ServeMetrics) calls SnapshotMetrics::Families() once per new set of
-// snapshots and serves that text to every scrape until the next (metrics_cache.h). Nothing here
-// is registered with prometheus-cpp's Exposer. Families() never throws.
+// Snapshot -> exposition text: every series written again from the latest snapshots, so a lock
+// that went away simply is not there (no removal bookkeeping) and no database work is done. The
+// HTTP server (server.cc, ServeMetrics) calls SnapshotMetrics::Text() once per new set of
+// snapshots and serves that text to every scrape until the next (metrics_cache.h). Text() never
+// throws.
 #pragma once
-
-#include <prometheus/metric_family.h>
 
 #include <functional>
 #include <memory>
@@ -32,12 +30,12 @@ struct ExporterInfo {
   ShardStatus shard = {};
 };
 
-// Every family for the given targets, each family name once, in a stable order.
-std::vector<prometheus::MetricFamily> BuildFamilies(
-    const std::vector<std::shared_ptr<const TargetSnapshot>>& targets,
-    const ExporterInfo& exporter);
+// The exposition text (format 0.0.4) of every family for the given targets, each family name
+// once, in a stable order.
+std::string ExpositionText(const std::vector<std::shared_ptr<const TargetSnapshot>>& targets,
+                           const ExporterInfo& exporter);
 
-// Builds the families of the latest snapshots, read through `source` (which must be thread-safe
+// Writes the text of the latest snapshots, read through `source` (which must be thread-safe
 // and non-throwing) at each call. Thread-safe.
 class SnapshotMetrics {
  public:
@@ -45,7 +43,7 @@ class SnapshotMetrics {
   SnapshotMetrics(Source source, ExporterInfo build)
       : source_(std::move(source)), build_(std::move(build)) {}
 
-  std::vector<prometheus::MetricFamily> Families() const;
+  std::string Text() const;
 
  private:
   const Source source_;

@@ -6,7 +6,6 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <prometheus/exposer.h>
-#include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -309,11 +308,7 @@ int HttpServer::Handle(mg_connection* conn) {
 
 void HttpServer::ServeMetrics(mg_connection* conn) {
   constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
-  const auto render = [this] {
-    std::ostringstream out;
-    prometheus::TextSerializer().Serialize(out, metrics_->Families());
-    return out.str();
-  };
+  const auto render = [this] { return metrics_->Text(); };
   const char* accept_encoding = mg_get_header(conn, "Accept-Encoding");
   if (accept_encoding != nullptr && AcceptsGzip(accept_encoding)) {
     if (const auto gzip = metrics_cache_.Gzip(source_(), render)) {

@@ -22,6 +22,22 @@ bool IsControl(std::string_view s, size_t i, size_t len) {
 
 std::string SanitizeLabelValue(std::string_view raw) {
   std::string out;
+  AppendSanitizedLabelValue(raw, &out);
+  return out;
+}
+
+void AppendSanitizedLabelValue(std::string_view raw, std::string* appended_to) {
+  // Built in a string of its own only when the bytes need more than copying.
+  bool plain = raw.size() <= kMaxLabelValueBytes;
+  for (size_t k = 0; plain && k < raw.size(); ++k) {
+    const auto b = static_cast<uint8_t>(raw[k]);
+    plain = b >= 0x20 && b < 0x7F;
+  }
+  if (plain) {
+    appended_to->append(raw);
+    return;
+  }
+  std::string out;
   out.reserve(std::min(raw.size(), kMaxLabelValueBytes) + kTruncatedMarker.size() + 16);
   size_t i = 0;
   // Sanitise until the result is known to be too long (so 100 KB inputs cost little).
@@ -37,7 +53,10 @@ std::string SanitizeLabelValue(std::string_view raw) {
     }
     i += len;
   }
-  if (out.size() <= kMaxLabelValueBytes && i == raw.size()) return out;
+  if (out.size() <= kMaxLabelValueBytes && i == raw.size()) {
+    appended_to->append(out);
+    return;
+  }
   // Too long: cut at a character boundary, leaving room for "#<hash>" and the marker. FNV-1a of
   // the raw value keeps two long values that share a prefix distinct.
   size_t cut = kMaxLabelValueBytes - kHashSuffixBytes;
@@ -49,7 +68,7 @@ std::string SanitizeLabelValue(std::string_view raw) {
   std::snprintf(suffix, sizeof suffix, "#%08x", hash);
   out += suffix;
   out += kTruncatedMarker;
-  return out;
+  appended_to->append(out);
 }
 
 }  // namespace pglock

@@ -16,5 +16,7 @@ inline constexpr std::string_view kTruncatedMarker = "...[truncated]";
 // "#<8 hex digits of a hash of the whole value>" and kTruncatedMarker, so two long values that
 // share a prefix stay distinct. Quotes and backslashes are left to the text serializer.
 std::string SanitizeLabelValue(std::string_view raw);
+// The same, appended to `out` (a scrape reuses one buffer for every value).
+void AppendSanitizedLabelValue(std::string_view raw, std::string* out);
 
 }  // namespace pglock

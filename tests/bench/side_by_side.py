@@ -28,6 +28,12 @@ poll interval, in a slot of its own after the binaries' polls; its process CPU a
 CPU (found by application_name) are divided by the scrapes made in the window, and each binary's
 exporter and backend CPU per poll is also given as a ratio to the peer's process and backends CPU
 per scrape.
+
+--scrape (with --cpu) adds a second window as long as the first in which every binary is scraped
+once per poll, half a slot after its poll starts, with Accept-Encoding: gzip as Prometheus asks:
+each such scrape renders and compresses a new snapshot's text. The exporter's CPU per poll in that
+window less the unscraped window's is the cost of a scrape; the series and bytes of the plain text
+are given beside it.
 """
 import argparse
 import math
@@ -174,6 +180,51 @@ def measure_cpu(binaries, procs, ports, interval_ms, window, peer=None, peer_fir
     return out, peer_cpu
 
 
+def scrape_gzip(port):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
+                                 headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return len(r.read())
+
+
+def measure_scrapes(binaries, procs, ports, interval_ms, window, first, slot):
+    """{name: (exporter ms per poll, scrapes, series, plain bytes)} over a window in which each
+    binary is scraped (gzip) once per poll, half a slot after its polls start (first + i * slot +
+    k * interval)."""
+    interval = interval_ms / 1000
+    start = {}
+    for name, _ in binaries:
+        start[name] = (scrape(ports[name])["pglock_last_poll_success_timestamp_seconds"],
+                       cpu_ns(procs[name].pid))
+    end = time.time() + window
+    scrapes = {n: 0 for n, _ in binaries}
+    k = math.ceil((time.time() - first) / interval)
+    while True:
+        due = [(first + k * interval + i * slot + slot / 2, name)
+               for i, (name, _) in enumerate(binaries)]
+        if due[-1][0] >= end:
+            break
+        for t, name in due:
+            if t < time.time():
+                continue
+            time.sleep(t - time.time())
+            scrape_gzip(ports[name])
+            scrapes[name] += 1
+        k += 1
+    time.sleep(max(0.0, end - time.time()))
+    out = {}
+    for name, _ in binaries:
+        last0, exp0 = start[name]
+        exp1 = cpu_ns(procs[name].pid)
+        text = get_metrics(ports[name])
+        last1 = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                 if line.startswith("pglock_last_poll_success_timestamp_seconds{")][0]
+        polls = max(1, round((last1 - last0) * 1000 / interval_ms))
+        series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+        out[name] = ((exp1 - exp0) / polls / 1e6, scrapes[name], series, len(text.encode()))
+    return out
+
+
 def table_config(kind):
     if kind == "row_lock":
         return '[[targets.leases]]\ntable = "bench_mutex"\nrow_lock = true\n'
@@ -183,9 +234,9 @@ def table_config(kind):
 
 
 def run_scenario(binaries, dsn, interval_ms, inventory_interval, samples, tmp, tables=None,
-                 cpu_window=0, peer=None):
-    """Returns ({name: [poll seconds]}, ({name: cpu per poll}, peer cpu per scrape or None) or None)
-    for every binary, sampled at once."""
+                 cpu_window=0, peer=None, scrapes=False):
+    """Returns ({name: [poll seconds]}, ({name: cpu per poll}, peer cpu per scrape or None) or None,
+    measure_scrapes' figures or None) for every binary, sampled at once."""
     procs, ports = {}, {}
     tables = tables or {}
     slot = interval_ms / 1000 / (len(binaries) + (1 if peer else 0))  # the peer's slot is last
@@ -225,11 +276,13 @@ def run_scenario(binaries, dsn, interval_ms, inventory_interval, samples, tmp, t
             time.sleep(interval_ms / 1000 / 10)
         cpu = (measure_cpu(binaries, procs, ports, interval_ms, cpu_window, peer,
                            first + len(binaries) * slot) if cpu_window else None)
+        scraped = (measure_scrapes(binaries, procs, ports, interval_ms, cpu_window, first, slot)
+                   if cpu_window and scrapes else None)
     finally:
         for p in procs.values():
             p.terminate()
             p.wait(timeout=10)
-    return got, cpu
+    return got, cpu, scraped
 
 
 def set_up_waiters(n):
@@ -300,6 +353,18 @@ def cpu_row(mode, n, binaries, cpu, peer_cpu):
                                     for k, _ in binaries[1:]) + " |"
 
 
+def scrape_row(mode, n, binaries, cpu, scraped):
+    """Each binary's exporter ms per scrape (a poll with a scrape less one without) and its text;
+    each one's ÷ the first's."""
+    cost = {k: scraped[k][0] - cpu[k][0] for k, _ in binaries}
+    row = f"| {mode} | {n} | exporter ms per scrape after each poll (gzip): " + ", ".join(
+        f"{k} {cost[k]:.2f} ({scraped[k][1]} scrapes, {scraped[k][2]} series, "
+        f"{scraped[k][3]} bytes)" for k, _ in binaries)
+    base = cost[binaries[0][0]]
+    return row + " | " + " | ".join(f"{cost[k] / base:.2f}" if base > 0 else "-"
+                                    for k, _ in binaries[1:]) + " |"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -314,11 +379,13 @@ def main():
     ap.add_argument("--cpu-window", type=float, default=20)
     ap.add_argument("--row-lock-table", action="append", default=[], metavar="NAME=ROWS")
     ap.add_argument("--plain-lock-table", action="append", default=[], metavar="NAME")
+    ap.add_argument("--scrape", action="store_true",
+                    help="also measure a scrape after every poll (needs --cpu)")
     ap.add_argument("--peer", metavar="PATH",
                     help="postgres_exporter to scrape during the CPU windows (needs --cpu)")
     args = ap.parse_args()
-    if args.peer and not args.cpu:
-        ap.error("--peer needs --cpu")
+    if (args.peer or args.scrape) and not args.cpu:
+        ap.error("--peer and --scrape need --cpu")
     binaries = [tuple(b.split("=", 1)) for b in args.binary]
     dsn = f"host=127.0.0.1 port={os.environ['PGPORT']} dbname=postgres"
     for i in range(len(binaries)):
@@ -361,9 +428,10 @@ def main():
             for n in [int(x) for x in args.waiters.split(",")]:
                 sessions = set_up_waiters(n)
                 for mode in args.modes.split(","):
-                    got, cpu = run_scenario(binaries, dsn, args.interval_ms,
-                                            "60s" if mode == "tiered" else "0s", args.samples,
-                                            tmp, tables, args.cpu_window if args.cpu else 0, peer)
+                    got, cpu, scraped = run_scenario(
+                        binaries, dsn, args.interval_ms, "60s" if mode == "tiered" else "0s",
+                        args.samples, tmp, tables, args.cpu_window if args.cpu else 0, peer,
+                        args.scrape)
                     med = {k: statistics.median(v) * 1000 for k, v in got.items()}
                     p90 = {k: statistics.quantiles(v, n=10)[-1] * 1000 for k, v in got.items()}
                     base = med[binaries[0][0]]
@@ -373,6 +441,8 @@ def main():
                           " |", flush=True)
                     if cpu:
                         print(cpu_row(mode, n, binaries, *cpu), flush=True)
+                    if scraped:
+                        print(scrape_row(mode, n, binaries, cpu[0], scraped), flush=True)
                 for s in sessions:  # holders first: a waiting psql reads no EOF
                     s.close()
                 wait_for("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'",

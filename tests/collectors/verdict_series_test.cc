@@ -9,6 +9,7 @@
 
 #include "exporter/metrics/labels.h"
 #include "exporter/snapshot/verdict.h"
+#include "tests/support/metrics_text.h"
 
 namespace pglock {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 std::map<std::string, std::string> SeriesLabels(VerdictSubject subject, const Verdict& v) {
   Families f;
   AddVerdictSeries("main", subject, "app", v.pid, v, &f);
-  const auto families = f.Take();
+  const auto families = testing::ParseFamilies(f.Text());
   std::map<std::string, std::string> labels;
   if (families.size() != 1 || families[0].metric.size() != 1) return labels;
   EXPECT_EQ(families[0].name, "pglock_session_verdict_info");

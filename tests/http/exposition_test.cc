@@ -1,7 +1,6 @@
 #include "exporter/http/exposition.h"
 
 #include <gtest/gtest.h>
-#include <prometheus/text_serializer.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,6 +150,12 @@ std::vector<std::shared_ptr<const TargetSnapshot>> Targets(
   return {list.begin(), list.end()};
 }
 
+// The families of ExpositionText's text, as a scraper reads them.
+std::vector<MetricFamily> Parsed(const std::vector<std::shared_ptr<const TargetSnapshot>>& targets,
+                                 const ExporterInfo& exporter) {
+  return testing::ParseFamilies(ExpositionText(targets, exporter));
+}
+
 const MetricFamily* Find(const std::vector<MetricFamily>& families, const std::string& name) {
   for (const MetricFamily& f : families) {
     if (f.name == name) return &f;
@@ -226,9 +231,9 @@ const char* const kCounterFamilies[] = {
     "pglock_quiet_holder_fallbacks_total",
 };
 
-TEST(BuildFamiliesTest, EachFamilyNameOnceAcrossTargets) {
+TEST(ExpositionTextTest, EachFamilyNameOnceAcrossTargets) {
   const auto families =
-      BuildFamilies(Targets({FullSnapshot("a"), DownSnapshot("b"), FullSnapshot("c")}), kBuild);
+      Parsed(Targets({FullSnapshot("a"), DownSnapshot("b"), FullSnapshot("c")}), kBuild);
   std::set<std::string> names;
   for (const MetricFamily& f : families) {
     EXPECT_TRUE(names.insert(f.name).second) << "duplicate family " << f.name;
@@ -241,8 +246,8 @@ TEST(BuildFamiliesTest, EachFamilyNameOnceAcrossTargets) {
   }
 }
 
-TEST(BuildFamiliesTest, CountersEndInTotalAndGaugesDoNot) {
-  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+TEST(ExpositionTextTest, CountersEndInTotalAndGaugesDoNot) {
+  const auto families = Parsed(Targets({FullSnapshot("a")}), kBuild);
   for (const MetricFamily& f : families) {
     const bool total = f.name.size() > 6 && f.name.compare(f.name.size() - 6, 6, "_total") == 0;
     EXPECT_EQ(f.type == MetricType::Counter, total) << f.name;
@@ -257,8 +262,8 @@ TEST(BuildFamiliesTest, CountersEndInTotalAndGaugesDoNot) {
   }
 }
 
-TEST(BuildFamiliesTest, EpisodeHistogramsHaveTheirBucketsBeforeAnyEpisode) {
-  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+TEST(ExpositionTextTest, EpisodeHistogramsHaveTheirBucketsBeforeAnyEpisode) {
+  const auto families = Parsed(Targets({FullSnapshot("a")}), kBuild);
   const MetricFamily* f = Find(families, "pglock_blocking_episode_duration_seconds");
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->type, MetricType::Histogram);
@@ -270,8 +275,8 @@ TEST(BuildFamiliesTest, EpisodeHistogramsHaveTheirBucketsBeforeAnyEpisode) {
   EXPECT_TRUE(std::isinf(buckets.back().upper_bound));
 }
 
-TEST(BuildFamiliesTest, BuildInfoIsAlwaysThere) {
-  const auto families = BuildFamilies({}, kBuild);
+TEST(ExpositionTextTest, BuildInfoIsAlwaysThere) {
+  const auto families = Parsed({}, kBuild);
   const MetricFamily* build = Find(families, "pglock_build_info");
   ASSERT_NE(build, nullptr);
   EXPECT_EQ(build->type, MetricType::Gauge);
@@ -290,10 +295,10 @@ TEST(BuildFamiliesTest, BuildInfoIsAlwaysThere) {
   EXPECT_EQ(Find(families, "pglock_target_shard_info"), nullptr);
 }
 
-TEST(BuildFamiliesTest, AShardSaysWhichShardPollsEachTarget) {
+TEST(ExpositionTextTest, AShardSaysWhichShardPollsEachTarget) {
   ExporterInfo info = kBuild;
   info.shard = {.ordinal = 1, .total = 3, .targets = {{"a", 1}, {"b", 0}, {"c", 1}, {"d", 2}}};
-  const auto families = BuildFamilies(Targets({FullSnapshot("a"), FullSnapshot("c")}), info);
+  const auto families = Parsed(Targets({FullSnapshot("a"), FullSnapshot("c")}), info);
   EXPECT_EQ(Find(families, "pglock_shard_ordinal")->metric[0].gauge.value, 1);
   EXPECT_EQ(Find(families, "pglock_shards")->metric[0].gauge.value, 3);
   EXPECT_EQ(Find(families, "pglock_shard_targets")->metric[0].gauge.value, 2);
@@ -309,8 +314,8 @@ TEST(BuildFamiliesTest, AShardSaysWhichShardPollsEachTarget) {
             (std::map<std::string, std::string>{{"a", "1"}, {"b", "0"}, {"c", "1"}, {"d", "2"}}));
 }
 
-TEST(BuildFamiliesTest, DownTargetKeepsHealthAndCountersOnly) {
-  const auto families = BuildFamilies(Targets({FullSnapshot("a"), DownSnapshot("b")}), kBuild);
+TEST(ExpositionTextTest, DownTargetKeepsHealthAndCountersOnly) {
+  const auto families = Parsed(Targets({FullSnapshot("a"), DownSnapshot("b")}), kBuild);
   const auto up_b = ForTarget(families, "pglock_up", "b");
   ASSERT_EQ(up_b.size(), 1u);
   EXPECT_EQ(up_b[0]->gauge.value, 0);
@@ -339,10 +344,10 @@ TEST(BuildFamiliesTest, DownTargetKeepsHealthAndCountersOnly) {
 
 // A poll failing with out of shared memory keeps the lock table's figures (read alone, or the last
 // good poll's), but not the waiters of the LWLock, which only the poll's own read can tell.
-TEST(BuildFamiliesTest, FullLockTableKeepsItsFiguresWhileDown) {
+TEST(ExpositionTextTest, FullLockTableKeepsItsFiguresWhileDown) {
   auto full = DownSnapshot("b");
   full->lock_table_full = true;
-  const auto families = BuildFamilies(Targets({FullSnapshot("a"), full}), kBuild);
+  const auto families = Parsed(Targets({FullSnapshot("a"), full}), kBuild);
   const auto flag = ForTarget(families, "pglock_lock_table_full", "b");
   ASSERT_EQ(flag.size(), 1u);
   EXPECT_EQ(flag[0]->gauge.value, 1);
@@ -358,18 +363,18 @@ TEST(BuildFamiliesTest, FullLockTableKeepsItsFiguresWhileDown) {
   EXPECT_TRUE(ForTarget(families, "pglock_advisory_locks_held", "b").empty());
 }
 
-TEST(BuildFamiliesTest, NeverPolledTargetHasNoSuccessTimestamp) {
+TEST(ExpositionTextTest, NeverPolledTargetHasNoSuccessTimestamp) {
   auto t = std::make_shared<TargetSnapshot>();
   t->target = "new";
   t->state = "connecting";
-  const auto families = BuildFamilies(Targets({t, nullptr}), kBuild);
+  const auto families = Parsed(Targets({t, nullptr}), kBuild);
   EXPECT_EQ(ForTarget(families, "pglock_up", "new").size(), 1u);
   EXPECT_TRUE(ForTarget(families, "pglock_last_poll_success_timestamp_seconds", "new").empty());
   EXPECT_TRUE(ForTarget(families, "pglock_advisory_locks_held", "new").empty());
 }
 
-TEST(BuildFamiliesTest, HealthValues) {
-  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+TEST(ExpositionTextTest, HealthValues) {
+  const auto families = Parsed(Targets({FullSnapshot("a")}), kBuild);
   EXPECT_EQ(ForTarget(families, "pglock_poll_duration_seconds", "a").at(0)->gauge.value, 0.125);
   EXPECT_EQ(
       ForTarget(families, "pglock_last_poll_success_timestamp_seconds", "a").at(0)->gauge.value,
@@ -384,8 +389,8 @@ TEST(BuildFamiliesTest, HealthValues) {
   EXPECT_EQ(dropped[0]->counter.value, 9);
 }
 
-TEST(BuildFamiliesTest, AdvisoryLockSeries) {
-  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+TEST(ExpositionTextTest, AdvisoryLockSeries) {
+  const auto families = Parsed(Targets({FullSnapshot("a")}), kBuild);
   const auto held = ForTarget(families, "pglock_advisory_locks_held", "a");
   ASSERT_EQ(held.size(), 2u);  // appdb and the quiet database, at 0
   std::map<std::string, double> by_db;
@@ -427,8 +432,8 @@ TEST(BuildFamiliesTest, AdvisoryLockSeries) {
   EXPECT_EQ(Label(*held_seconds[1], "scope"), "unknown");
 }
 
-TEST(BuildFamiliesTest, IdleInTransactionSeries) {
-  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+TEST(ExpositionTextTest, IdleInTransactionSeries) {
+  const auto families = Parsed(Targets({FullSnapshot("a")}), kBuild);
   const auto holders = ForTarget(families, "pglock_idle_in_transaction_holder_seconds", "a");
   ASSERT_EQ(holders.size(), 2u);
   EXPECT_EQ(Label(*holders[0], "holds"), "advisory,blocking");
@@ -443,8 +448,8 @@ TEST(BuildFamiliesTest, IdleInTransactionSeries) {
   EXPECT_EQ(remaining[0]->gauge.value, 20);
 }
 
-TEST(BuildFamiliesTest, ClientSeries) {
-  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+TEST(ExpositionTextTest, ClientSeries) {
+  const auto families = Parsed(Targets({FullSnapshot("a")}), kBuild);
   const auto sessions = ForTarget(families, "pglock_client_sessions", "a");
   ASSERT_EQ(sessions.size(), 2u);
   std::map<std::string, double> by_state;
@@ -460,8 +465,8 @@ TEST(BuildFamiliesTest, ClientSeries) {
   EXPECT_EQ(Label(*idle[0], "state"), "<absent>");
 }
 
-TEST(BuildFamiliesTest, SettingSeries) {
-  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+TEST(ExpositionTextTest, SettingSeries) {
+  const auto families = Parsed(Targets({FullSnapshot("a")}), kBuild);
   const auto settings = ForTarget(families, "pglock_setting_seconds", "a");
   ASSERT_EQ(settings.size(), 2u);
   EXPECT_EQ(Label(*settings[0], "name"), "idle_in_transaction_session_timeout");
@@ -477,8 +482,8 @@ TEST(BuildFamiliesTest, SettingSeries) {
   EXPECT_EQ(overrides[0]->gauge.value, 30);
 }
 
-TEST(BuildFamiliesTest, LeaseSeries) {
-  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+TEST(ExpositionTextTest, LeaseSeries) {
+  const auto families = Parsed(Targets({FullSnapshot("a")}), kBuild);
   std::map<std::string, double> table_up;
   for (const ClientMetric* m : ForTarget(families, "pglock_lease_table_up", "a")) {
     table_up[Label(*m, "table")] = m->gauge.value;
@@ -515,8 +520,8 @@ TEST(BuildFamiliesTest, LeaseSeries) {
   EXPECT_EQ(held[1]->gauge.value, 0);
 }
 
-TEST(BuildFamiliesTest, EventCounters) {
-  const auto families = BuildFamilies(Targets({FullSnapshot("a")}), kBuild);
+TEST(ExpositionTextTest, EventCounters) {
+  const auto families = Parsed(Targets({FullSnapshot("a")}), kBuild);
   const auto losses = ForTarget(families, "pglock_advisory_lock_losses_total", "a");
   ASSERT_EQ(losses.size(), 1u);
   EXPECT_EQ(Labels(*losses[0]),
@@ -550,11 +555,11 @@ TEST(SnapshotMetricsTest, ReadsTheSourceOnEveryCall) {
         return Targets({FullSnapshot("a")});
       },
       kBuild);
-  const auto first = c.Families();
-  const auto second = c.Families();
+  const std::string first = c.Text();
+  const std::string second = c.Text();
   EXPECT_EQ(calls, 2);
-  EXPECT_NE(Find(first, "pglock_up"), nullptr);
-  EXPECT_EQ(first.size(), second.size());
+  EXPECT_NE(Find(testing::ParseFamilies(first), "pglock_up"), nullptr);
+  EXPECT_EQ(first, second);
 }
 
 TEST(SnapshotMetricsTest, ThrowingSourceGivesAnEmptyScrape) {
@@ -563,9 +568,9 @@ TEST(SnapshotMetricsTest, ThrowingSourceGivesAnEmptyScrape) {
         throw std::runtime_error("boom");
       },
       kBuild);
-  std::vector<MetricFamily> families;
-  EXPECT_NO_THROW(families = c.Families());
-  EXPECT_TRUE(families.empty());
+  std::string text = "not empty";
+  EXPECT_NO_THROW(text = c.Text());
+  EXPECT_EQ(text, "");
 }
 
 // ---- Hostile text through the real serializer -----------------------------------------------
@@ -581,10 +586,6 @@ std::string HundredKilobytes() {
   std::string s;
   for (size_t i = 0; i < 100 * 1024; ++i) s += static_cast<char>((i * 131 + 7) % 256);
   return s;
-}
-
-std::string Serialize(const std::vector<MetricFamily>& families) {
-  return prometheus::TextSerializer().Serialize(families);
 }
 
 bool IsNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
@@ -637,10 +638,9 @@ std::string CheckSampleLine(const std::string& line, size_t max_label_bytes) {
 TEST(ExpositionTextTest, HostileStringsStayWellFormed) {
   const std::string hostile = HostileText();
   const std::string huge = HundredKilobytes();
-  const auto families = BuildFamilies(
+  const std::string text = ExpositionText(
       Targets({FullSnapshot("hostile", hostile), FullSnapshot("huge", huge), DownSnapshot("down")}),
       kBuild);
-  const std::string text = Serialize(families);
   ASSERT_FALSE(text.empty());
   EXPECT_TRUE(IsValidUtf8(text));
   EXPECT_EQ(text.find('\0'), std::string::npos);
@@ -672,11 +672,10 @@ TEST(ExpositionTextTest, HostileStringsStayWellFormed) {
 
 // Without promtool: a failure where it is required (CI), else a warning (testing::PromtoolCheck).
 TEST(ExpositionTextTest, PromtoolAcceptsHostileOutput) {
-  const auto families =
-      BuildFamilies(Targets({FullSnapshot("hostile", HostileText()),
-                             FullSnapshot("huge", HundredKilobytes()), DownSnapshot("down")}),
-                    kBuild);
-  const std::string text = Serialize(families);
+  const std::string text =
+      ExpositionText(Targets({FullSnapshot("hostile", HostileText()),
+                              FullSnapshot("huge", HundredKilobytes()), DownSnapshot("down")}),
+                     kBuild);
   std::string out;
   EXPECT_TRUE(testing::PromtoolCheck(text, &out)) << out << "\n" << text.substr(0, 2000);
 }

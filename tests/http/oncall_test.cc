@@ -14,6 +14,7 @@
 #include "exporter/http/runbooks.h"
 #include "exporter/http/wait_forest.h"
 #include "exporter/snapshot/verdict.h"
+#include "tests/support/metrics_text.h"
 #include "tests/support/snapshot_at_address.h"
 
 namespace pglock {
@@ -104,7 +105,7 @@ std::string DoText(const std::string& html) { return TextBetween(html, "<b>Do:</
 std::string AdviceLabel(VerdictSubject subject, const Verdict& v) {
   Families f;
   AddVerdictSeries("main", subject, "app", v.pid, v, &f);
-  for (const auto& family : f.Take()) {
+  for (const auto& family : testing::ParseFamilies(f.Text())) {
     for (const auto& l : family.metric.at(0).label) {
       if (l.name == "advice") return l.value;
     }

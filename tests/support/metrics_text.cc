@@ -1,7 +1,6 @@
 #include "tests/support/metrics_text.h"
 
 #include <gtest/gtest.h>
-#include <prometheus/text_serializer.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <string_view>
@@ -23,10 +23,122 @@
 namespace pglock::testing {
 
 std::string Serialize(const std::vector<std::shared_ptr<const TargetSnapshot>>& targets) {
-  const auto families = BuildFamilies(targets, {"test", "test"});
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, families);
-  return out.str();
+  return ExpositionText(targets, {"test", "test"});
+}
+
+namespace {
+
+// "\\", "\\n" and (in label values) "\\\"" back to the bytes they stand for.
+std::string Unescape(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size()) {
+      ++i;
+      out += s[i] == 'n' ? '\n' : s[i];
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+double ParseValue(const std::string& v) {
+  if (v == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  if (v == "+Inf") return std::numeric_limits<double>::infinity();
+  if (v == "-Inf") return -std::numeric_limits<double>::infinity();
+  char* end = nullptr;
+  const double d = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0') ADD_FAILURE() << "bad sample value \"" << v << "\"";
+  return d;
+}
+
+prometheus::MetricType TypeOf(const std::string& name) {
+  using prometheus::MetricType;
+  if (name == "counter") return MetricType::Counter;
+  if (name == "gauge") return MetricType::Gauge;
+  if (name == "histogram") return MetricType::Histogram;
+  if (name == "summary") return MetricType::Summary;
+  if (name != "untyped") ADD_FAILURE() << "unknown type " << name;
+  return MetricType::Untyped;
+}
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> ParseFamilies(const std::string& text) {
+  using prometheus::ClientMetric;
+  using prometheus::MetricFamily;
+  using prometheus::MetricType;
+  std::vector<MetricFamily> out;
+  std::string help;  // of the family the next TYPE line opens
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.rfind("# HELP ", 0) == 0) {
+      const size_t space = line.find(' ', 7);
+      help = space == std::string::npos ? "" : Unescape(std::string_view(line).substr(space + 1));
+      continue;
+    }
+    if (line.rfind("# TYPE ", 0) == 0) {
+      const size_t space = line.find(' ', 7);
+      MetricFamily f;
+      f.name = line.substr(7, space - 7);
+      f.help = std::move(help);
+      help.clear();
+      f.type = TypeOf(space == std::string::npos ? "" : line.substr(space + 1));
+      out.push_back(std::move(f));
+      continue;
+    }
+    if (line[0] == '#') continue;
+    // name{labels} value, with quoted values that may hold spaces, braces and escapes.
+    size_t i = line.find_first_of("{ ");
+    const std::string name = line.substr(0, i);
+    std::vector<prometheus::ClientMetric::Label> labels;
+    if (i != std::string::npos && line[i] == '{') {
+      ++i;
+      while (i < line.size() && line[i] != '}') {
+        const size_t eq = line.find("=\"", i);
+        if (eq == std::string::npos) break;
+        size_t end = eq + 2;
+        while (end < line.size() && line[end] != '"') end += line[end] == '\\' ? 2 : 1;
+        labels.push_back({line.substr(i, eq - i),
+                          Unescape(std::string_view(line).substr(eq + 2, end - eq - 2))});
+        i = end + 1;
+        if (i < line.size() && line[i] == ',') ++i;
+      }
+      ++i;
+    }
+    if (out.empty() || i >= line.size() || line[i] != ' ') {
+      ADD_FAILURE() << "unreadable sample line: " << line.substr(0, 200);
+      continue;
+    }
+    const double value = ParseValue(line.substr(i + 1));
+    MetricFamily& f = out.back();
+    if (f.type != MetricType::Histogram) {
+      if (name != f.name) ADD_FAILURE() << name << " under the family " << f.name;
+      ClientMetric m;
+      m.label = std::move(labels);
+      m.counter.value = m.gauge.value = m.untyped.value = value;
+      f.metric.push_back(std::move(m));
+      continue;
+    }
+    // A histogram series starts at its _count line; _sum and _bucket lines follow it.
+    if (name == f.name + "_count") {
+      ClientMetric m;
+      m.label = std::move(labels);
+      m.histogram.sample_count = static_cast<std::uint64_t>(value);
+      f.metric.push_back(std::move(m));
+    } else if (name == f.name + "_sum" && !f.metric.empty()) {
+      f.metric.back().histogram.sample_sum = value;
+    } else if (name == f.name + "_bucket" && !f.metric.empty() && !labels.empty() &&
+               labels.back().name == "le") {
+      f.metric.back().histogram.bucket.push_back(
+          {static_cast<std::uint64_t>(value), ParseValue(labels.back().value)});
+    } else {
+      ADD_FAILURE() << "unexpected histogram line: " << line.substr(0, 200);
+    }
+  }
+  return out;
 }
 
 std::vector<Sample> ParseSamples(const std::string& text) {

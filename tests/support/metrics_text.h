@@ -2,6 +2,8 @@
 // back, look them up by labels, and run `promtool check metrics`.
 #pragma once
 
+#include <prometheus/metric_family.h>
+
 #include <map>
 #include <memory>
 #include <optional>
@@ -21,6 +23,11 @@ struct Sample {
 
 std::string Serialize(const std::vector<std::shared_ptr<const TargetSnapshot>>& targets);
 std::vector<Sample> ParseSamples(const std::string& text);
+
+// The families of an exposition text, as a scraper reads them: help and type from the comments,
+// every sample under its family (a histogram's _count, _sum and _bucket lines as one series).
+// For tests that look at a family's series and labels; ADD_FAILURE on a line it cannot read.
+std::vector<prometheus::MetricFamily> ParseFamilies(const std::string& text);
 
 // Samples of `name` whose labels include every pair of `match`.
 std::vector<Sample> Select(const std::vector<Sample>& samples, const std::string& name,
