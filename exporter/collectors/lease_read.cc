@@ -1,6 +1,8 @@
 #include "exporter/collectors/lease_read.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -270,30 +272,88 @@ Status ParseRows(const PgResult& r, LeaseTableData* out) {
   return Status::Ok();
 }
 
+// Prepares the read's statements on this session unless they are prepared with these texts.
+// *error when a statement failed on the server (*failed set).
+Status PrepareRead(const PollContext& ctx, const std::string& rows_sql,
+                   const std::string& writes_sql, TableState* st, std::string* error,
+                   bool* failed) {
+  if (!st->rows_name.empty() && st->rows_sql == rows_sql && st->writes_sql == writes_sql) {
+    return Status::Ok();
+  }
+  // Names no other table or session of the process has: a statement left prepared by a failed
+  // attempt is never in the way of the next.
+  static std::atomic<uint64_t> next{1};
+  const std::string n = std::to_string(next.fetch_add(1, std::memory_order_relaxed));
+  StatementBatch batch;
+  if (!st->rows_name.empty()) {  // the text changed (a reload): the old statements go first
+    batch.Add("deallocate_rows", "DEALLOCATE " + st->rows_name);
+    batch.Add("deallocate_writes", "DEALLOCATE " + st->writes_name);
+  }
+  st->rows_name.clear();
+  st->writes_name.clear();
+  batch.Add("prepare_rows", "PREPARE pglock_lease_rows_" + n + " AS " + rows_sql);
+  batch.Add("prepare_writes", "PREPARE pglock_lease_writes_" + n + " AS " + writes_sql);
+  BatchResults ignored;
+  if (Status s = batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &ignored); !s.ok()) {
+    if (ctx.conn->Broken()) return s;
+    *failed = true;
+    *error = s.message();
+    return Status::Ok();
+  }
+  st->rows_name = "pglock_lease_rows_" + n;
+  st->writes_name = "pglock_lease_writes_" + n;
+  st->rows_sql = rows_sql;
+  st->writes_sql = writes_sql;
+  return Status::Ok();
+}
+
 // Checks the table's types when this connection has not yet, then reads it; *failed when a
 // statement failed on the server.
 Status CheckAndRead(const PollContext& ctx, const LeaseTableConfig& table,
                     const LiveTransactions& live, TableState* st, LeaseTableData* out,
                     bool* failed) {
   const std::string relation = LeaseTableRelation(*ctx.conn, table);
-  const std::string sql = LeaseTableSql(*ctx.conn, table, ctx.poll->max_leases, live.array);
+  // A row_lock table's live transaction ids are the prepared statement's parameter.
+  const std::string sql =
+      LeaseTableSql(*ctx.conn, table, ctx.poll->max_leases, table.row_lock ? "$1" : "'{}'");
   const std::string writes_sql = LeaseTableWritesSql(*ctx.conn, table);
   if (relation.empty() || sql.empty() || writes_sql.empty()) {
     out->error = "cannot quote identifiers";
     return ctx.conn->Broken() ? Status::ConnectionLost(out->error) : Status::Ok();
+  }
+  if (st->session != ctx.conn->serial()) {  // a new session: nothing checked or prepared on it
+    st->session = ctx.conn->serial();
+    st->checked = false;
+    st->rows_name.clear();
+    st->writes_name.clear();
   }
   if (!st->checked) {
     if (Status s = CheckTable(ctx, table, relation, &out->error, failed); !s.ok()) return s;
     if (!out->error.empty()) return Status::Ok();
     st->checked = true;
   }
-  StatementBatch batch;
-  // The counters first: see queries/lease_table_writes.sql.
-  batch.Add("lease_table_writes", writes_sql);
-  batch.Add("lease_table", sql);
   BatchResults results;
-  if (Status s = batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &results); !s.ok()) {
+  // Twice at most: a session that lost its prepared statements (a pooler's) prepares them again
+  // at once. Else they stay after a failure, and a reload that changes their text replaces them.
+  for (int attempt = 0;; ++attempt) {
+    if (Status s = PrepareRead(ctx, sql, writes_sql, st, &out->error, failed);
+        !s.ok() || !out->error.empty()) {
+      st->checked = false;
+      return s;
+    }
+    StatementBatch batch;
+    // The counters first: see queries/lease_table_writes.sql.
+    batch.AddExecute("lease_table_writes", st->writes_name);
+    batch.AddExecute("lease_table", st->rows_name, StatementBatch::Phase::kMain,
+                     table.row_lock ? live.array : "");
+    const Status s = batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &results);
+    if (s.ok()) break;
     if (ctx.conn->Broken()) return s;
+    if (s.sqlstate() == kUnknownPreparedStatement) {
+      st->rows_name.clear();
+      st->writes_name.clear();
+      if (attempt == 0) continue;
+    }
     *failed = true;
     // A table dropped or altered since its check: the next try checks it again.
     st->checked = false;

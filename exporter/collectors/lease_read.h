@@ -7,8 +7,9 @@
 // counters and the rows in one batch); when the read fails on a live connection though the types
 // were right, the blame of the expression that failed; for a row_lock table, the holder of each
 // held row from this poll's live transaction ids; for a table without taken_at, when each row was
-// first seen held. Used by the leases collector (leases.h) on every poll and by --check-targets
-// once. A TableState belongs to the poller thread of its target.
+// first seen held. The read's statements are prepared on each session once (a row_lock table's
+// live transaction ids are their one parameter). Used by the leases collector (leases.h) on every
+// poll and by --check-targets once. A TableState belongs to the poller thread of its target.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,15 @@ namespace pglock {
 
 // What the collector remembers of each table between polls.
 struct TableState {
+  // The session (PgConnection::serial) the check and the prepared statements below belong to: a
+  // new one is checked and prepared again.
+  uint64_t session = 0;
   bool checked = false;  // the types passed the check on this poller's connection
+  // The read's two statements, PREPAREd once per session and EXECUTEd at every poll (the server
+  // parses and plans them once), with the texts they were prepared from: a reload that changes
+  // the text prepares them again. No names: none prepared on this session.
+  std::string rows_name, writes_name;
+  std::string rows_sql, writes_sql;
   // A statement of this table's check or read failed on the server: the table is tried again
   // after its backoff, and reports last_error meanwhile. A table that is missing or unreadable is
   // told by the catalog without a failure, and is tried at every poll.

@@ -167,6 +167,15 @@ std::string EnsureDatabaseSession(const PollContext& ctx, const std::string& dat
     db.polls_to_skip = PollsToSkip(++db.failures, ctx.poll->interval);
     return db.error;
   }
+  // A session-mode pooler without a reset query can hand back a server session with statements
+  // an earlier exporter prepared under the names this one will use.
+  std::vector<PgResult> ignored;
+  if (Status s = db.conn->Exec("DEALLOCATE ALL", {}, ctx.deadline, &ignored); !s.ok()) {
+    db.conn.reset();
+    db.error = "database \"" + database + "\": " + s.message();
+    db.polls_to_skip = PollsToSkip(++db.failures, ctx.poll->interval);
+    return db.error;
+  }
   // A new session: its tables' types are checked on it before their first read.
   for (const LeaseTableConfig* t : tables) st->tables[t->label()].checked = false;
   return "";

@@ -123,6 +123,12 @@ Status PgConnection::Connect(const std::string& conninfo,
   return Status::Ok();
 }
 
+PgConnection::PgConnection(PGconn* conn, const std::atomic<bool>* abort)
+    : conn_(conn), abort_(abort), serial_([] {
+        static std::atomic<uint64_t> next{1};
+        return next.fetch_add(1, std::memory_order_relaxed);
+      }()) {}
+
 PgConnection::~PgConnection() { Close(); }
 
 void PgConnection::Close() {

@@ -85,6 +85,9 @@ class PgConnection {
                  SteadyClock::time_point deadline, std::optional<PgResult>* result);
 
   bool Broken() const;
+  // Unique to this connection among all the process opens: what was prepared on a session is
+  // known to be there only while the serial is the same (an address can be reused).
+  uint64_t serial() const { return serial_; }
   int ServerVersionNum() const { return conn_ ? PQserverVersion(conn_) : 0; }
   // Quotes an identifier for SQL ("a""b"); empty string if the connection is gone.
   std::string QuoteIdentifier(const std::string& ident) const;
@@ -92,7 +95,7 @@ class PgConnection {
   std::string QuoteLiteral(const std::string& text) const;
 
  private:
-  PgConnection(PGconn* conn, const std::atomic<bool>* abort) : conn_(conn), abort_(abort) {}
+  PgConnection(PGconn* conn, const std::atomic<bool>* abort);
   // Waits until the socket is readable (or writable); kDeadline, kAborted or kConnectionLost.
   Status Wait(bool for_write, SteadyClock::time_point deadline);
   // Closes the connection and returns `status` (failures that leave the session unusable).
@@ -101,6 +104,7 @@ class PgConnection {
 
   PGconn* conn_;  // owned; nullptr after Close()
   const std::atomic<bool>* const abort_;
+  const uint64_t serial_;
 };
 
 }  // namespace pglock

@@ -2,7 +2,9 @@
 // on a real PostgreSQL: read through a session of that database (labelled "database/table"),
 // counted like any lease table; a database dropped, refusing connections or unknown takes down
 // only its tables (logged once per state change), never the target; a reload adds and removes
-// such tables and closes the session of a database no longer configured.
+// such tables and closes the session of a database no longer configured. A table's read is
+// prepared once per session and executed at every poll: a new session prepares it again, and a
+// reload that changes the read's text replaces it.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -190,6 +192,58 @@ TEST_F(LeaseDatabases, ReloadAddsAndRemovesTablesOfOtherDatabases) {
   EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", "leases"}}), 1);
   // The session of a database no longer configured is closed.
   EXPECT_TRUE(testing::WaitFor(5, [] { return ExporterSessionsIn(kTenant) == "0"; }));
+}
+
+// The last statements the exporter's session of `database` sent: its last poll's read.
+std::string LastQueryIn(const std::string& database) {
+  return Pg().Scalar(
+      "SELECT query FROM pg_stat_activity WHERE application_name = 'pglock_exporter' AND "
+      "datname = '" +
+      database + "'");
+}
+
+TEST_F(LeaseDatabases, TheReadIsPreparedOncePerSessionAndAgainAfterAReload) {
+  Pg().Exec(
+      "INSERT INTO leases VALUES ('a', 'me', now(), now() + interval '1h'), "
+      "('b', 'me', now(), now() + interval '1h')",
+      kTenant);
+  auto s = Poll();
+  s = Poll();
+  ASSERT_EQ(Value(s, "pglock_lease_table_up", {{"table", kOther}}), 1);
+  EXPECT_EQ(Value(s, "pglock_leases", {{"table", kOther}, {"state", "held"}}), 2);
+  // Executed, not sent as text: no query of the table left to parse and plan (the batch's one
+  // SELECT sets its timeouts).
+  const std::string read = LastQueryIn(kTenant);
+  EXPECT_NE(read.find("EXECUTE pglock_lease_rows_"), std::string::npos) << read;
+  EXPECT_NE(read.find("EXECUTE pglock_lease_writes_"), std::string::npos) << read;
+  EXPECT_EQ(read.find("FROM"), std::string::npos) << read;
+
+  // A new session (the old one ended under it): the statements prepared again on it.
+  Pg().Exec(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'tenant_a' AND "
+      "application_name = 'pglock_exporter'");
+  for (int i = 0; i < 10 && (Value(s, "pglock_lease_table_up", {{"table", kOther}}) != 1 ||
+                             ExporterSessionsIn(kTenant) != "1");
+       ++i) {
+    s = Poll();
+  }
+  s = Poll();
+  EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", kOther}}), 1);
+  EXPECT_EQ(Value(s, "pglock_leases", {{"table", kOther}, {"state", "held"}}), 2);
+  EXPECT_NE(LastQueryIn(kTenant).find("EXECUTE pglock_lease_rows_"), std::string::npos);
+
+  // A reload that changes the read (a filter now): what the next poll reads is the new text's.
+  const auto errors =
+      Value(s, "pglock_collector_errors_total", {{"collector", "lease:tenant_a/leases"}});
+  target_.leases[1].where_sql = "name <> 'a'";
+  poller_->Reconfigure(target_, poll_);
+  s = Poll();
+  EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", kOther}}), 1);
+  EXPECT_EQ(Value(s, "pglock_leases", {{"table", kOther}, {"state", "held"}}), 1);
+  EXPECT_FALSE(Value(s, "pglock_lease_held", {{"table", kOther}, {"lease", "a"}}));
+  EXPECT_EQ(Value(s, "pglock_lease_held", {{"table", kOther}, {"lease", "b"}}), 1);
+  EXPECT_EQ(Value(s, "pglock_collector_errors_total", {{"collector", "lease:tenant_a/leases"}}),
+            errors);
 }
 
 }  // namespace
