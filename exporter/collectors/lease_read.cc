@@ -310,8 +310,8 @@ Status PrepareRead(const PollContext& ctx, const std::string& rows_sql,
 // Checks the table's types when this connection has not yet, then reads it; *failed when a
 // statement failed on the server.
 Status CheckAndRead(const PollContext& ctx, const LeaseTableConfig& table,
-                    const LiveTransactions& live, TableState* st, LeaseTableData* out,
-                    bool* failed) {
+                    const LiveTransactions& live, const BatchResults* joint, TableState* st,
+                    LeaseTableData* out, bool* failed) {
   const std::string relation = LeaseTableRelation(*ctx.conn, table);
   // A row_lock table's live transaction ids are the prepared statement's parameter.
   const std::string sql =
@@ -333,6 +333,8 @@ Status CheckAndRead(const PollContext& ctx, const LeaseTableConfig& table,
     st->checked = true;
   }
   BatchResults results;
+  const PgResult* writes = nullptr;
+  const PgResult* rows = nullptr;
   // Twice at most: a session that lost its prepared statements (a pooler's) prepares them again
   // at once. Else they stay after a failure, and a reload that changes their text replaces them.
   for (int attempt = 0;; ++attempt) {
@@ -341,13 +343,24 @@ Status CheckAndRead(const PollContext& ctx, const LeaseTableConfig& table,
       st->checked = false;
       return s;
     }
+    // Read already, with the other tables of the session (ReadPreparedTogether), by the
+    // statements still prepared.
+    if (joint != nullptr && attempt == 0) {
+      writes = joint->Find(st->writes_name);
+      rows = joint->Find(st->rows_name);
+      if (writes != nullptr && rows != nullptr) break;
+    }
     StatementBatch batch;
     // The counters first: see queries/lease_table_writes.sql.
     batch.AddExecute("lease_table_writes", st->writes_name);
     batch.AddExecute("lease_table", st->rows_name, StatementBatch::Phase::kMain,
                      table.row_lock ? live.array : "");
     const Status s = batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &results);
-    if (s.ok()) break;
+    if (s.ok()) {
+      writes = results.Find("lease_table_writes");
+      rows = results.Find("lease_table");
+      break;
+    }
     if (ctx.conn->Broken()) return s;
     if (s.sqlstate() == kUnknownPreparedStatement) {
       st->rows_name.clear();
@@ -359,11 +372,11 @@ Status CheckAndRead(const PollContext& ctx, const LeaseTableConfig& table,
     st->checked = false;
     return BlameReadError(ctx, table, relation, s.message(), &out->error);
   }
-  if (Status s = ParseWrites(*results.Find("lease_table_writes"), out); !s.ok()) {
+  if (Status s = ParseWrites(*writes, out); !s.ok()) {
     out->error = s.message();
     return Status::Ok();
   }
-  if (Status s = ParseRows(*results.Find("lease_table"), out); !s.ok()) {
+  if (Status s = ParseRows(*rows, out); !s.ok()) {
     out->error = s.message();
     return Status::Ok();
   }
@@ -379,8 +392,35 @@ bool IsHeld(const LeaseTableData& t, const LeaseRow& row) {
   return !t.has_expiry || row.expires_at > t.now;
 }
 
+BatchResults ReadPreparedTogether(const PollContext& ctx,
+                                  const std::vector<const LeaseTableConfig*>& tables,
+                                  const std::vector<TableState*>& states,
+                                  const LiveTransactions& live) {
+  const auto now = StatementBackoff::Clock::now();
+  StatementBatch batch;
+  int ready = 0;
+  for (size_t i = 0; i < tables.size() && i < states.size(); ++i) {
+    const TableState& st = *states[i];
+    if (st.session != ctx.conn->serial() || !st.checked || st.rows_name.empty() ||
+        !st.backoff.Due(now)) {
+      continue;
+    }
+    // Under the statements' own names, which no two tables share. The counters first: see
+    // queries/lease_table_writes.sql.
+    batch.AddExecute(st.writes_name, st.writes_name);
+    batch.AddExecute(st.rows_name, st.rows_name, StatementBatch::Phase::kMain,
+                     tables[i]->row_lock ? live.array : "");
+    ++ready;
+  }
+  BatchResults results;
+  if (ready < 2) return results;
+  if (!batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &results).ok()) return BatchResults();
+  return results;
+}
+
 Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
-                 const LiveTransactions& live, TableState* st, LeaseTableData* out) {
+                 const LiveTransactions& live, TableState* st, LeaseTableData* out,
+                 const BatchResults* joint) {
   out->table = table.label();
   out->has_expiry = table.has_expiry();
   out->has_taken_at = table.taken_at.present();
@@ -394,7 +434,7 @@ Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
     return Status::Ok();
   }
   bool failed = false;
-  const Status s = CheckAndRead(ctx, table, live, st, out, &failed);
+  const Status s = CheckAndRead(ctx, table, live, joint, st, out, &failed);
   if (failed && !ctx.conn->Broken()) {
     st->backoff.Failed(now, ctx.poll->interval);
     st->last_error = out->error;

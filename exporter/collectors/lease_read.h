@@ -16,6 +16,7 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "exporter/collectors/collector.h"
 #include "exporter/util/backoff.h"
@@ -55,9 +56,20 @@ struct LiveTransactions {
 // Held by the table's own clock: before its expiry, or matched by held_sql (no expiry).
 bool IsHeld(const LeaseTableData& t, const LeaseRow& row);
 // Reads one table into *out, unless a failed statement's backoff (TableState::backoff) is running;
-// the Status is not ok only when the target's connection was lost.
+// the Status is not ok only when the target's connection was lost. With `joint`, the table's
+// results are taken from there when ReadPreparedTogether read them.
 Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
-                 const LiveTransactions& live, TableState* st, LeaseTableData* out);
+                 const LiveTransactions& live, TableState* st, LeaseTableData* out,
+                 const BatchResults* joint = nullptr);
+// The reads of every table of one session that is ready for its prepared read (checked and
+// prepared on this session, no backoff running) in one round trip, each table's results under
+// its statements' names: N tables cost one round trip, not N. Empty when fewer than two are ready
+// or the batch failed: each table then reads alone (ReadTable), so that a failure stays its own
+// table's, and a lost connection is found there. `states` in the order of `tables`.
+BatchResults ReadPreparedTogether(const PollContext& ctx,
+                                  const std::vector<const LeaseTableConfig*>& tables,
+                                  const std::vector<TableState*>& states,
+                                  const LiveTransactions& live);
 // Checks the table's types and reads it once, exactly as the first poll of a connection does
 // (--check-targets). Its problems go into out->error; the Status is not ok only when the
 // connection was lost.

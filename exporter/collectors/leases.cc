@@ -190,6 +190,12 @@ void ReadDatabase(const PollContext& ctx, const std::string& database,
   DatabaseSession& db = st->databases[database];
   PollContext db_ctx = ctx;
   db_ctx.conn = db.conn.get();
+  BatchResults joint;
+  if (error.empty()) {
+    std::vector<TableState*> states;
+    for (const LeaseTableConfig* t : tables) states.push_back(&st->tables[t->label()]);
+    joint = ReadPreparedTogether(db_ctx, tables, states, live);
+  }
   for (const LeaseTableConfig* t : tables) {
     data->leases.emplace_back();
     LeaseTableData& out = data->leases.back();
@@ -200,7 +206,7 @@ void ReadDatabase(const PollContext& ctx, const std::string& database,
       continue;
     }
     TableState& ts = st->tables[t->label()];
-    if (Status s = ReadTable(db_ctx, *t, live, &ts, &out); !s.ok()) {
+    if (Status s = ReadTable(db_ctx, *t, live, &ts, &out, &joint); !s.ok()) {
       ts.checked = false;
       db.conn.reset();
       error = db.error = "database \"" + database + "\": " + s.message();
@@ -229,17 +235,25 @@ Status LeasesCollector::Collect(const PollContext& ctx, CollectorState* state,
     for (const Session& s : data->sessions) live.by_pid[s.pid] = &s;
   }
   std::map<std::string, std::vector<const LeaseTableConfig*>> elsewhere;  // by database
+  std::vector<const LeaseTableConfig*> own;                               // the target's database's
   for (const LeaseTableConfig& t : ctx.target->leases) {
     // Not read at all: no series, so a replicated lease pages on the primary only.
     if (data->in_recovery && !t.read_on_standby) continue;
     if (!t.database.empty()) {
       elsewhere[t.database].push_back(&t);
-      continue;
+    } else {
+      own.push_back(&t);
     }
+  }
+  std::vector<TableState*> states;
+  for (const LeaseTableConfig* t : own) states.push_back(&st->tables[t->label()]);
+  const BatchResults joint = ReadPreparedTogether(ctx, own, states, live);
+  for (size_t i = 0; i < own.size(); ++i) {
+    const LeaseTableConfig& t = *own[i];
     data->leases.emplace_back();
     data->leases.back().now = data->now;  // a read without rows keeps the poll's clock
-    TableState& ts = st->tables[t.label()];
-    if (Status s = ReadTable(ctx, t, live, &ts, &data->leases.back()); !s.ok()) {
+    TableState& ts = *states[i];
+    if (Status s = ReadTable(ctx, t, live, &ts, &data->leases.back(), &joint); !s.ok()) {
       // The next connection checks the types again.
       ts.checked = false;
       return s.WithContext("lease table " + t.table);
