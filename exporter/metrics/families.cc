@@ -158,42 +158,45 @@ bool Families::BeginSeries(Family& family, std::string_view suffix, size_t count
   return true;
 }
 
-void Families::Add(const MetricDesc& desc, Values values, double value) {
-  if (values.size() != desc.labels.size()) return;
+template <typename Each>
+void Families::AddSeries(const MetricDesc& desc, size_t count, Each each, double value) {
   Family& family = Get(desc);
-  const auto each = [&](size_t i, std::string_view* name, std::string_view* v) {
-    *name = desc.labels[i];
-    *v = values.begin()[i];
-  };
-  if (!BeginSeries(family, "", values.size(), each)) return;
+  if (!BeginSeries(family, "", count, each)) return;
   family.body += ' ';
   AppendValue(value, &family.body);
   family.body += '\n';
+}
+
+void Families::Add(const MetricDesc& desc, Values values, double value) {
+  if (values.size() != desc.labels.size()) return;
+  AddSeries(
+      desc, values.size(),
+      [&](size_t i, std::string_view* name, std::string_view* v) {
+        *name = desc.labels[i];
+        *v = values.begin()[i];
+      },
+      value);
 }
 
 void Families::Add(const MetricDesc& desc, const std::vector<std::string>& values, double value) {
   if (values.size() != desc.labels.size()) return;
-  Family& family = Get(desc);
-  const auto each = [&](size_t i, std::string_view* name, std::string_view* v) {
-    *name = desc.labels[i];
-    *v = values[i];
-  };
-  if (!BeginSeries(family, "", values.size(), each)) return;
-  family.body += ' ';
-  AppendValue(value, &family.body);
-  family.body += '\n';
+  AddSeries(
+      desc, values.size(),
+      [&](size_t i, std::string_view* name, std::string_view* v) {
+        *name = desc.labels[i];
+        *v = values[i];
+      },
+      value);
 }
 
 void Families::AddLabelled(const MetricDesc& desc, const Labels& labels, double value) {
-  Family& family = Get(desc);
-  const auto each = [&](size_t i, std::string_view* name, std::string_view* v) {
-    *name = labels[i].first;
-    *v = labels[i].second;
-  };
-  if (!BeginSeries(family, "", labels.size(), each)) return;
-  family.body += ' ';
-  AppendValue(value, &family.body);
-  family.body += '\n';
+  AddSeries(
+      desc, labels.size(),
+      [&](size_t i, std::string_view* name, std::string_view* v) {
+        *name = labels[i].first;
+        *v = labels[i].second;
+      },
+      value);
 }
 
 void Families::AddHistogram(const MetricDesc& desc, Values values,

@@ -60,6 +60,10 @@ class Families {
   // when a series with the same sanitised labels is already there.
   template <typename Each>
   bool BeginSeries(Family& family, std::string_view suffix, size_t count, Each each);
+  // A counter, gauge or untyped series: BeginSeries, then its value. `each(i, &name, &value)`
+  // gives the i-th label.
+  template <typename Each>
+  void AddSeries(const MetricDesc& desc, size_t count, Each each, double value);
 
   std::vector<std::unique_ptr<Family>> families_;        // first-use order
   std::unordered_map<std::string_view, Family*> index_;  // by name (views of Family::name)
