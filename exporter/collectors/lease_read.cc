@@ -396,13 +396,14 @@ BatchResults ReadPreparedTogether(const PollContext& ctx,
                                   const std::vector<const LeaseTableConfig*>& tables,
                                   const std::vector<TableState*>& states,
                                   const LiveTransactions& live) {
-  const auto now = StatementBackoff::Clock::now();
   StatementBatch batch;
   int ready = 0;
   for (size_t i = 0; i < tables.size() && i < states.size(); ++i) {
     const TableState& st = *states[i];
+    // A table whose last read failed reads alone until one succeeds: its tries, each an ERROR in
+    // the server's log, are not doubled by a joint read that fails for it.
     if (st.session != ctx.conn->serial() || !st.checked || st.rows_name.empty() ||
-        !st.backoff.Due(now)) {
+        st.backoff.failures() > 0) {
       continue;
     }
     // Under the statements' own names, which no two tables share. The counters first: see

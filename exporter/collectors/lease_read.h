@@ -62,7 +62,7 @@ Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
                  const LiveTransactions& live, TableState* st, LeaseTableData* out,
                  const BatchResults* joint = nullptr);
 // The reads of every table of one session that is ready for its prepared read (checked and
-// prepared on this session, no backoff running) in one round trip, each table's results under
+// prepared on this session, its last read a success) in one round trip, each table's results under
 // its statements' names: N tables cost one round trip, not N. Empty when fewer than two are ready
 // or the batch failed: each table then reads alone (ReadTable), so that a failure stays its own
 // table's, and a lost connection is found there. `states` in the order of `tables`.
