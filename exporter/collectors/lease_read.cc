@@ -284,17 +284,17 @@ Status PrepareRead(const PollContext& ctx, const std::string& rows_sql,
   // attempt is never in the way of the next.
   static std::atomic<uint64_t> next{1};
   const std::string n = std::to_string(next.fetch_add(1, std::memory_order_relaxed));
-  StatementBatch batch;
-  if (!st->rows_name.empty()) {  // the text changed (a reload): the old statements go first
-    batch.Add("deallocate_rows", "DEALLOCATE " + st->rows_name);
-    batch.Add("deallocate_writes", "DEALLOCATE " + st->writes_name);
-  }
+  // The old ones (the text changed: a reload) are left to the session's sweep, as are the new
+  // ones should one of the two fail (PREPARE outlives the failed batch's transaction).
+  if (!st->rows_name.empty()) st->left_statements = true;
   st->rows_name.clear();
   st->writes_name.clear();
+  StatementBatch batch;
   batch.Add("prepare_rows", "PREPARE pglock_lease_rows_" + n + " AS " + rows_sql);
   batch.Add("prepare_writes", "PREPARE pglock_lease_writes_" + n + " AS " + writes_sql);
   BatchResults ignored;
   if (Status s = batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &ignored); !s.ok()) {
+    st->left_statements = true;
     if (ctx.conn->Broken()) return s;
     *failed = true;
     *error = s.message();
@@ -304,6 +304,7 @@ Status PrepareRead(const PollContext& ctx, const std::string& rows_sql,
   st->writes_name = "pglock_lease_writes_" + n;
   st->rows_sql = rows_sql;
   st->writes_sql = writes_sql;
+  st->rows_param = rows_sql.find("$1") != std::string::npos;
   return Status::Ok();
 }
 
@@ -365,6 +366,7 @@ Status CheckAndRead(const PollContext& ctx, const LeaseTableConfig& table,
     if (s.sqlstate() == kUnknownPreparedStatement) {
       st->rows_name.clear();
       st->writes_name.clear();
+      st->left_statements = true;  // the session may have lost one of the two only
       if (attempt == 0) continue;
     }
     *failed = true;
@@ -392,6 +394,26 @@ bool IsHeld(const LeaseTableData& t, const LeaseRow& row) {
   return !t.has_expiry || row.expires_at > t.now;
 }
 
+Status SweepLeaseStatements(const PollContext& ctx, const std::set<std::string>& keep) {
+  BatchResults found;
+  StatementBatch find;
+  find.Add("lease_statements",
+           "SELECT name FROM pg_prepared_statements WHERE name LIKE 'pglock\\_lease\\_%'");
+  if (Status s = find.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &found); !s.ok()) return s;
+  const PgResult* r = found.Find("lease_statements");
+  StatementBatch sweep;
+  for (int i = 0; r != nullptr && i < r->Rows(); ++i) {
+    const std::string name = r->String(i, 0);
+    if (keep.count(name) != 0) continue;
+    const std::string quoted = ctx.conn->QuoteIdentifier(name);
+    if (quoted.empty()) continue;
+    sweep.Add("deallocate_" + std::to_string(i), "DEALLOCATE " + quoted);
+  }
+  if (sweep.Statements().empty()) return Status::Ok();
+  BatchResults ignored;
+  return sweep.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &ignored);
+}
+
 BatchResults ReadPreparedTogether(const PollContext& ctx,
                                   const std::vector<const LeaseTableConfig*>& tables,
                                   const std::vector<TableState*>& states,
@@ -409,8 +431,10 @@ BatchResults ReadPreparedTogether(const PollContext& ctx,
     // Under the statements' own names, which no two tables share. The counters first: see
     // queries/lease_table_writes.sql.
     batch.AddExecute(st.writes_name, st.writes_name);
+    // The arguments its statement was prepared for: after a reload that changed them, the old
+    // statement runs once more with them (its results unused) rather than fail the batch.
     batch.AddExecute(st.rows_name, st.rows_name, StatementBatch::Phase::kMain,
-                     tables[i]->row_lock ? live.array : "");
+                     st.rows_param ? live.array : "");
     ++ready;
   }
   BatchResults results;

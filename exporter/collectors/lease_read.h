@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -34,6 +35,10 @@ struct TableState {
   // the text prepares them again. No names: none prepared on this session.
   std::string rows_name, writes_name;
   std::string rows_sql, writes_sql;
+  bool rows_param = false;  // the rows statement takes the live transaction ids ($1)
+  // Statements this table prepared on its session and no longer names (replaced by a reload, left
+  // by a failed prepare, one of two a session lost): SweepLeaseStatements deallocates them.
+  bool left_statements = false;
   // A statement of this table's check or read failed on the server: the table is tried again
   // after its backoff, and reports last_error meanwhile. A table that is missing or unreadable is
   // told by the catalog without a failure, and is tried at every poll.
@@ -66,6 +71,11 @@ Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
 // its statements' names: N tables cost one round trip, not N. Empty when fewer than two are ready
 // or the batch failed: each table then reads alone (ReadTable), so that a failure stays its own
 // table's, and a lost connection is found there. `states` in the order of `tables`.
+// Deallocates every statement of the lease reads (named pglock_lease_...) prepared on the session
+// that `keep` does not name: those a reload replaced or removed, a failed prepare left, or a
+// collector state that was replaced forgot. One round trip to find them in pg_prepared_statements
+// and one to deallocate them, only when asked (a reload, a failure, a state new to the session).
+Status SweepLeaseStatements(const PollContext& ctx, const std::set<std::string>& keep);
 BatchResults ReadPreparedTogether(const PollContext& ctx,
                                   const std::vector<const LeaseTableConfig*>& tables,
                                   const std::vector<TableState*>& states,

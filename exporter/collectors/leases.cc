@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -98,7 +99,10 @@ struct SubXids {
 
 class LeasesState : public CollectorState {
  public:
-  std::map<std::string, TableState> tables;          // by table label
+  std::map<std::string, TableState> tables;  // by table label
+  // The target's session whose lease statements this state has swept (SweepLeaseStatements): a
+  // state new to a session first deallocates what an earlier state prepared on it.
+  uint64_t swept_session = 0;
   std::map<std::string, DatabaseSession> databases;  // by database name
   std::unordered_map<int, SubXids> subxids;          // by pid, from the last inventory
 };
@@ -181,11 +185,30 @@ std::string EnsureDatabaseSession(const PollContext& ctx, const std::string& dat
   return "";
 }
 
+// Sweeps the lease statements of the session of `ctx` that no configured table names, when a table
+// of it left some or `forced`; the flags are cleared once the sweep succeeded. False when it did
+// not run or failed (tried again at the next poll).
+bool SweepIfAsked(const PollContext& ctx, LeasesState* st, bool forced) {
+  const uint64_t session = ctx.conn->serial();
+  bool asked = forced;
+  std::set<std::string> keep;
+  for (const auto& [label, t] : st->tables) {
+    if (t.session != session) continue;
+    asked = asked || t.left_statements;
+    if (!t.rows_name.empty()) keep.insert({t.rows_name, t.writes_name});
+  }
+  if (!asked || ctx.conn->Broken() || !SweepLeaseStatements(ctx, keep).ok()) return false;
+  for (auto& [label, t] : st->tables) {
+    if (t.session == session) t.left_statements = false;
+  }
+  return true;
+}
+
 // Reads the tables of one other database through its own session. Every failure, the session's
 // included, is those tables' error: the target's poll never fails for them.
 void ReadDatabase(const PollContext& ctx, const std::string& database,
                   const std::vector<const LeaseTableConfig*>& tables, const LiveTransactions& live,
-                  LeasesState* st, PollData* data) {
+                  const std::set<uint64_t>& to_sweep, LeasesState* st, PollData* data) {
   std::string error = EnsureDatabaseSession(ctx, database, tables, st);
   DatabaseSession& db = st->databases[database];
   PollContext db_ctx = ctx;
@@ -215,7 +238,10 @@ void ReadDatabase(const PollContext& ctx, const std::string& database,
       out.error = error;
     }
   }
-  if (error.empty()) db.failures = 0;
+  if (error.empty()) {
+    db.failures = 0;
+    SweepIfAsked(db_ctx, st, to_sweep.count(db.conn->serial()) != 0);
+  }
 }
 
 }  // namespace
@@ -245,6 +271,21 @@ Status LeasesCollector::Collect(const PollContext& ctx, CollectorState* state,
       own.push_back(&t);
     }
   }
+  // Tables no longer configured (a reload): their states go, and their statements with a sweep of
+  // the session they were prepared on.
+  std::set<std::string> labels;
+  for (const LeaseTableConfig& t : ctx.target->leases) labels.insert(t.label());
+  std::set<uint64_t> to_sweep;
+  for (auto it = st->tables.begin(); it != st->tables.end();) {
+    if (labels.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    if (!it->second.rows_name.empty() || it->second.left_statements) {
+      to_sweep.insert(it->second.session);
+    }
+    it = st->tables.erase(it);
+  }
   std::vector<TableState*> states;
   for (const LeaseTableConfig* t : own) states.push_back(&st->tables[t->label()]);
   const BatchResults joint = ReadPreparedTogether(ctx, own, states, live);
@@ -259,10 +300,17 @@ Status LeasesCollector::Collect(const PollContext& ctx, CollectorState* state,
       return s.WithContext("lease table " + t.table);
     }
   }
+  // A state new to the session (its first poll, or every collector state replaced by a reload of
+  // the poolers) first finds what an earlier one left there.
+  if (SweepIfAsked(ctx, st,
+                   (!own.empty() && st->swept_session != ctx.conn->serial()) ||
+                       to_sweep.count(ctx.conn->serial()) != 0)) {
+    st->swept_session = ctx.conn->serial();
+  }
   // Other databases last: one that hangs can use up the rest of the poll's deadline, but never
   // the target's own reads.
   for (const auto& [database, tables] : elsewhere) {
-    ReadDatabase(ctx, database, tables, live, st, data);
+    ReadDatabase(ctx, database, tables, live, to_sweep, st, data);
   }
   // Sessions of databases no longer configured (a reload) are closed.
   std::erase_if(st->databases, [&](const auto& d) { return elsewhere.count(d.first) == 0; });

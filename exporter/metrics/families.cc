@@ -42,7 +42,13 @@ void AppendValue(double v, std::string* out) {
   }
 }
 
+// A histogram's count: a whole number of observations, written as one; anything else (never
+// expected) as a value rather than through an undefined conversion.
 void AppendCount(double v, std::string* out) {
+  if (!(v >= 0 && v < 1e19)) {
+    AppendValue(v, out);
+    return;
+  }
   char buf[24];
   const auto r = std::to_chars(buf, buf + sizeof buf, static_cast<uint64_t>(v));
   out->append(buf, r.ptr);

@@ -53,7 +53,6 @@ class Families {
 
  private:
   struct Family;
-  class LabelWriter;
 
   Family& Get(const MetricDesc& desc);
   // Writes `name` and the label block of a new series of `family`; false (and nothing written)

@@ -7,10 +7,12 @@
 // reload that changes the read's text replaces it.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <chrono>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -204,6 +206,18 @@ std::string LastQueryIn(const std::string& database) {
       database + "'");
 }
 
+// The number of the rows statement the last read executed ("" when it executed none).
+std::string ExecutedStatement(const std::string& last_query) {
+  constexpr std::string_view kExecute = "EXECUTE pglock_lease_rows_";
+  const size_t at = last_query.find(kExecute);
+  if (at == std::string::npos) return "";
+  size_t end = at + kExecute.size();
+  while (end < last_query.size() && std::isdigit(static_cast<unsigned char>(last_query[end]))) {
+    ++end;
+  }
+  return last_query.substr(at + kExecute.size(), end - at - kExecute.size());
+}
+
 TEST_F(LeaseDatabases, TheReadIsPreparedOncePerSessionAndAgainAfterAReload) {
   Pg().Exec(
       "INSERT INTO leases VALUES ('a', 'me', now(), now() + interval '1h'), "
@@ -219,6 +233,11 @@ TEST_F(LeaseDatabases, TheReadIsPreparedOncePerSessionAndAgainAfterAReload) {
   EXPECT_NE(read.find("EXECUTE pglock_lease_rows_"), std::string::npos) << read;
   EXPECT_NE(read.find("EXECUTE pglock_lease_writes_"), std::string::npos) << read;
   EXPECT_EQ(read.find("FROM"), std::string::npos) << read;
+  // The same statement at the next poll: prepared once, not per poll.
+  const std::string first = ExecutedStatement(read);
+  ASSERT_NE(first, "");
+  s = Poll();
+  EXPECT_EQ(ExecutedStatement(LastQueryIn(kTenant)), first);
 
   // A new session (the old one ended under it): the statements prepared again on it.
   Pg().Exec(
@@ -232,7 +251,9 @@ TEST_F(LeaseDatabases, TheReadIsPreparedOncePerSessionAndAgainAfterAReload) {
   s = Poll();
   EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", kOther}}), 1);
   EXPECT_EQ(Value(s, "pglock_leases", {{"table", kOther}, {"state", "held"}}), 2);
-  EXPECT_NE(LastQueryIn(kTenant).find("EXECUTE pglock_lease_rows_"), std::string::npos);
+  const std::string second = ExecutedStatement(LastQueryIn(kTenant));
+  EXPECT_NE(second, "");
+  EXPECT_NE(second, first);
 
   // A reload that changes the read (a filter now): what the next poll reads is the new text's.
   const auto errors =
@@ -246,6 +267,19 @@ TEST_F(LeaseDatabases, TheReadIsPreparedOncePerSessionAndAgainAfterAReload) {
   EXPECT_EQ(Value(s, "pglock_lease_held", {{"table", kOther}, {"lease", "b"}}), 1);
   EXPECT_EQ(Value(s, "pglock_collector_errors_total", {{"collector", "lease:tenant_a/leases"}}),
             errors);
+  // The statements the reload replaced were deallocated after the read (the session's last
+  // batch); the next poll executes the new ones.
+  const std::string swept = LastQueryIn(kTenant);
+  EXPECT_NE(swept.find("DEALLOCATE \"pglock_lease_rows_" + second + "\""), std::string::npos)
+      << swept;
+  EXPECT_NE(swept.find("DEALLOCATE \"pglock_lease_writes_" + second + "\""), std::string::npos)
+      << swept;
+  s = Poll();
+  const std::string third = ExecutedStatement(LastQueryIn(kTenant));
+  EXPECT_NE(third, "");
+  EXPECT_NE(third, second);
+  s = Poll();
+  EXPECT_EQ(ExecutedStatement(LastQueryIn(kTenant)), third);
 }
 
 // Two tables of one session are read in one round trip; when one of them fails on a row (an
@@ -299,6 +333,13 @@ TEST_F(LeaseDatabases, TablesOfOneSessionAreReadTogetherAndFailAlone) {
   s = Poll();
   EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", kOther}}), 1);
   EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", "tenant_a/mutexes"}}), 1);
+  const std::string again = LastQueryIn(kTenant);
+  size_t executes_again = 0;
+  for (size_t at = again.find("EXECUTE "); at != std::string::npos;
+       at = again.find("EXECUTE ", at + 1)) {
+    ++executes_again;
+  }
+  EXPECT_EQ(executes_again, 4u) << again;
 }
 
 }  // namespace
