@@ -290,8 +290,8 @@ Status PrepareRead(const PollContext& ctx, const std::string& rows_sql,
   st->rows_name.clear();
   st->writes_name.clear();
   StatementBatch batch;
-  batch.Add("prepare_rows", "PREPARE pglock_lease_rows_" + n + " AS " + rows_sql);
-  batch.Add("prepare_writes", "PREPARE pglock_lease_writes_" + n + " AS " + writes_sql);
+  batch.Add("prepare_rows", "PREPARE lease_read_rows_" + n + " AS " + rows_sql);
+  batch.Add("prepare_writes", "PREPARE lease_read_writes_" + n + " AS " + writes_sql);
   BatchResults ignored;
   if (Status s = batch.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &ignored); !s.ok()) {
     st->left_statements = true;
@@ -300,8 +300,8 @@ Status PrepareRead(const PollContext& ctx, const std::string& rows_sql,
     *error = s.message();
     return Status::Ok();
   }
-  st->rows_name = "pglock_lease_rows_" + n;
-  st->writes_name = "pglock_lease_writes_" + n;
+  st->rows_name = "lease_read_rows_" + n;
+  st->writes_name = "lease_read_writes_" + n;
   st->rows_sql = rows_sql;
   st->writes_sql = writes_sql;
   st->rows_param = rows_sql.find("$1") != std::string::npos;
@@ -398,7 +398,7 @@ Status SweepLeaseStatements(const PollContext& ctx, const std::set<std::string>&
   BatchResults found;
   StatementBatch find;
   find.Add("lease_statements",
-           "SELECT name FROM pg_prepared_statements WHERE name LIKE 'pglock\\_lease\\_%'");
+           "SELECT name FROM pg_prepared_statements WHERE name LIKE 'lease\\_read\\_%'");
   if (Status s = find.Run(*ctx.conn, ctx.timeouts, ctx.deadline, &found); !s.ok()) return s;
   const PgResult* r = found.Find("lease_statements");
   StatementBatch sweep;

@@ -71,7 +71,7 @@ Status ReadTable(const PollContext& ctx, const LeaseTableConfig& table,
 // its statements' names: N tables cost one round trip, not N. Empty when fewer than two are ready
 // or the batch failed: each table then reads alone (ReadTable), so that a failure stays its own
 // table's, and a lost connection is found there. `states` in the order of `tables`.
-// Deallocates every statement of the lease reads (named pglock_lease_...) prepared on the session
+// Deallocates every statement of the lease reads (named lease_read_...) prepared on the session
 // that `keep` does not name: those a reload replaced or removed, a failed prepare left, or a
 // collector state that was replaced forgot. One round trip to find them in pg_prepared_statements
 // and one to deallocate them, only when asked (a reload, a failure, a state new to the session).

@@ -208,7 +208,7 @@ std::string LastQueryIn(const std::string& database) {
 
 // The number of the rows statement the last read executed ("" when it executed none).
 std::string ExecutedStatement(const std::string& last_query) {
-  constexpr std::string_view kExecute = "EXECUTE pglock_lease_rows_";
+  constexpr std::string_view kExecute = "EXECUTE lease_read_rows_";
   const size_t at = last_query.find(kExecute);
   if (at == std::string::npos) return "";
   size_t end = at + kExecute.size();
@@ -230,8 +230,8 @@ TEST_F(LeaseDatabases, TheReadIsPreparedOncePerSessionAndAgainAfterAReload) {
   // Executed, not sent as text: no query of the table left to parse and plan (the batch's one
   // SELECT sets its timeouts).
   const std::string read = LastQueryIn(kTenant);
-  EXPECT_NE(read.find("EXECUTE pglock_lease_rows_"), std::string::npos) << read;
-  EXPECT_NE(read.find("EXECUTE pglock_lease_writes_"), std::string::npos) << read;
+  EXPECT_NE(read.find("EXECUTE lease_read_rows_"), std::string::npos) << read;
+  EXPECT_NE(read.find("EXECUTE lease_read_writes_"), std::string::npos) << read;
   EXPECT_EQ(read.find("FROM"), std::string::npos) << read;
   // The same statement at the next poll: prepared once, not per poll.
   const std::string first = ExecutedStatement(read);
@@ -270,9 +270,9 @@ TEST_F(LeaseDatabases, TheReadIsPreparedOncePerSessionAndAgainAfterAReload) {
   // The statements the reload replaced were deallocated after the read (the session's last
   // batch); the next poll executes the new ones.
   const std::string swept = LastQueryIn(kTenant);
-  EXPECT_NE(swept.find("DEALLOCATE \"pglock_lease_rows_" + second + "\""), std::string::npos)
+  EXPECT_NE(swept.find("DEALLOCATE \"lease_read_rows_" + second + "\""), std::string::npos)
       << swept;
-  EXPECT_NE(swept.find("DEALLOCATE \"pglock_lease_writes_" + second + "\""), std::string::npos)
+  EXPECT_NE(swept.find("DEALLOCATE \"lease_read_writes_" + second + "\""), std::string::npos)
       << swept;
   s = Poll();
   const std::string third = ExecutedStatement(LastQueryIn(kTenant));
