@@ -282,6 +282,16 @@ TEST_F(LeaseDatabases, TheReadIsPreparedOncePerSessionAndAgainAfterAReload) {
   EXPECT_EQ(ExecutedStatement(LastQueryIn(kTenant)), third);
 }
 
+// The EXECUTEs in a batch's text.
+size_t Executes(const std::string& query) {
+  size_t n = 0;
+  for (size_t at = query.find("EXECUTE "); at != std::string::npos;
+       at = query.find("EXECUTE ", at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
 // Two tables of one session are read in one round trip; when one of them fails on a row (an
 // expression the check cannot see fail), the other is still read and the failure is that table's.
 TEST_F(LeaseDatabases, TablesOfOneSessionAreReadTogetherAndFailAlone) {
@@ -302,12 +312,7 @@ TEST_F(LeaseDatabases, TablesOfOneSessionAreReadTogetherAndFailAlone) {
   EXPECT_EQ(Value(s, "pglock_lease_held", {{"table", "tenant_a/mutexes"}, {"lease", "m1"}}), 1);
   // Both tables' EXECUTEs in the session's one last batch.
   const std::string read = LastQueryIn(kTenant);
-  size_t executes = 0;
-  for (size_t at = read.find("EXECUTE "); at != std::string::npos;
-       at = read.find("EXECUTE ", at + 1)) {
-    ++executes;
-  }
-  EXPECT_EQ(executes, 4u) << read;
+  EXPECT_EQ(Executes(read), 4u) << read;
 
   // A row that fails the mutexes' read: that table down, with its error; leases still read.
   Pg().Exec("INSERT INTO leases VALUES ('t', 'me', now(), now() + interval '1h')", kTenant);
@@ -334,12 +339,7 @@ TEST_F(LeaseDatabases, TablesOfOneSessionAreReadTogetherAndFailAlone) {
   EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", kOther}}), 1);
   EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", "tenant_a/mutexes"}}), 1);
   const std::string again = LastQueryIn(kTenant);
-  size_t executes_again = 0;
-  for (size_t at = again.find("EXECUTE "); at != std::string::npos;
-       at = again.find("EXECUTE ", at + 1)) {
-    ++executes_again;
-  }
-  EXPECT_EQ(executes_again, 4u) << again;
+  EXPECT_EQ(Executes(again), 4u) << again;
 }
 
 }  // namespace
