@@ -85,17 +85,18 @@ struct TimelineRow {
   bool operator<(const TimelineRow& o) const { return Tie() < o.Tie(); }
 };
 
+// Its members are ordered for size (64 bytes; a timeline keeps tens of thousands).
 struct TimelineInterval {
   std::shared_ptr<const TimelineRow> row;
-  bool wait = false;
   double start = 0;
-  double end = 0;  // the last poll that saw it
+  double end = 0;       // the last poll that saw it
+  SharedText who;       // application_name, or a lease's holder text
+  SharedText detail;    // a row-lock holder's lease; a wait's lock type and mode
+  int pid = 0;          // the holder (0: a lease holder without a session), or the waiter
+  int blocker_pid = 0;  // waits: the holder waited on
+  bool wait = false;
   bool open = false;
   bool expired = false;  // a lease row still naming its holder after its expiry
-  int pid = 0;           // the holder (0: a lease holder without a session), or the waiter
-  SharedText who;        // application_name, or a lease's holder text
-  SharedText detail;     // a row-lock holder's lease; a wait's lock type and mode
-  int blocker_pid = 0;   // waits: the holder waited on
 };
 
 // What a marker marks: an event, a blocking episode's start or end (two markers of the one

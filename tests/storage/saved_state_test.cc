@@ -147,8 +147,12 @@ SavedTarget Sample() {
   open.objsubid = 2;
   open.pid = 4242;
   open.backend_start = session.backend_start;
-  open.interval = {lock_row,         false, 1796390000, 1796399999.5, true, false, 4242,
-                   "réport\nrunner", ""};
+  open.interval = {.row = lock_row,
+                   .start = 1796390000,
+                   .end = 1796399999.5,
+                   .who = "réport\nrunner",
+                   .pid = 4242,
+                   .open = true};
   timeline.open.push_back(open);
   TimelineSavedOpen waiting;
   waiting.key_kind = TimelineRowKind::kRoot;
@@ -157,11 +161,17 @@ SavedTarget Sample() {
   waiting.text =
       "app\x1f\x1f"
       "4242";
-  waiting.interval = {root_row, true, 1796399000, 1796399999.5, true, false, 4343, "waiter", ""};
+  waiting.interval = {.row = root_row,
+                      .start = 1796399000,
+                      .end = 1796399999.5,
+                      .who = "waiter",
+                      .pid = 4343,
+                      .wait = true,
+                      .open = true};
   waiting.interval.blocker_pid = 4242;
   timeline.open.push_back(waiting);
   timeline.closed.push_back(
-      {lock_row, false, 1796380000, 1796389000, false, false, 4141, "old", ""});
+      {.row = lock_row, .start = 1796380000, .end = 1796389000, .who = "old", .pid = 4141});
   TimelineMarker marker;
   marker.row = lock_row;
   marker.time = 1796389000;
@@ -431,8 +441,12 @@ TEST(SavedState, ATimelineTooLargeForTheFileLosesItsOldestHistoryFirst) {
   for (int i = 0; i < 6000; ++i) {
     auto row = std::make_shared<const TimelineRow>(
         TimelineRow{TimelineRowKind::kLock, escaped, escaped + std::to_string(i)});
-    t.closed.push_back(
-        {row, false, 1796380000.0 + i, 1796380000.5 + i, false, false, i, escaped, escaped});
+    t.closed.push_back({.row = row,
+                        .start = 1796380000.0 + i,
+                        .end = 1796380000.5 + i,
+                        .who = escaped,
+                        .detail = escaped,
+                        .pid = i});
   }
   const std::string bytes = EncodeSavedTarget(s);
   EXPECT_LE(bytes.size(), kMaxSavedTimelineBytes + EncodeSavedTarget(Sample()).size());
