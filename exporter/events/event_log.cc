@@ -169,10 +169,12 @@ void EventLog::Append(std::vector<Event> events) {
     // The ring's events hold positions [front, front + size) of its chunks, kSize to a chunk.
     const size_t next = ring.front + ring.size;
     if (next / EventChunk::kSize == ring.chunks.size()) {
-      ring.chunks.push_back(std::make_shared<EventChunk>());
+      ring.chunks.push_back(std::make_shared<StoredChunk>());
     }
-    ring.chunks.back()->slots[next % EventChunk::kSize] = {
-        next_seq_++, std::make_shared<const Event>(std::move(e))};
+    StoredChunk& chunk = *ring.chunks.back();
+    const size_t slot = next % EventChunk::kSize;
+    chunk.events[slot] = std::move(e);
+    chunk.slots[slot] = {next_seq_++, &chunk.events[slot]};
     ++ring.size;
     if (ring.size > capacity_) {
       --ring.size;
@@ -243,9 +245,10 @@ std::vector<std::shared_ptr<const Event>> EventLog::Since(uint64_t from, uint64_
       size_t pos = ring.front + ring.size;
       while (pos > ring.front) {
         --pos;
-        const auto& slot = ring.chunks[pos / EventChunk::kSize]->slots[pos % EventChunk::kSize];
-        if (slot.first < from) break;
-        found.push_back(slot);
+        const std::shared_ptr<StoredChunk>& chunk = ring.chunks[pos / EventChunk::kSize];
+        const auto& [seq, event] = chunk->slots[pos % EventChunk::kSize];
+        if (seq < from) break;
+        found.emplace_back(seq, std::shared_ptr<const Event>(chunk, event));
       }
     }
   }

@@ -5,6 +5,7 @@
 // Event is plain data. EventLog is thread-safe.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <deque>
 #include <map>
@@ -44,7 +45,8 @@ struct EventParty {
   SharedText query;
 };
 
-// Its strings are SharedText: a log keeps thousands of events whose texts repeat.
+// Its strings are SharedText: a log keeps thousands of events whose texts repeat. Its members
+// are ordered for size.
 struct Event {
   double time = 0;    // server epoch seconds: now() of the poll that saw it
   SharedText target;  // set by the poller
@@ -53,6 +55,8 @@ struct Event {
   // waiter); lock_timeout: current gave up, previous is its blocker.
   EventKind kind = EventKind::kLockReleased;
   EventCause cause = EventCause::kNone;  // loss cause, release reason, a timeout's kind
+  // blocking_episode, lock_wait, lock_timeout: how it ended (with started and duration below).
+  EventOutcome outcome = EventOutcome::kNone;
   // What decided the cause of a loss or a release by session close (and a blocking episode's
   // root_ended cause): the server's log, the counters, the timing alone, a restart.
   EndEvidence evidence = EndEvidence::kNone;
@@ -69,7 +73,6 @@ struct Event {
   SharedText current_holder;
   // blocking_episode: the root is `previous`; when it started (the first poll that saw it block),
   // how long it lasted, the peak sessions blocked and the longest wait seen.
-  EventOutcome outcome = EventOutcome::kNone;
   double started = 0;
   double duration = 0;
   int64_t peak_blocked = 0;
@@ -127,8 +130,12 @@ class EventLog {
  private:
   // One kind's events: `size` of them, from slot `front` of the first chunk on. A chunk's slots
   // are written once, in order; only the last chunk has free slots.
+  // A chunk that holds its events in place: one block for kSize events, written slot by slot.
+  struct StoredChunk : EventChunk {
+    std::array<Event, kSize> events;
+  };
   struct Ring {
-    std::deque<std::shared_ptr<EventChunk>> chunks;
+    std::deque<std::shared_ptr<StoredChunk>> chunks;
     size_t front = 0;
     size_t size = 0;
   };

@@ -12,9 +12,13 @@ struct Cursor {
   const std::vector<EventList::Span>* spans;
   size_t span = 0;
   uint32_t slot = 0;
-  const std::pair<uint64_t, std::shared_ptr<const Event>>& entry() const {
+  const std::pair<uint64_t, const Event*>& entry() const {
     const EventList::Span& s = (*spans)[span];
     return s.chunk->slots[slot];
+  }
+  // The entry's event, sharing its chunk's ownership.
+  std::shared_ptr<const Event> event() const {
+    return std::shared_ptr<const Event>((*spans)[span].chunk, entry().second);
   }
   // Moves to the next slot; false past the last.
   bool Next() {
@@ -46,7 +50,7 @@ EventList::EventList(std::vector<std::vector<Span>> by_kind) : by_kind_(std::mov
       const auto& [seq, event] = it->chunk->slots[it->end - 1];
       if (newest_ == nullptr || seq > newest_seq) {
         newest_seq = seq;
-        newest_ = event.get();
+        newest_ = event;
       }
       break;
     }
@@ -54,15 +58,21 @@ EventList::EventList(std::vector<std::vector<Span>> by_kind) : by_kind_(std::mov
 }
 
 std::shared_ptr<const EventList> EventList::Of(std::vector<std::shared_ptr<const Event>> events) {
+  // A chunk that keeps the events it points to alive.
+  struct SharingChunk : EventChunk {
+    std::array<std::shared_ptr<const Event>, kSize> owned;
+  };
   std::vector<Span> spans;
-  std::shared_ptr<EventChunk> filling;
+  std::shared_ptr<SharingChunk> filling;
   uint64_t seq = 0;
   for (auto& e : events) {
     if (spans.empty() || spans.back().end == EventChunk::kSize) {
-      filling = std::make_shared<EventChunk>();
+      filling = std::make_shared<SharingChunk>();
       spans.push_back(Span{filling, 0, 0});
     }
-    filling->slots[spans.back().end++] = {seq++, std::move(e)};
+    const uint32_t slot = spans.back().end++;
+    filling->slots[slot] = {seq++, e.get()};
+    filling->owned[slot] = std::move(e);
   }
   std::vector<std::vector<Span>> by_kind;
   by_kind.push_back(std::move(spans));
@@ -86,7 +96,7 @@ const std::vector<std::shared_ptr<const Event>>& EventList::all() const {
     while (!heads.empty()) {
       const size_t i = heads.top().second;
       heads.pop();
-      merged_.push_back(cursors[i].entry().second);
+      merged_.push_back(cursors[i].event());
       if (cursors[i].Next()) heads.emplace(cursors[i].entry().first, i);
     }
   });

@@ -22,10 +22,14 @@ namespace pglock {
 
 struct Event;  // exporter/events/event_log.h
 
-// Events of one kind in the order appended, each with its sequence number across kinds.
+// Events of one kind in the order appended, each with its sequence number across kinds. The
+// events themselves are kept by the chunk's owner, a type derived from it: the log's chunks
+// (EventLog) hold them in place, a list built from events (EventList::Of) holds their pointers.
+// A chunk is allocated whole and freed whole, so the events a log turns over leave no holes
+// between the blocks that outlive them.
 struct EventChunk {
   static constexpr size_t kSize = 64;
-  std::array<std::pair<uint64_t, std::shared_ptr<const Event>>, kSize> slots;
+  std::array<std::pair<uint64_t, const Event*>, kSize> slots{};
 };
 
 class EventList {
