@@ -1,7 +1,10 @@
 #include "exporter/events/event_log.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <iterator>
 #include <map>
 #include <tuple>
 #include <utility>
@@ -159,6 +162,43 @@ std::string EventText(const Event& e) {
   if (e.gap_to > 0)
     o += " exporter_gap_from=" + Number(e.gap_from) + " exporter_gap_to=" + Number(e.gap_to);
   return o + " time=" + Number(e.time);
+}
+
+EventParty::EventParty(const Identity& id) : pid(id.pid) {
+  const std::string_view texts[] = {id.application_name, id.client_addr, id.usename, id.state,
+                                    id.query};
+  size_t size = 0;
+  for (std::string_view t : texts) size += t.size();
+  if (size == 0) return;
+  std::string joined;
+  joined.reserve(size + sizeof(uint32_t) * std::size(texts));
+  for (std::string_view t : texts) {
+    const auto length = static_cast<uint32_t>(t.size());
+    joined.append(reinterpret_cast<const char*>(&length), sizeof length);
+    joined.append(t);
+  }
+  texts_ = SharedText(joined);
+}
+
+EventParty::operator Identity() const {
+  return Identity{pid,
+                  std::string(application_name()),
+                  std::string(client_addr()),
+                  std::string(usename()),
+                  std::string(state()),
+                  std::string(query())};
+}
+
+std::string_view EventParty::Text(int i) const {
+  if (texts_.empty()) return {};
+  std::string_view rest = texts_;
+  for (;; --i) {
+    uint32_t length = 0;
+    std::memcpy(&length, rest.data(), sizeof length);
+    rest.remove_prefix(sizeof length);
+    if (i == 0) return rest.substr(0, length);
+    rest.remove_prefix(length);
+  }
 }
 
 void EventLog::Append(std::vector<Event> events) {

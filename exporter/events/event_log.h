@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "exporter/events/event_names.h"
@@ -22,27 +23,29 @@
 
 namespace pglock {
 
-// A session as an event keeps it: an Identity whose texts are SharedText, since the same
-// application, address, user and state recur across the thousands of events a log keeps.
-struct EventParty {
+// A session as an event keeps it: its pid, and its application, address, user, state and query
+// as one SharedText. Those five recur together across the thousands of events a log keeps (one
+// pool's sessions, a job's workers), so a party costs 16 bytes, and each distinct description is
+// stored once however many events and sessions share it.
+class EventParty {
+ public:
   EventParty() = default;
-  EventParty(const Identity& id)  // NOLINT(google-explicit-constructor): an Identity's stand-in
-      : pid(id.pid),
-        application_name(id.application_name),
-        client_addr(id.client_addr),
-        usename(id.usename),
-        state(id.state),
-        query(id.query) {}
-  operator Identity() const {  // NOLINT(google-explicit-constructor)
-    return Identity{pid, application_name, client_addr, usename, state, query};
-  }
+  EventParty(const Identity& id);  // NOLINT(google-explicit-constructor): an Identity's stand-in
+  operator Identity() const;       // NOLINT(google-explicit-constructor)
+
+  std::string_view application_name() const { return Text(0); }
+  std::string_view client_addr() const { return Text(1); }
+  std::string_view usename() const { return Text(2); }
+  std::string_view state() const { return Text(3); }
+  std::string_view query() const { return Text(4); }
 
   int pid = 0;
-  SharedText application_name;
-  SharedText client_addr;
-  SharedText usename;
-  SharedText state;
-  SharedText query;
+
+ private:
+  // The i-th of the five texts: each is kept as its length (4 bytes, host order) and its bytes.
+  std::string_view Text(int i) const;
+
+  SharedText texts_;  // empty when all five are
 };
 
 // Its strings are SharedText: a log keeps thousands of events whose texts repeat. Its members

@@ -22,9 +22,10 @@ Event InheritedEvent(const PollData& data, const PooledLock& lock, const Session
   e.datname = lock.database;
   e.lock = LockLabel(lock.key, names);
   e.pooler = lock.pooler;
-  e.previous = IdentityOf(&s, lock.pid);
-  e.previous.application_name = lock.last_application_name;
-  e.previous.query = {};
+  Identity previous = IdentityOf(&s, lock.pid);
+  previous.application_name = lock.last_application_name;
+  previous.query.clear();
+  e.previous = previous;
   e.current = IdentityOf(&s, lock.pid);
   e.previous_holder = lock.current_client;
   e.current_holder = client;

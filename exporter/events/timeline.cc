@@ -437,9 +437,11 @@ void Timeline::AddMarkers(const std::vector<Event>& events) {
     m.duration = e.duration;
     m.count = e.count;
     m.previous_pid = e.previous.pid;
-    m.previous = Clip(e.previous_holder.empty() ? e.previous.application_name : e.previous_holder);
+    m.previous = Clip(e.previous_holder.empty() ? SharedText(e.previous.application_name())
+                                                : e.previous_holder);
     m.current_pid = e.current.pid;
-    m.current = Clip(e.current_holder.empty() ? e.current.application_name : e.current_holder);
+    m.current = Clip(e.current_holder.empty() ? SharedText(e.current.application_name())
+                                              : e.current_holder);
     m.event_kind = e.kind;
     m.event_time = e.time;
     if (IsLeaseEvent(e.kind)) {

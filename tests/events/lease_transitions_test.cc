@@ -318,11 +318,11 @@ TEST(LeaseTransitionsTest, RowLockLeaseEventsNameTheHoldingSessions) {
   ASSERT_EQ(lease.size(), 3u);
   EXPECT_EQ(lease[0]->kind, EventKind::kLeaseAcquired);
   EXPECT_EQ(lease[0]->current.pid, 41);
-  EXPECT_EQ(lease[0]->current.application_name, "worker-1");
+  EXPECT_EQ(lease[0]->current.application_name(), "worker-1");
   EXPECT_EQ(lease[1]->kind, EventKind::kLeaseHandover);
   EXPECT_EQ(lease[1]->previous.pid, 41);
   EXPECT_EQ(lease[1]->current.pid, 42);
-  EXPECT_EQ(lease[1]->current.application_name, "worker-2");
+  EXPECT_EQ(lease[1]->current.application_name(), "worker-2");
   EXPECT_EQ(lease[2]->kind, EventKind::kLeaseReleased);
   EXPECT_EQ(lease[2]->previous.pid, 42);
   EXPECT_EQ(lease[2]->current.pid, 0);

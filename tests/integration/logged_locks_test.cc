@@ -81,7 +81,7 @@ TEST_F(LoggedLocks, ARowLockWaitBetweenTwoPollsIsCountedWithWaiterHolderAndDurat
   const auto e = PollUntilEvent(*poller, "lock_wait");
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->current.pid, waiter.Pid());
-  EXPECT_EQ(e->current.application_name, "worker-b");
+  EXPECT_EQ(e->current.application_name(), "worker-b");
   EXPECT_EQ(e->previous.pid, holder.Pid());
   EXPECT_EQ(e->outcome, EventOutcome::kAcquired);
   EXPECT_NEAR(e->duration, 2.0, 0.5);
@@ -177,7 +177,7 @@ TEST_F(LoggedLocks, ALockTimeoutIsCountedByRoleWithItsBlocker) {
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->cause, EventCause::kLockTimeout);
   EXPECT_EQ(e->current.pid, deploy.Pid());
-  EXPECT_EQ(e->current.usename, "deployer");
+  EXPECT_EQ(e->current.usename(), "deployer");
   EXPECT_EQ(e->previous.pid, holder.Pid());
   EXPECT_EQ(e->lock, "public.jobs");  // as a poll names the relation, not by its OID
   const auto samples = PollAndScrape(*poller);
@@ -240,7 +240,7 @@ int CountEvents(const Poller& poller, const std::string& kind, const std::string
   for (const auto& e : *poller.Latest()->events) {
     n += EventKindName(e->kind) == kind &&
                  (outcome.empty() || EventOutcomeName(e->outcome) == outcome) &&
-                 e->current.application_name.str().rfind(app_prefix, 0) == 0
+                 e->current.application_name().starts_with(app_prefix)
              ? 1
              : 0;
   }

@@ -577,7 +577,7 @@ std::pair<int, int64_t> EventsOf(const Poller& poller, const std::string& kind,
                                  const std::string& app = "") {
   std::pair<int, int64_t> n{0, 0};
   for (const auto& e : *poller.Latest()->events) {
-    if (EventKindName(e->kind) != kind || (!app.empty() && e->previous.application_name != app))
+    if (EventKindName(e->kind) != kind || (!app.empty() && e->previous.application_name() != app))
       continue;
     ++n.first;
     n.second += e->count;

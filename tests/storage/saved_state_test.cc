@@ -62,8 +62,7 @@ SavedTarget Sample() {
   e.cause = CauseOf(HoldEnd::kTerminated);
   e.evidence = EndEvidence::kLog;
   e.lock = "nightly-report";
-  e.previous.pid = 4242;
-  e.previous.application_name = "runner";
+  e.previous = Identity{.pid = 4242, .application_name = "runner"};
   e.count = 2;
   e.gap_from = 1796399000;
   e.gap_to = 1796399999.5;
