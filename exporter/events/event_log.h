@@ -24,9 +24,10 @@
 namespace pglock {
 
 // A session as an event keeps it: its pid, and its application, address, user, state and query
-// as one SharedText. Those five recur together across the thousands of events a log keeps (one
-// pool's sessions, a job's workers), so a party costs 16 bytes, and each distinct description is
-// stored once however many events and sessions share it.
+// as one SharedText. The first four recur together across the thousands of events a log keeps
+// (one pool's sessions, a job's workers), so a party costs 16 bytes, and each distinct description
+// is stored once however many events and sessions share it. The query is kept only with
+// web.show_query_text; then one query from many addresses or states is stored with each.
 class EventParty {
  public:
   EventParty() = default;
@@ -131,12 +132,16 @@ class EventLog {
       EXCLUDES(mu_);
 
  private:
-  // One kind's events: `size` of them, from slot `front` of the first chunk on. A chunk's slots
-  // are written once, in order; only the last chunk has free slots.
-  // A chunk that holds its events in place: one block for kSize events, written slot by slot.
+  // A chunk that holds its events in place: one block for kSize events, written slot by slot. Its
+  // slots point into it, so it is never copied.
   struct StoredChunk : EventChunk {
+    StoredChunk() = default;
+    StoredChunk(const StoredChunk&) = delete;
+    StoredChunk& operator=(const StoredChunk&) = delete;
     std::array<Event, kSize> events;
   };
+  // One kind's events: `size` of them, from slot `front` of the first chunk on. A chunk's slots
+  // are written once, in order; only the last chunk has free slots.
   struct Ring {
     std::deque<std::shared_ptr<StoredChunk>> chunks;
     size_t front = 0;

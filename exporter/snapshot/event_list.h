@@ -28,7 +28,8 @@ struct Event;  // exporter/events/event_log.h
 // A chunk is allocated whole and freed whole, so the events a log turns over leave no holes
 // between the blocks that outlive them.
 struct EventChunk {
-  static constexpr size_t kSize = 64;
+  // 32 events: a kind with one event costs a chunk (6 KB in the log), a full kind 32 of them.
+  static constexpr size_t kSize = 32;
   std::array<std::pair<uint64_t, const Event*>, kSize> slots{};
 };
 

@@ -1,6 +1,6 @@
 // SharedText: an immutable string kept once per process however many values hold it. The event
 // log keeps thousands of events whose strings repeat (the target, the database, the lock's name,
-// a session's application, address, user and state): as std::string each costs 32 bytes and,
+// a session's description, a holder): as std::string each costs 32 bytes and,
 // past 15 characters, a heap block of its own in every event; as SharedText it costs a pointer,
 // and the text is stored once while anything holds it.
 //
