@@ -236,11 +236,11 @@ TEST(EventParty, KeepsASessionsTextsAsOneSharedText) {
   EXPECT_EQ(back.usename, full.usename);
   EXPECT_EQ(back.query, full.query);
 
-  const EventParty only_state(Identity{.pid = 7, .state = "active"});
+  const EventParty only_state(Identity{7, "", "", "", "active", ""});
   EXPECT_EQ(only_state.application_name(), "");
   EXPECT_EQ(only_state.state(), "active");
   EXPECT_EQ(only_state.query(), "");
-  const EventParty none(Identity{.pid = 9});
+  const EventParty none(Identity{9, "", "", "", "", ""});
   EXPECT_EQ(none.pid, 9);
   EXPECT_EQ(none.application_name(), "");
   EXPECT_EQ(none.query(), "");

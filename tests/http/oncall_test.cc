@@ -548,7 +548,7 @@ TEST(EventLog, AnyBytesGiveValidJsonAndOneTextLine) {
   Event e;
   e.kind = EventKind::kLockLost;
   e.lock = std::string("a\"b\\\n\x01\xff\xfe", 8);
-  e.previous = Identity{.pid = 7, .application_name = "app name"};
+  e.previous = Identity{7, "app name", "", "", "", ""};
   const std::string json = EventJson(e);
   EXPECT_NE(json.find("\"lock\":\"a\\\"b\\\\\\n\\u0001\xEF\xBF\xBD\xEF\xBF\xBD\""),
             std::string::npos)

@@ -62,7 +62,7 @@ SavedTarget Sample() {
   e.cause = CauseOf(HoldEnd::kTerminated);
   e.evidence = EndEvidence::kLog;
   e.lock = "nightly-report";
-  e.previous = Identity{.pid = 4242, .application_name = "runner"};
+  e.previous = Identity{4242, "runner", "", "", "", ""};
   e.count = 2;
   e.gap_from = 1796399000;
   e.gap_to = 1796399999.5;
@@ -150,6 +150,7 @@ SavedTarget Sample() {
                    .start = 1796390000,
                    .end = 1796399999.5,
                    .who = "réport\nrunner",
+                   .detail = {},
                    .pid = 4242,
                    .open = true};
   timeline.open.push_back(open);
@@ -164,13 +165,18 @@ SavedTarget Sample() {
                       .start = 1796399000,
                       .end = 1796399999.5,
                       .who = "waiter",
+                      .detail = {},
                       .pid = 4343,
                       .wait = true,
                       .open = true};
   waiting.interval.blocker_pid = 4242;
   timeline.open.push_back(waiting);
-  timeline.closed.push_back(
-      {.row = lock_row, .start = 1796380000, .end = 1796389000, .who = "old", .pid = 4141});
+  timeline.closed.push_back({.row = lock_row,
+                             .start = 1796380000,
+                             .end = 1796389000,
+                             .who = "old",
+                             .detail = {},
+                             .pid = 4141});
   TimelineMarker marker;
   marker.row = lock_row;
   marker.time = 1796389000;

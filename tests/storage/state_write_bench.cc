@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     e.cause = pglock::CauseOf(pglock::HoldEnd::kCleanClose);
     e.evidence = pglock::EndEvidence::kLog;
     e.lock = "job:" + std::to_string(i);
-    e.previous = pglock::Identity{.pid = 100000 + i, .application_name = "job-runner"};
+    e.previous = pglock::Identity{100000 + i, "job-runner", "", "", "", ""};
     s.events.push_back(e);
   }
   if (argc > 4 && std::atoi(argv[4]) != 0 && !s.inventory->sessions.empty()) {
