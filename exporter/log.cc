@@ -36,7 +36,7 @@ class JsonFormatter final : public spdlog::formatter {
     const auto level = spdlog::level::to_string_view(msg.level);
     const std::string line = std::string("{\"time\":\"") + ts + "\",\"level\":\"" +
                              std::string(level.data(), level.size()) + "\",\"msg\":\"" +
-                             JsonEscape(std::string(msg.payload.data(), msg.payload.size())) +
+                             JsonEscape(std::string_view(msg.payload.data(), msg.payload.size())) +
                              "\"" + (t_extra_member != nullptr ? "," + *t_extra_member : "") +
                              "}\n";
     dest.append(line.data(), line.data() + line.size());
@@ -48,7 +48,7 @@ class JsonFormatter final : public spdlog::formatter {
 
 }  // namespace
 
-std::string JsonEscape(const std::string& raw) {
+std::string JsonEscape(std::string_view raw) {
   std::string out;
   for (unsigned char c : ToValidUtf8(raw)) {
     switch (c) {

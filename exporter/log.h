@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 namespace pglock {
 
@@ -11,7 +12,7 @@ void SetupLogging(const std::string& level, const std::string& format);
 
 // Escapes a string for inclusion in a JSON string literal (control characters as \uXXXX;
 // invalid UTF-8 replaced with U+FFFD).
-std::string JsonEscape(const std::string& s);
+std::string JsonEscape(std::string_view s);
 
 // Logs one structured record at info level: "<msg> <text_fields>" in text format; with
 // --log.format=json one object whose `key` member is `json_value` (a JSON value).

@@ -190,14 +190,16 @@ std::string EnsureDatabaseSession(const PollContext& ctx, const std::string& dat
 // not run or failed (tried again at the next poll).
 bool SweepIfAsked(const PollContext& ctx, LeasesState* st, bool forced) {
   const uint64_t session = ctx.conn->serial();
-  bool asked = forced;
+  const bool asked =
+      forced || std::any_of(st->tables.begin(), st->tables.end(), [&](const auto& entry) {
+        return entry.second.session == session && entry.second.left_statements;
+      });
+  if (!asked || ctx.conn->Broken()) return false;
   std::set<std::string> keep;
   for (const auto& [label, t] : st->tables) {
-    if (t.session != session) continue;
-    asked = asked || t.left_statements;
-    if (!t.rows_name.empty()) keep.insert({t.rows_name, t.writes_name});
+    if (t.session == session && !t.rows_name.empty()) keep.insert({t.rows_name, t.writes_name});
   }
-  if (!asked || ctx.conn->Broken() || !SweepLeaseStatements(ctx, keep).ok()) return false;
+  if (!SweepLeaseStatements(ctx, keep).ok()) return false;
   for (auto& [label, t] : st->tables) {
     if (t.session == session) t.left_statements = false;
   }

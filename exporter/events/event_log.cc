@@ -14,7 +14,7 @@
 namespace pglock {
 namespace {
 
-std::string Quoted(const std::string& s) { return "\"" + JsonEscape(s) + "\""; }
+std::string Quoted(std::string_view s) { return "\"" + JsonEscape(s) + "\""; }
 
 std::string Number(double v) {
   char buf[32];
@@ -22,22 +22,23 @@ std::string Number(double v) {
   return buf;
 }
 
-std::string IdentityJson(const Identity& id, const std::string& holder) {
-  std::string o = "{\"pid\":" + std::to_string(id.pid);
-  o += ",\"application_name\":" + Quoted(id.application_name);
-  o += ",\"usename\":" + Quoted(id.usename);
-  o += ",\"client_addr\":" + Quoted(id.client_addr);
+// A party's texts are read in place: an event list of thousands is rendered without copying them.
+std::string PartyJson(const EventParty& party, const std::string& holder) {
+  std::string o = "{\"pid\":" + std::to_string(party.pid);
+  o += ",\"application_name\":" + Quoted(party.application_name());
+  o += ",\"usename\":" + Quoted(party.usename());
+  o += ",\"client_addr\":" + Quoted(party.client_addr());
   o += ",\"holder\":" + Quoted(holder) + "}";
   return o;
 }
 
 // A text-log value: bare when it is a plain token, else quoted with JSON escapes.
-std::string TextValue(const std::string& s) {
+std::string TextValue(std::string_view s) {
   bool plain = !s.empty();
   for (unsigned char c : s) {
     if (c <= ' ' || c == '"' || c == '=' || c == '\\' || c >= 0x7F) plain = false;
   }
-  return plain ? s : Quoted(s);
+  return plain ? std::string(s) : Quoted(s);
 }
 
 }  // namespace
@@ -103,8 +104,8 @@ std::string EventJson(const Event& e) {
   o += ",\"table\":" + Quoted(e.table);
   o += ",\"lease\":" + Quoted(e.lease);
   o += ",\"pooler\":" + Quoted(e.pooler);
-  o += ",\"previous\":" + IdentityJson(e.previous, e.previous_holder);
-  o += ",\"current\":" + IdentityJson(e.current, e.current_holder);
+  o += ",\"previous\":" + PartyJson(e.previous, e.previous_holder);
+  o += ",\"current\":" + PartyJson(e.current, e.current_holder);
   if (e.kind == EventKind::kBlockingEpisode) {
     o += ",\"outcome\":" + Quoted(EventOutcomeName(e.outcome)) +
          ",\"started\":" + Number(e.started) + ",\"duration_seconds\":" + Number(e.duration) +
@@ -136,13 +137,13 @@ std::string EventText(const Event& e) {
   field("table", e.table);
   field("lease", e.lease);
   field("pooler", e.pooler);
-  const auto who = [&](const char* side, const Identity& id, const std::string& holder) {
+  const auto who = [&](const char* side, const EventParty& party, const std::string& holder) {
     const std::string p(side);
-    if (id.pid != 0) {
-      o += " " + p + "_pid=" + std::to_string(id.pid);
-      o += " " + p + "_application_name=" + TextValue(id.application_name);
-      o += " " + p + "_usename=" + TextValue(id.usename);
-      o += " " + p + "_client_addr=" + TextValue(id.client_addr);
+    if (party.pid != 0) {
+      o += " " + p + "_pid=" + std::to_string(party.pid);
+      o += " " + p + "_application_name=" + TextValue(party.application_name());
+      o += " " + p + "_usename=" + TextValue(party.usename());
+      o += " " + p + "_client_addr=" + TextValue(party.client_addr());
     }
     field((p + "_holder").c_str(), holder);
   };

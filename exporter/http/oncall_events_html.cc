@@ -10,12 +10,14 @@
 namespace pglock {
 namespace {
 
-std::string EventWho(const Identity& id, const std::string& holder) {
-  if (id.pid != 0) {
-    return "pid " + std::to_string(id.pid) + " " + id.application_name + " " + id.usename + "@" +
-           Addr(id.client_addr) + (holder.empty() ? "" : " (" + holder + ")");
-  }
-  return holder;
+// A party's texts read in place: the section lists up to thousands of events.
+std::string EventWho(const EventParty& party, const std::string& holder) {
+  if (party.pid == 0) return holder;
+  std::string o = "pid " + std::to_string(party.pid);
+  o.append(" ").append(party.application_name());
+  o.append(" ").append(party.usename()).append("@").append(Addr(party.client_addr()));
+  if (!holder.empty()) o.append(" (").append(holder).append(")");
+  return o;
 }
 
 // What the target's log reader reports, where that limits what the section shows.

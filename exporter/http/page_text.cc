@@ -56,7 +56,7 @@ std::string Span(double v) {
 std::string Utc(double epoch) { return FormatUtc(epoch, "%Y-%m-%d %H:%M:%SZ"); }
 std::string Clock(double epoch) { return FormatUtc(epoch, "%H:%M:%S"); }
 
-std::string Addr(const std::string& a) { return a.empty() ? "local" : a; }
+std::string Addr(std::string_view a) { return a.empty() ? "local" : std::string(a); }
 
 std::string AppName(const std::string& application_name) {
   return application_name.empty() ? "(no application_name)" : application_name;

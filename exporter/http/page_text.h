@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pglock {
@@ -32,7 +33,7 @@ std::string Utc(double epoch);
 std::string Clock(double epoch);
 
 // A client's address; "local" for a Unix-socket client (no address).
-std::string Addr(const std::string& a);
+std::string Addr(std::string_view a);
 // A client's application_name; "(no application_name)" when it set none.
 std::string AppName(const std::string& application_name);
 
