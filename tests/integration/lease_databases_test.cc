@@ -133,6 +133,8 @@ TEST_F(LeaseDatabases, DatabaseDroppedOrClosedTakesDownOnlyItsTables) {
   Pg().Exec(
       "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'tenant_a' AND "
       "application_name = 'pglock_exporter'");
+  // Gone before the next poll (pg_terminate_backend only signals it).
+  ASSERT_TRUE(testing::WaitFor(5, [] { return ExporterSessionsIn(kTenant) == "0"; }));
   for (int i = 0; i < 4; ++i) s = Poll();
   EXPECT_EQ(Value(s, "pglock_up"), 1);
   EXPECT_EQ(Value(s, "pglock_lease_table_up", {{"table", kOther}}), 0);
