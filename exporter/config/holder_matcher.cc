@@ -168,6 +168,25 @@ std::optional<std::vector<std::string>> HolderMatcher::Match(const std::string& 
   // PostgreSQL text never holds NUL, but cut at one anyway: regexec reads a C string.
   std::string input = holder.substr(0, kMaxInput);
   if (const auto nul = input.find('\0'); nul != std::string::npos) input.resize(nul);
+  std::lock_guard lock(mu_);
+  if (const auto it = memo_.find(input); it != memo_.end()) return it->second;
+  auto out = Run(input);
+  size_t bytes = input.size();
+  if (out) {
+    for (const std::string& part : *out) bytes += part.size();
+  }
+  if (memo_bytes_ + bytes > kMaxMemoBytes) {
+    memo_.clear();
+    memo_bytes_ = 0;
+  }
+  if (bytes <= kMaxMemoBytes) {
+    memo_bytes_ += bytes;
+    memo_.emplace(std::move(input), out);
+  }
+  return out;
+}
+
+std::optional<std::vector<std::string>> HolderMatcher::Run(const std::string& input) const {
   std::vector<regmatch_t> m(re_.re_nsub + 1);
   if (regexec(&re_, input.c_str(), m.size(), m.data(), 0) != 0) return std::nullopt;
   std::vector<std::string> out;

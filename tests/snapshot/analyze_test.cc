@@ -787,6 +787,29 @@ TEST(HolderMatcherTest, InputIsCappedAndCutAtNul) {
   EXPECT_EQ((*cut)[0], "aa");
 }
 
+TEST(HolderMatcherTest, AnswersFromItsMemoAlikeAndStaysWithinItsBound) {
+  HolderMatcher m("^([^:]+):([0-9]+):");
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(m.Match("web-1:42:x"), (std::vector<std::string>{"web-1", "42"}));
+    EXPECT_EQ(m.Match("nope"), std::nullopt);
+  }
+  const size_t two = m.memo_bytes();
+  EXPECT_GT(two, 0u);
+  EXPECT_EQ(m.Match("web-1:42:x"), (std::vector<std::string>{"web-1", "42"}));
+  EXPECT_EQ(m.memo_bytes(), two);  // asked again: nothing added
+  // Many more distinct holders than the memo keeps, each as long as the matcher reads: every
+  // answer still right, the memo never past its bound.
+  for (int i = 0; i < 1000; ++i) {
+    const std::string host = "h" + std::to_string(i) + std::string(900, 'x');
+    const auto parts = m.Match(host + ":" + std::to_string(i) + ":");
+    ASSERT_TRUE(parts.has_value()) << i;
+    EXPECT_EQ((*parts)[0], host);
+    EXPECT_EQ((*parts)[1], std::to_string(i));
+    EXPECT_LE(m.memo_bytes(), HolderMatcher::kMaxMemoBytes);
+  }
+  EXPECT_EQ(m.Match("web-1:42:x"), (std::vector<std::string>{"web-1", "42"}));
+}
+
 // ---- Poolers --------------------------------------------------------------------------------
 
 TEST(AnalyzeTest, PoolerSessionLocksCountOnlyLocksHeldOutsideATransactionAcrossTheRead) {
