@@ -308,16 +308,38 @@ Status PrepareRead(const PollContext& ctx, const std::string& rows_sql,
   return Status::Ok();
 }
 
+// The read's texts for this session and config: built once, not at every poll.
+const TableState::Texts& TextsFor(const PollContext& ctx, const LeaseTableConfig& table,
+                                  TableState* st) {
+  const uint64_t session = ctx.conn->serial();
+  const int limit = ctx.poll->max_leases;
+  if (st->texts && st->texts->session == session && st->texts->limit == limit &&
+      st->texts->table == table) {
+    return *st->texts;
+  }
+  TableState::Texts t;
+  t.session = session;
+  t.limit = limit;
+  t.table = table;
+  t.relation = LeaseTableRelation(*ctx.conn, table);
+  // A row_lock table's live transaction ids are the prepared statement's parameter.
+  t.rows_sql = LeaseTableSql(*ctx.conn, table, limit, table.row_lock ? "$1" : "'{}'");
+  t.writes_sql = LeaseTableWritesSql(*ctx.conn, table);
+  // Not kept when the quoting failed (a broken session): the next poll builds them again.
+  if (t.relation.empty() || t.rows_sql.empty() || t.writes_sql.empty()) t.session = 0;
+  st->texts = std::move(t);
+  return *st->texts;
+}
+
 // Checks the table's types when this connection has not yet, then reads it; *failed when a
 // statement failed on the server.
 Status CheckAndRead(const PollContext& ctx, const LeaseTableConfig& table,
                     const LiveTransactions& live, const BatchResults* joint, TableState* st,
                     LeaseTableData* out, bool* failed) {
-  const std::string relation = LeaseTableRelation(*ctx.conn, table);
-  // A row_lock table's live transaction ids are the prepared statement's parameter.
-  const std::string sql =
-      LeaseTableSql(*ctx.conn, table, ctx.poll->max_leases, table.row_lock ? "$1" : "'{}'");
-  const std::string writes_sql = LeaseTableWritesSql(*ctx.conn, table);
+  const TableState::Texts& texts = TextsFor(ctx, table, st);
+  const std::string& relation = texts.relation;
+  const std::string& sql = texts.rows_sql;
+  const std::string& writes_sql = texts.writes_sql;
   if (relation.empty() || sql.empty() || writes_sql.empty()) {
     out->error = "cannot quote identifiers";
     return ctx.conn->Broken() ? Status::ConnectionLost(out->error) : Status::Ok();

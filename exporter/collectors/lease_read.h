@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -36,6 +37,15 @@ struct TableState {
   std::string rows_name, writes_name;
   std::string rows_sql, writes_sql;
   bool rows_param = false;  // the rows statement takes the live transaction ids ($1)
+  // The read's texts as last built and what they were built from: built again only for a new
+  // session (the quoting is the session's) or a reload that changed the table or the row limit.
+  struct Texts {
+    uint64_t session = 0;
+    int limit = 0;
+    LeaseTableConfig table;
+    std::string relation, rows_sql, writes_sql;
+  };
+  std::optional<Texts> texts;
   // Statements this table prepared on its session and no longer names (replaced by a reload, left
   // by a failed prepare, one of two a session lost): SweepLeaseStatements deallocates them.
   bool left_statements = false;
