@@ -171,15 +171,17 @@ std::optional<std::vector<std::string>> HolderMatcher::Match(const std::string& 
   std::lock_guard lock(mu_);
   if (const auto it = memo_.find(input); it != memo_.end()) return it->second;
   auto out = Run(input);
-  size_t bytes = input.size();
+  // What the entry holds on the heap, roughly: its node (key, answer, hash), the key's text, the
+  // answer's strings and their texts.
+  size_t bytes = kMemoEntryBytes + input.size();
   if (out) {
-    for (const std::string& part : *out) bytes += part.size();
-  }
-  if (memo_bytes_ + bytes > kMaxMemoBytes) {
-    memo_.clear();
-    memo_bytes_ = 0;
+    for (const std::string& part : *out) bytes += sizeof(std::string) + part.size();
   }
   if (bytes <= kMaxMemoBytes) {
+    if (memo_bytes_ + bytes > kMaxMemoBytes) {
+      memo_.clear();
+      memo_bytes_ = 0;
+    }
     memo_bytes_ += bytes;
     memo_.emplace(std::move(input), out);
   }

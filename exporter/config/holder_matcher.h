@@ -43,8 +43,10 @@ class HolderMatcher {
   // and regexec on each of them was a fifth of an idle exporter's instructions.
   std::optional<std::vector<std::string>> Match(const std::string& holder) const;
 
-  // The memo's bound, counting each holder's text and groups; past it the memo starts again.
+  // The memo's bound, counting each entry's heap (kMemoEntryBytes, the holder's text, its
+  // groups); past it the memo starts again.
   static constexpr size_t kMaxMemoBytes = 64 << 10;
+  static constexpr size_t kMemoEntryBytes = 128;
   size_t memo_bytes() const {
     std::lock_guard lock(mu_);
     return memo_bytes_;

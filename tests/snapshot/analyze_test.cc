@@ -798,7 +798,9 @@ TEST(HolderMatcherTest, AnswersFromItsMemoAlikeAndStaysWithinItsBound) {
   EXPECT_EQ(m.Match("web-1:42:x"), (std::vector<std::string>{"web-1", "42"}));
   EXPECT_EQ(m.memo_bytes(), two);  // asked again: nothing added
   // Many more distinct holders than the memo keeps, each as long as the matcher reads: every
-  // answer still right, the memo never past its bound.
+  // answer still right, the memo never past its bound, and started again when full.
+  size_t last = m.memo_bytes();
+  bool restarted = false;
   for (int i = 0; i < 1000; ++i) {
     const std::string host = "h" + std::to_string(i) + std::string(900, 'x');
     const auto parts = m.Match(host + ":" + std::to_string(i) + ":");
@@ -806,7 +808,10 @@ TEST(HolderMatcherTest, AnswersFromItsMemoAlikeAndStaysWithinItsBound) {
     EXPECT_EQ((*parts)[0], host);
     EXPECT_EQ((*parts)[1], std::to_string(i));
     EXPECT_LE(m.memo_bytes(), HolderMatcher::kMaxMemoBytes);
+    restarted = restarted || m.memo_bytes() < last;
+    last = m.memo_bytes();
   }
+  EXPECT_TRUE(restarted);
   EXPECT_EQ(m.Match("web-1:42:x"), (std::vector<std::string>{"web-1", "42"}));
 }
 
