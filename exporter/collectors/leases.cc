@@ -363,11 +363,7 @@ void LeasesCollector::BuildView(const PollData& data, const ViewContext& ctx,
         if (!tv.queue)
           view->row_locks.push_back({t.table, row.name, lv.session, lv.age, lv.xact_seconds});
       }
-      if (split) {
-        auto parts = rules->matcher->Match(row.holder);
-        lv.holder_parts =
-            parts ? std::move(*parts) : std::vector<std::string>(rules->holder_labels.size());
-      }
+      if (split) lv.holder_parts = rules->matcher->Match(row.holder);
       tv.leases.push_back(std::move(lv));
     }
     if (tv.queue) {  // the worst rows only: held first, then the oldest
@@ -408,8 +404,10 @@ void ExposeTables(const TargetSnapshot& snap, const TargetView& v, Families* f) 
       if (lt.holder_labels.empty()) {
         hl.emplace_back("holder", l.holder);
       } else {
+        const std::vector<std::string>* parts = l.holder_parts.get();  // null: each label ""
         for (size_t i = 0; i < lt.holder_labels.size(); ++i) {
-          hl.emplace_back(lt.holder_labels[i], i < l.holder_parts.size() ? l.holder_parts[i] : "");
+          hl.emplace_back(lt.holder_labels[i],
+                          parts != nullptr && i < parts->size() ? (*parts)[i] : "");
         }
       }
       f->AddLabelled(kLeaseHolderInfo, hl, 1);

@@ -163,17 +163,19 @@ HolderMatcher::~HolderMatcher() {
   if (compiled_) regfree(&re_);
 }
 
-std::optional<std::vector<std::string>> HolderMatcher::Match(const std::string& holder) const {
-  if (!compiled_) return std::nullopt;
+HolderMatcher::Parts HolderMatcher::Match(std::string_view holder) const {
+  if (!compiled_) return nullptr;
   // PostgreSQL text never holds NUL, but cut at one anyway: regexec reads a C string.
-  std::string input = holder.substr(0, kMaxInput);
-  if (const auto nul = input.find('\0'); nul != std::string::npos) input.resize(nul);
+  std::string_view input = holder.substr(0, kMaxInput);
+  if (const auto nul = input.find('\0'); nul != std::string_view::npos)
+    input = input.substr(0, nul);
   std::lock_guard lock(mu_);
   if (const auto it = memo_.find(input); it != memo_.end()) return it->second;
-  auto out = Run(input);
+  std::string text(input);
+  Parts out = Run(text);
   // What the entry holds on the heap, roughly: its node (key, answer, hash), the key's text, the
   // answer's strings and their texts.
-  size_t bytes = kMemoEntryBytes + input.size();
+  size_t bytes = kMemoEntryBytes + text.size();
   if (out) {
     for (const std::string& part : *out) bytes += sizeof(std::string) + part.size();
   }
@@ -183,21 +185,21 @@ std::optional<std::vector<std::string>> HolderMatcher::Match(const std::string& 
       memo_bytes_ = 0;
     }
     memo_bytes_ += bytes;
-    memo_.emplace(std::move(input), out);
+    memo_.emplace(std::move(text), out);
   }
   return out;
 }
 
-std::optional<std::vector<std::string>> HolderMatcher::Run(const std::string& input) const {
+HolderMatcher::Parts HolderMatcher::Run(const std::string& input) const {
   std::vector<regmatch_t> m(re_.re_nsub + 1);
-  if (regexec(&re_, input.c_str(), m.size(), m.data(), 0) != 0) return std::nullopt;
-  std::vector<std::string> out;
+  if (regexec(&re_, input.c_str(), m.size(), m.data(), 0) != 0) return nullptr;
+  auto out = std::make_shared<std::vector<std::string>>();
   for (size_t i = 1; i < m.size(); ++i) {
     if (m[i].rm_so < 0) {
-      out.emplace_back();
+      out->emplace_back();
     } else {
-      out.push_back(input.substr(static_cast<size_t>(m[i].rm_so),
-                                 static_cast<size_t>(m[i].rm_eo - m[i].rm_so)));
+      out->push_back(input.substr(static_cast<size_t>(m[i].rm_so),
+                                  static_cast<size_t>(m[i].rm_eo - m[i].rm_so)));
     }
   }
   return out;

@@ -101,27 +101,26 @@ class LeaseCounter {
 
 // A row whose holder did not change: given back (its expiry moved to the past), renewed, or as
 // it was. Each write it explains is counted in *mark.
-void JudgeSameHolder(const LeaseRow& row, const LeaseTransitions::LeaseSeen& before,
-                     const LeaseTableData& t, double prev_now,
-                     LeaseTransitions::LeaseSeen* now_seen, LeaseTransitions::LeaseWriteMark* mark,
-                     LeaseCounter& count) {
+LeaseState JudgeSameHolder(const LeaseRow& row, const LeaseTransitions::LeaseSeen& before,
+                           const LeaseTableData& t, double prev_now,
+                           LeaseTransitions::LeaseWriteMark* mark, LeaseCounter& count) {
   const LeaseRow& old = before.row;
   const bool moved_back =
       row.expires_at < old.expires_at && row.expires_at <= t.now && old.expires_at > prev_now;
   if (moved_back) {
     count(row.name, LeaseTransition::kReleased, old.holder, "",
           old.pid);  // given back by moving its expiry to the past
-    now_seen->state = LeaseState::kGivenBack;
     mark->explained.updated += 1;
-  } else if (row.expires_at != old.expires_at || (t.has_taken_at && row.taken_at != old.taken_at)) {
-    count(row.name, LeaseTransition::kRenewed);
-    now_seen->state = before.state == LeaseState::kGivenBack && row.expires_at <= t.now
-                          ? LeaseState::kGivenBack
-                          : LeaseState::kHeld;
-    mark->explained.updated += 1;
-  } else {
-    now_seen->state = before.state;
+    return LeaseState::kGivenBack;
   }
+  if (row.expires_at != old.expires_at || (t.has_taken_at && row.taken_at != old.taken_at)) {
+    count(row.name, LeaseTransition::kRenewed);
+    mark->explained.updated += 1;
+    return before.state == LeaseState::kGivenBack && row.expires_at <= t.now
+               ? LeaseState::kGivenBack
+               : LeaseState::kHeld;
+  }
+  return before.state;
 }
 
 }  // namespace
@@ -169,18 +168,25 @@ void LeaseTransitions::Observe(const PollData& cur, Counters* counters,
 void LeaseTransitions::DetectQueue(const LeaseTableData& t, LeaseTableState* st,
                                    Counters* counters) {
   if (!st->detecting) return;
-  std::set<std::string> now;
-  for (const LeaseRow& row : t.rows) now.insert(row.name);
-  for (const std::string& name : now) {
-    if (st->leases.count(name) != 0) continue;
-    if (st->gone.erase(name) != 0) {
+  // The names read now, each once (views of the rows: nothing copied per row).
+  std::vector<const std::string*> now;
+  now.reserve(t.rows.size());
+  for (const LeaseRow& row : t.rows) now.push_back(&row.name);
+  const auto less = [](const std::string* a, const std::string* b) { return *a < *b; };
+  std::sort(now.begin(), now.end(), less);
+  now.erase(std::unique(now.begin(), now.end(),
+                        [](const std::string* a, const std::string* b) { return *a == *b; }),
+            now.end());
+  for (const std::string* name : now) {
+    if (st->leases.count(*name) != 0) continue;
+    if (st->gone.erase(*name) != 0) {
       ++st->returned;
     } else {
       ++st->new_names;
     }
   }
   for (const auto& [name, seen] : st->leases) {
-    if (now.count(name) == 0) st->gone.insert(name);
+    if (!std::binary_search(now.begin(), now.end(), &name, less)) st->gone.insert(name);
   }
   if (st->returned * 100 > kQueueDetectNames * kQueueDetectReturns) {  // names come back: leases
     st->detecting = false;
@@ -213,10 +219,12 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t,
                                         LeaseTableState* st, LeaseWriteMark* mark,
                                         Counters* counters, std::vector<Event>* events) {
   const bool complete = static_cast<int64_t>(t.rows.size()) >= t.total;
-  std::map<std::string, LeaseSeen> seen;
-  for (const LeaseRow& row : t.rows) seen[row.name].row = row;
+  // Each read updates the last one's entries in place: a lease read again as it was costs no
+  // copy and no allocation. `read` tells the entries this read showed from those it did not.
+  const uint64_t read = ++st->reads;
   if (st->marks.empty()) {  // the first good read: nothing to compare with
-    st->leases = std::move(seen);
+    st->leases.clear();
+    for (const LeaseRow& row : t.rows) st->leases[row.name] = {row, LeaseState::kHeld, read};
     st->complete = complete;
     return;
   }
@@ -225,17 +233,23 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t,
   const bool both_complete = complete && st->complete;
   LeaseCounter count(t.table, st->queue, counters, events, t.now, &sessions_now);
   for (const LeaseRow& row : t.rows) {
-    LeaseSeen& now_seen = seen[row.name];
-    const auto p = st->leases.find(row.name);
-    if (p == st->leases.end()) {
+    const auto [p, added] = st->leases.try_emplace(row.name);
+    LeaseSeen& seen = p->second;
+    if (added) {
+      seen = {row, LeaseState::kHeld, read};
       if (both_complete) count(row.name, LeaseTransition::kAcquired, "", row.holder, 0, row.pid);
       continue;
     }
-    const LeaseRow& old = p->second.row;
+    if (seen.read == read) {  // a name twice in one read: its last row stands, judged once
+      seen.row = row;
+      continue;
+    }
+    const LeaseRow& old = seen.row;
+    LeaseState state = LeaseState::kHeld;
     // Judged by the database's own timestamps, never the exporter's clock.
     if (row.holder == old.holder) {
-      JudgeSameHolder(row, p->second, t, prev_now, &now_seen, mark, count);
-    } else if (p->second.state == LeaseState::kGivenBack || row.row_locked || old.row_locked) {
+      state = JudgeSameHolder(row, seen, t, prev_now, mark, count);
+    } else if (seen.state == LeaseState::kGivenBack || row.row_locked || old.row_locked) {
       // A row lock changes hands only when its transaction ends: the server itself keeps two
       // sessions from holding it at once.
       count(row.name, LeaseTransition::kHandover, old.holder, row.holder, old.pid, row.pid);
@@ -252,17 +266,23 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t,
     } else {
       st->pending.push_back({row.name, base_seq, mark->seq, old.holder, row.holder});
     }
+    seen.row = row;  // strings of the same length are assigned into their own storage
+    seen.state = state;
+    seen.read = read;
   }
-  if (both_complete) {
-    for (const auto& [name, old] : st->leases) {
-      if (seen.count(name) != 0) continue;
-      count(name, LeaseTransition::kReleased, old.row.holder, "", old.row.pid);
+  for (auto it = st->leases.begin(); it != st->leases.end();) {
+    if (it->second.read == read) {
+      ++it;
+      continue;
+    }
+    if (both_complete) {
+      count(it->first, LeaseTransition::kReleased, it->second.row.holder, "", it->second.row.pid);
       // A row leaves a filtered table's read by an UPDATE as well as by a DELETE: claim neither,
       // which can only turn a later overlap into a hand-over, never the reverse.
       if (!t.filtered) mark->explained.deleted += 1;
     }
+    it = st->leases.erase(it);
   }
-  st->leases = std::move(seen);
   st->complete = complete;
 }
 

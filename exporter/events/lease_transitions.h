@@ -81,6 +81,7 @@ class LeaseTransitions {
   struct LeaseSeen {
     LeaseRow row;
     LeaseState state = LeaseState::kHeld;
+    uint64_t read = 0;  // LeaseTableState::reads of the read that showed it last (not saved)
   };
   // The table's write counters at one good read, and the writes that what that read showed
   // accounts for (releases, renewals, and the give-backs claimed by hand-overs).
@@ -104,6 +105,7 @@ class LeaseTransitions {
     std::map<std::string, LeaseSeen> leases;  // by name
     bool complete = false;                    // not capped by max_leases
     uint64_t next_seq = 0;
+    uint64_t reads = 0;                        // good reads compared by this process (not saved)
     std::deque<LeaseWriteMark> marks;          // oldest first; back() is the last good read
     std::vector<PendingHolderChange> pending;  // oldest first
     bool queue = false;  // a table of work: transitions count per table (LeaseTableData::queue)

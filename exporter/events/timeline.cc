@@ -14,12 +14,21 @@ constexpr char kSep = '\x1f';
 
 // The text kept of a name, holder or application: memory stays bounded whatever a lease table
 // holds. Cut at a character boundary, with an ellipsis.
-std::string Clip(std::string text) {
-  if (text.size() <= kTimelineTextBytes) return text;
+void AppendClipped(std::string* out, std::string_view text) {
+  if (text.size() <= kTimelineTextBytes) {
+    out->append(text);
+    return;
+  }
   size_t end = kTimelineTextBytes;
   while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  text.resize(end);
-  return text + "\u2026";
+  out->append(text.substr(0, end)).append("\u2026");
+}
+
+std::string Clip(std::string text) {
+  if (text.size() <= kTimelineTextBytes) return text;
+  std::string clipped;
+  AppendClipped(&clipped, text);
+  return clipped;
 }
 
 // A shared text within the bound is kept as it is: no copy, no second look-up in the table.
@@ -138,8 +147,22 @@ std::shared_ptr<const TimelineRow> Timeline::Row(TimelineRowKind kind, std::stri
   return row;
 }
 
-Timeline::OpenKey Timeline::TextKey(TimelineRowKind kind, int pid, bool wait, std::string text) {
-  return OpenKey{kind, 0, 0, 0, 0, pid, wait, std::move(text)};
+Timeline::OpenKey& Timeline::Probe(TimelineRowKind kind, int pid, bool wait) {
+  probe_.kind = kind;
+  probe_.pid = pid;
+  probe_.wait = wait;
+  probe_.text.clear();
+  return probe_;
+}
+
+const Timeline::OpenKey& Timeline::LeaseKey(const LeaseTableData& t, const LeaseRow& row,
+                                            bool expired) {
+  OpenKey& key = Probe(TimelineRowKind::kLease, row.pid, expired);
+  key.text.append(t.table).append(1, kSep);
+  AppendClipped(&key.text, row.name);
+  key.text.append(1, kSep);
+  AppendClipped(&key.text, row.holder);
+  return key;
 }
 
 bool Timeline::IsHeldLock(const OpenKey& key) {
@@ -166,7 +189,7 @@ const PollIndex& Timeline::Index(const PollData& data) {
   return *index_;
 }
 
-TimelineInterval* Timeline::See(OpenKey key, double now, const PollData& data) {
+TimelineInterval* Timeline::See(const OpenKey& key, double now, const PollData& data) {
   auto it = open_.find(key);
   if (it != open_.end()) {
     it->second.interval.end = std::max(it->second.interval.end, now);
@@ -183,7 +206,7 @@ TimelineInterval* Timeline::See(OpenKey key, double now, const PollData& data) {
   }
   if (IsHeldLock(key)) ++open_held_locks_;
   const int pid = key.pid;
-  Open& o = open_[std::move(key)];
+  Open& o = open_[key];
   o.interval.open = true;
   o.interval.start = now;
   o.interval.end = now;
@@ -233,7 +256,7 @@ void Timeline::ObserveLocks(const PollData& data, const LockNames* names) {
     last_locks_.emplace_back(l.key, l.pid);
     OpenKey key{TimelineRowKind::kLock, l.key.datid, l.key.classid, l.key.objid,
                 l.key.objsubid,         l.pid,       false,         {}};
-    TimelineInterval* i = See(std::move(key), data.now, data);
+    TimelineInterval* i = See(key, data.now, data);
     if (i == nullptr) continue;
     const PollIndex& index = Index(data);  // built when a new holder needs its identity
     i->row = Row(TimelineRowKind::kLock, index.Datname(l.key.datid), LockLabel(l.key, names));
@@ -247,9 +270,10 @@ void Timeline::ObserveLocks(const PollData& data, const LockNames* names) {
 
 void Timeline::ObserveWaits(const PollData& data, const TargetView& view) {
   for (const WaitEdge& w : view.waits) {
-    const std::string text = w.datname + kSep + w.lock + kSep + std::to_string(w.blocker.pid);
-    TimelineInterval* i =
-        See(TextKey(TimelineRowKind::kLock, w.waiter.pid, true, text), data.now, data);
+    OpenKey& key = Probe(TimelineRowKind::kLock, w.waiter.pid, true);
+    key.text.append(w.datname).append(1, kSep).append(w.lock).append(1, kSep);
+    key.text.append(std::to_string(w.blocker.pid));
+    TimelineInterval* i = See(key, data.now, data);
     if (i == nullptr) continue;
     i->row = Row(TimelineRowKind::kLock, w.datname, w.lock);
     i->wait = true;
@@ -260,18 +284,19 @@ void Timeline::ObserveWaits(const PollData& data, const TargetView& view) {
   }
   for (const BlockingRoot& r : view.all_blocking_roots) {
     const LockParticipant& p = r.root;
-    const std::string scope = p.datname + kSep + p.gid;
-    if (TimelineInterval* i =
-            See(TextKey(TimelineRowKind::kRoot, p.id.pid, false, scope), data.now, data)) {
+    OpenKey& key = Probe(TimelineRowKind::kRoot, p.id.pid, false);
+    key.text.append(p.datname).append(1, kSep).append(p.gid);
+    if (TimelineInterval* i = See(key, data.now, data)) {
       i->row = Row(TimelineRowKind::kRoot, p.datname, RootName(p.id.pid, p.gid));
       i->pid = p.id.pid;
       i->who = Clip(p.id.application_name);
       i->detail = Clip(p.backend_type);
     }
     for (int blocked : r.blocked_pids) {
-      const std::string text = scope + kSep + std::to_string(p.id.pid);
-      TimelineInterval* i =
-          See(TextKey(TimelineRowKind::kRoot, blocked, true, text), data.now, data);
+      OpenKey& blocked_key = Probe(TimelineRowKind::kRoot, blocked, true);
+      blocked_key.text.append(p.datname).append(1, kSep).append(p.gid);
+      blocked_key.text.append(1, kSep).append(std::to_string(p.id.pid));
+      TimelineInterval* i = See(blocked_key, data.now, data);
       if (i == nullptr) continue;
       i->row = Row(TimelineRowKind::kRoot, p.datname, RootName(p.id.pid, p.gid));
       i->wait = true;
@@ -311,9 +336,7 @@ void Timeline::ObserveLeases(const PollData& data, const TargetView& view) {
         if (!row.holder.empty()) ObserveExpired(data, t, row);
         continue;
       }
-      const std::string text = t.table + kSep + Clip(row.name) + kSep + Clip(row.holder);
-      TimelineInterval* i =
-          See(TextKey(TimelineRowKind::kLease, row.pid, false, text), t.now, data);
+      TimelineInterval* i = See(LeaseKey(t, row, false), t.now, data);
       if (i == nullptr) continue;
       i->row = Row(TimelineRowKind::kLease, t.table, row.name);
       i->start = std::min(t.now, row.taken_at);
@@ -322,9 +345,10 @@ void Timeline::ObserveLeases(const PollData& data, const TargetView& view) {
     }
   }
   for (const RowLockHolder& r : view.row_locks) {
-    const std::string text = r.table + kSep + Clip(r.lease);
-    TimelineInterval* i =
-        See(TextKey(TimelineRowKind::kRowLocks, r.holder.pid, false, text), now_, data);
+    OpenKey& key = Probe(TimelineRowKind::kRowLocks, r.holder.pid, false);
+    key.text.append(r.table).append(1, kSep);
+    AppendClipped(&key.text, r.lease);
+    TimelineInterval* i = See(key, now_, data);
     if (i == nullptr) continue;
     i->row = Row(TimelineRowKind::kRowLocks, r.table, "");
     i->start = now_ - std::max(0.0, r.seconds);
@@ -336,8 +360,7 @@ void Timeline::ObserveLeases(const PollData& data, const TargetView& view) {
 
 void Timeline::ObserveExpired(const PollData& data, const LeaseTableData& t, const LeaseRow& row) {
   // Keyed apart from the holder's own interval (`wait` set), drawn in the holds.
-  const std::string text = t.table + kSep + Clip(row.name) + kSep + Clip(row.holder);
-  TimelineInterval* i = See(TextKey(TimelineRowKind::kLease, row.pid, true, text), t.now, data);
+  TimelineInterval* i = See(LeaseKey(t, row, true), t.now, data);
   if (i == nullptr) return;
   i->row = Row(TimelineRowKind::kLease, t.table, row.name);
   i->expired = true;

@@ -264,11 +264,16 @@ class Timeline {
   // REQUIRES: mu_ held.
   std::shared_ptr<const TimelineRow> Row(TimelineRowKind kind, std::string scope, std::string name)
       REQUIRES(mu_);
-  static OpenKey TextKey(TimelineRowKind kind, int pid, bool wait, std::string text);
+  // Sets probe_ to the key of a text-keyed row (leases, roots, waits) with an empty text for the
+  // caller to write. Its buffer is kept, so a row seen again, as most are at most polls, costs no
+  // allocation.
+  OpenKey& Probe(TimelineRowKind kind, int pid, bool wait) REQUIRES(mu_);
+  // The key of a lease row's interval (`expired`: its interval past the expiry) in probe_.
+  const OpenKey& LeaseKey(const LeaseTableData& t, const LeaseRow& row, bool expired) REQUIRES(mu_);
   // Extends the open interval of `key` to `now` and returns null; or opens one from `now` and
   // returns it for the caller to fill (null too when kOpenIntervals are open: counted untracked).
   // The opened one gets the backend start of `key.pid`'s session in `data`.
-  TimelineInterval* See(OpenKey key, double now, const PollData& data) REQUIRES(mu_);
+  TimelineInterval* See(const OpenKey& key, double now, const PollData& data) REQUIRES(mu_);
   void CloseUnseen() REQUIRES(mu_);
   // Closes `it` at its end; returns the next.
   std::unordered_map<OpenKey, Open, OpenKeyHash>::iterator Close(
@@ -303,6 +308,7 @@ class Timeline {
   double first_poll_ GUARDED_BY(mu_) = 0;
   uint64_t poll_ GUARDED_BY(mu_) = 0;
   std::unordered_map<OpenKey, Open, OpenKeyHash> open_ GUARDED_BY(mu_);
+  OpenKey probe_ GUARDED_BY(mu_){TimelineRowKind::kLease, 0, 0, 0, 0, 0, false, {}};
   std::deque<TimelineInterval> closed_ GUARDED_BY(mu_);  // by end, oldest first
   std::map<std::pair<MarkerMoment, std::optional<EventKind>>, std::deque<TimelineMarker>> markers_
       GUARDED_BY(mu_);  // by MarkerKindKey

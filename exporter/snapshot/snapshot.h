@@ -181,7 +181,9 @@ struct DatabaseAggregate {
 struct LeaseView {
   std::string lease;
   std::string holder;
-  std::vector<std::string> holder_parts;  // capture groups of holder_pattern, in label order
+  // The capture groups of holder_pattern, in label order (shared with the pattern's memo); null
+  // when it did not match or the table has none.
+  std::shared_ptr<const std::vector<std::string>> holder_parts;
   bool held = false;
   double age = 0;
   std::optional<double> expires_in;  // absent for a table without an expiry (held_sql)

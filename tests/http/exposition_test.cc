@@ -28,6 +28,11 @@
 namespace pglock {
 namespace {
 
+// Holder parts as a lease row's view holds them.
+std::shared_ptr<const std::vector<std::string>> Parts(std::vector<std::string> parts) {
+  return std::make_shared<const std::vector<std::string>>(std::move(parts));
+}
+
 using testing::IsValidUtf8;
 
 using prometheus::ClientMetric;
@@ -96,8 +101,8 @@ std::shared_ptr<TargetSnapshot> FullSnapshot(const std::string& target,
   split.held = 1;
   split.expired = 1;
   split.leases.push_back(
-      {"reindex" + text, "web-1:42:x" + text, {"web-1" + text, "42"}, true, 100, 60});
-  split.leases.push_back({"vacuum" + text, "junk" + text, {"", ""}, false, 400, -10});
+      {"reindex" + text, "web-1:42:x" + text, Parts({"web-1" + text, "42"}), true, 100, 60});
+  split.leases.push_back({"vacuum" + text, "junk" + text, nullptr, false, 400, -10});
   LeaseTableView whole;
   whole.table = "jobs";
   whole.ok = true;
