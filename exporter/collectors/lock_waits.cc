@@ -159,23 +159,29 @@ void LockWaitsCollector::Plan(const PollPlan&, StatementBatch* batch) const {
 
 namespace {
 
-LockParty ParseParty(const PgResult& r, int i, const std::map<std::string, int>& c) {
+// The statement's columns by index, looked up once a poll.
+struct PartyColumns {
+  int pid, leader_pid, backend_type, datid, usename, application_name, client_addr, state, since,
+      waiting, blocked_by, gid, xid, query;
+};
+
+LockParty ParseParty(const PgResult& r, int i, const PartyColumns& c) {
   LockParty p;
-  p.pid = static_cast<int>(r.Int(i, c.at("pid")).value_or(0));
-  p.leader_pid = static_cast<int>(r.Int(i, c.at("leader_pid")).value_or(0));
+  p.pid = static_cast<int>(r.Int(i, c.pid).value_or(0));
+  p.leader_pid = static_cast<int>(r.Int(i, c.leader_pid).value_or(0));
   if (p.leader_pid == p.pid) p.leader_pid = 0;  // a leader names itself
-  p.backend_type = r.String(i, c.at("backend_type"));
-  p.datid = static_cast<uint32_t>(r.Int(i, c.at("datid")).value_or(0));
-  p.usename = r.String(i, c.at("usename"));
-  p.application_name = r.String(i, c.at("application_name"));
-  p.client_addr = r.String(i, c.at("client_addr"));
-  p.state = r.String(i, c.at("state"));
-  p.since = r.Double(i, c.at("since"));
-  p.waiting_on_lock = r.Bool(i, c.at("waiting"));
-  if (const int b = c.at("blocked_by"); !r.IsNull(i, b)) p.blocked_by = ParsePidList(r.Text(i, b));
-  p.gid = r.String(i, c.at("gid"));
-  p.xid = r.String(i, c.at("xid"));
-  p.query = r.String(i, c.at("query"));
+  p.backend_type = r.String(i, c.backend_type);
+  p.datid = static_cast<uint32_t>(r.Int(i, c.datid).value_or(0));
+  p.usename = r.String(i, c.usename);
+  p.application_name = r.String(i, c.application_name);
+  p.client_addr = r.String(i, c.client_addr);
+  p.state = r.String(i, c.state);
+  p.since = r.Double(i, c.since);
+  p.waiting_on_lock = r.Bool(i, c.waiting);
+  if (!r.IsNull(i, c.blocked_by)) p.blocked_by = ParsePidList(r.Text(i, c.blocked_by));
+  p.gid = r.String(i, c.gid);
+  p.xid = r.String(i, c.xid);
+  p.query = r.String(i, c.query);
   return p;
 }
 
@@ -187,12 +193,11 @@ Status LockWaitsCollector::Parse(const PollPlan&, const BatchResults& results,
   const PgResult* r = results.Find(name());
   if (r == nullptr) return Status::UnexpectedShape("lock_waits: no result");
   Columns columns(*r, "lock_waits");
-  std::map<std::string, int> c;
-  for (const char* n :
-       {"pid", "leader_pid", "backend_type", "datid", "usename", "application_name", "client_addr",
-        "state", "since", "waiting", "blocked_by", "gid", "xid", "query"}) {
-    c[n] = columns[n];
-  }
+  const PartyColumns c{columns["pid"],         columns["leader_pid"], columns["backend_type"],
+                       columns["datid"],       columns["usename"],    columns["application_name"],
+                       columns["client_addr"], columns["state"],      columns["since"],
+                       columns["waiting"],     columns["blocked_by"], columns["gid"],
+                       columns["xid"],         columns["query"]};
   if (Status s = columns.status(); !s.ok()) return s;
   for (int i = 0; i < r->Rows(); ++i) data->lock_parties.push_back(ParseParty(*r, i, c));
   return Status::Ok();

@@ -43,12 +43,12 @@ Status SettingsCollector::Parse(const PollPlan& plan, const BatchResults& result
   for (int i = 0; i < r->Rows(); ++i) {
     data->settings_loaded_us = r->Int(i, loaded_us).value_or(0);
     ServerSetting s;
-    s.name = r->String(i, setting_name);
+    s.name = r->Text(i, setting_name);
     const auto seconds =
         ParsePgTimeSetting(r->Text(i, setting), PgBaseUnitFromUnitColumn(r->Text(i, unit)));
     if (!seconds) continue;
     s.seconds = *seconds < 0 ? 0 : *seconds;
-    s.source = r->String(i, source);
+    s.source = r->Text(i, source);
     data->settings.push_back(std::move(s));
   }
   return Status::Ok();

@@ -81,6 +81,10 @@ class EventTracker {
 
   // The lease tables' state between reads, for the state file and back at a start.
   LeaseTransitions::Saved SaveLeases() const { return leases_.Save(); }
+  // What SaveLeases() would copy, read in place (the state's fingerprint).
+  const std::map<std::string, LeaseTransitions::LeaseTableState>& lease_tables() const {
+    return leases_.tables();
+  }
   void RestoreLeases(LeaseTransitions::Saved saved) { leases_.Restore(std::move(saved)); }
 
   // The lease tables found to be queues by their names (LeaseTransitions::detected_queues).

@@ -129,6 +129,7 @@ class LeaseTransitions {
     std::map<std::string, size_t> seeded_names;
   };
   Saved Save() const { return {tables_, detected_, seeded_names_}; }
+  const std::map<std::string, LeaseTableState>& tables() const { return tables_; }
   void Restore(Saved saved) {
     tables_ = std::move(saved.tables);
     detected_ = std::move(saved.detected);

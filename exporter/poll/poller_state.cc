@@ -78,7 +78,8 @@ class Fingerprint {
 
 uint64_t FingerprintOf(const HoldHistory& history, const Counters& c, const EventList* events,
                        const std::optional<LogPosition>& log, const PooledLockTracker& pooled,
-                       const EpisodeTrackerSaved& episodes, const LeaseTransitions::Saved& leases,
+                       const EpisodeTrackerSaved& episodes,
+                       const std::map<std::string, LeaseTransitions::LeaseTableState>& lease_tables,
                        uint64_t timeline_changes) {
   Fingerprint f;
   f.Value(timeline_changes);
@@ -89,7 +90,7 @@ uint64_t FingerprintOf(const HoldHistory& history, const Counters& c, const Even
     f.Value(static_cast<int>(e.episode.state));
     f.Value(e.episode.peak_blocked);
   }
-  for (const auto& [table, st] : leases.tables) {
+  for (const auto& [table, st] : lease_tables) {
     f.Value(table);
     for (const auto& [name, seen] : st.leases) {
       f.Value(name);
@@ -357,10 +358,9 @@ void Poller::SaveState(bool final) {
   if (!final && !first && since < kStateWriteInterval) return;
   const std::shared_ptr<const EventList> events = event_log_.Contents();
   EpisodeTrackerSaved episodes = episodes_.Save();
-  LeaseTransitions::Saved leases = events_.SaveLeases();
   const uint64_t fingerprint =
       FingerprintOf(history_, counters_, events.get(), log_position_, events_.pooled(), episodes,
-                    leases, timeline_->changes());
+                    events_.lease_tables(), timeline_->changes());
   if (!final && !first && fingerprint == written_fingerprint_ &&
       since < kUnchangedStateWriteInterval) {
     return;
@@ -394,7 +394,7 @@ void Poller::SaveState(bool final) {
   if (log_position_) s.log = SavedLogPosition{*log_position_, records_taken_until_};
   for (const PooledLock* l : events_.pooled().Locks()) s.pooled.push_back(*l);
   s.episodes = std::move(episodes);
-  s.leases = std::move(leases);
+  s.leases = events_.SaveLeases();  // copied only for a write
   // The closed intervals and the markers go to their journals: a write costs those closed or
   // taken since the last one.
   s.timeline = timeline_->Save(/*with_closed=*/false, /*with_markers=*/false);

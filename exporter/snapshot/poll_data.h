@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "exporter/snapshot/collector_parts.h"
+#include "exporter/util/shared_text.h"
 
 namespace pglock {
 
@@ -124,10 +125,11 @@ struct CountedLock {
   int64_t entries = 1;  // rows of that pid and type the statement returned as one
 };
 
+// Its texts are shared: every poll carries the settings on, copied from the last read.
 struct ServerSetting {
-  std::string name;
+  SharedText name;
   double seconds = 0;  // 0 = disabled
-  std::string source;  // pg_settings.source
+  SharedText source;   // pg_settings.source
 };
 
 // One per-role/per-database override from pg_db_role_setting. 0 oid / "*" = all.

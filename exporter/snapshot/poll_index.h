@@ -6,7 +6,8 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "exporter/snapshot/poll_data.h"
 #include "exporter/snapshot/snapshot.h"
@@ -24,8 +25,10 @@ class PollIndex {
   std::string Datname(uint32_t datid) const;
 
  private:
-  std::unordered_map<int, const Session*> by_pid_;
-  std::unordered_map<uint32_t, std::string> datnames_;
+  // Sorted by key, one entry per key (the last given wins): two allocations an index whatever
+  // the number of sessions, and a poll builds several.
+  std::vector<std::pair<int, const Session*>> by_pid_;
+  std::vector<std::pair<uint32_t, const std::string*>> datnames_;
 };
 
 // The identity of the session `s` (null: only the pid is known) as the view and events show it.
