@@ -41,7 +41,7 @@ LogFollowerStats LogFollower::stats() const {
 
 Status LogFollower::Poll(const std::function<void(const LogRecord&)>& on_record) {
   caught_up_ = false;
-  std::vector<LogFileInfo> files;
+  std::vector<LogFileInfo>& files = listed_;  // its entries' storage kept from poll to poll
   if (Status s = source_->List(&files); !s.ok()) return s;
   if (!started_) {
     if (!Resume(files)) {

@@ -133,6 +133,7 @@ class LogFollower {
   JsonlogParser json_;
   LogRecord record_;  // reused
   std::string chunk_;
+  std::vector<LogFileInfo> listed_;  // the last List()'s, its storage reused by the next
 
   std::optional<LogPosition> resume_;
   std::string resume_outcome_;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "exporter/serverlog/log_record.h"
@@ -28,7 +29,7 @@ class LogSource {
  public:
   virtual ~LogSource() = default;
 
-  // The candidate files of the source's format, in no particular order, into *out.
+  // The candidate files of the source's format, in no particular order, into *out (replaced).
   virtual Status List(std::vector<LogFileInfo>* out) = 0;
 
   // Up to max_bytes of `file` from `offset` into *out (replaced): fewer at its end, none at or
@@ -43,7 +44,7 @@ class LogSource {
 
 // The candidate file names of a format in a log directory: "*.json" (jsonlog) or "*.csv"
 // (csvlog), as PostgreSQL's logging collector names them.
-bool IsLogFileName(const std::string& name, LogFormat format);
+bool IsLogFileName(std::string_view name, LogFormat format);
 
 // `path`: one log file (read whatever its name), or a directory whose candidate files are
 // followed. Nothing is opened before the first List(); errors name the path and the reason.

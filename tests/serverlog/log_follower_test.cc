@@ -213,15 +213,16 @@ TEST(LogFollowerTest, ReadsSeveralRotationsSinceTheLastPollInOrder) {
 }
 
 // The directory is kept open from one listing to the next: a file added meanwhile is listed, and a
-// directory put in place of the one listed (the old one renamed away) is the one listed next.
+// directory put in place of the one listed (the old one renamed away) is the one listed next. Each
+// listing goes into the one list, as the follower's do: nothing of the last one is left in it.
 TEST(LogFollowerTest, AListingSeesNewFilesAndADirectoryReplacedUnderItsPath) {
   TempDir dir;
   const std::string logs = dir / "log";
   fs::create_directory(logs);
   Append(logs + "/a.json", JsonLine("a"));
   auto source = MakeFileLogSource(logs, LogFormat::kJsonlog);
+  std::vector<LogFileInfo> files;
   const auto names = [&] {
-    std::vector<LogFileInfo> files;
     const Status s = source->List(&files);
     EXPECT_TRUE(s.ok()) << s.message();
     std::vector<std::string> out;
@@ -237,8 +238,8 @@ TEST(LogFollowerTest, AListingSeesNewFilesAndADirectoryReplacedUnderItsPath) {
   Append(logs + "/c.json", JsonLine("c"));
   EXPECT_EQ(names(), Messages{"c.json"});
   fs::remove_all(logs);
-  std::vector<LogFileInfo> files;
   EXPECT_FALSE(source->List(&files).ok()) << "a directory gone is an error";
+  EXPECT_TRUE(files.empty());
   fs::create_directory(logs);
   Append(logs + "/d.json", JsonLine("d"));
   EXPECT_EQ(names(), Messages{"d.json"});
