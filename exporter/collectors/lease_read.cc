@@ -256,8 +256,8 @@ Status ParseRows(const PgResult& r, LeaseTableData* out) {
   if (Status s = c.status(); !s.ok()) return s;
   for (int i = 0; i < r.Rows(); ++i) {
     LeaseRow row;
-    row.name = r.String(i, name);
-    row.holder = r.String(i, holder);
+    row.name = r.Text(i, name);
+    row.holder = r.Text(i, holder);
     out->now = r.Double(i, now).value_or(0);
     // A NULL time makes the row unusable for ages; keep it visible as expired at the epoch.
     row.taken_at = r.Double(i, taken_at).value_or(0);

@@ -171,7 +171,7 @@ void LeaseTransitions::DetectQueue(const LeaseTableData& t, LeaseTableState* st,
   // The names read now, each once (views of the rows: nothing copied per row).
   std::vector<const std::string*> now;
   now.reserve(t.rows.size());
-  for (const LeaseRow& row : t.rows) now.push_back(&row.name);
+  for (const LeaseRow& row : t.rows) now.push_back(&row.name.str());
   const auto less = [](const std::string* a, const std::string* b) { return *a < *b; };
   std::sort(now.begin(), now.end(), less);
   now.erase(std::unique(now.begin(), now.end(),

@@ -45,7 +45,7 @@ class Fingerprint {
   }
   template <typename T>
   void Value(const T& v) {
-    if constexpr (std::is_same_v<T, std::string>) {
+    if constexpr (std::is_same_v<T, std::string> || std::is_same_v<T, SharedText>) {
       Add(v.data(), v.size());
       Add("", 1);
     } else {

@@ -151,9 +151,10 @@ struct DatabaseStats {
   int64_t deadlocks = 0;
 };
 
+// Its texts are shared: a row read again as it was costs no allocation, nor its copies.
 struct LeaseRow {
-  std::string name;
-  std::string holder;     // "" when the table has no holder
+  SharedText name;
+  SharedText holder;      // "" when the table has no holder
   double taken_at = 0;    // server epoch seconds; when the table has no taken_at, the now() of the
                           // read that first saw the row held (by this holder)
   double expires_at = 0;  // server epoch seconds; 0 when the table has no expiry

@@ -179,8 +179,8 @@ struct DatabaseAggregate {
 };
 
 struct LeaseView {
-  std::string lease;
-  std::string holder;
+  SharedText lease;  // shared with the row read
+  SharedText holder;
   // The capture groups of holder_pattern, in label order (shared with the pattern's memo); null
   // when it did not match or the table has none.
   std::shared_ptr<const std::vector<std::string>> holder_parts;
