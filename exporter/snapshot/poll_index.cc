@@ -7,24 +7,26 @@ namespace pglock {
 
 namespace {
 
-// Sorts `entries` by key and keeps the last given of each key.
-template <typename Key, typename Value>
-void KeepLastOfEachKey(std::vector<std::pair<Key, Value>>* entries) {
-  std::stable_sort(entries->begin(), entries->end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+// Sorts `entries` by key and keeps the last given of each key (std::sort: stable_sort would
+// allocate a buffer of its own).
+template <typename Entry>
+void KeepLastOfEachKey(std::vector<Entry>* entries) {
+  std::sort(entries->begin(), entries->end(), [](const Entry& a, const Entry& b) {
+    return a.key != b.key ? a.key < b.key : a.order < b.order;
+  });
   auto out = entries->begin();
   for (auto it = entries->begin(); it != entries->end(); ++it) {
-    if (std::next(it) != entries->end() && std::next(it)->first == it->first) continue;
+    if (std::next(it) != entries->end() && std::next(it)->key == it->key) continue;
     *out++ = *it;
   }
   entries->erase(out, entries->end());
 }
 
-template <typename Key, typename Value>
-const Value* FindKey(const std::vector<std::pair<Key, Value>>& entries, Key key) {
+template <typename Entry, typename Key>
+const Entry* FindKey(const std::vector<Entry>& entries, Key key) {
   const auto it = std::lower_bound(entries.begin(), entries.end(), key,
-                                   [](const auto& e, Key k) { return e.first < k; });
-  return it != entries.end() && it->first == key ? &it->second : nullptr;
+                                   [](const Entry& e, Key k) { return e.key < k; });
+  return it != entries.end() && it->key == key ? &*it : nullptr;
 }
 
 }  // namespace
@@ -32,25 +34,29 @@ const Value* FindKey(const std::vector<std::pair<Key, Value>>& entries, Key key)
 PollIndex::PollIndex(const PollData& data) {
   by_pid_.reserve(data.sessions.size());
   datnames_.reserve(data.sessions.size() + (data.database_stats ? data.database_stats->size() : 0));
+  uint32_t order = 0;
   if (data.database_stats) {
-    for (const DatabaseStats& d : *data.database_stats) datnames_.emplace_back(d.datid, &d.datname);
+    for (const DatabaseStats& d : *data.database_stats) {
+      datnames_.push_back({d.datid, order++, &d.datname});
+    }
   }
   for (const Session& s : data.sessions) {
-    by_pid_.emplace_back(s.pid, &s);
-    if (!s.datname.empty()) datnames_.emplace_back(s.datid, &s.datname);
+    by_pid_.push_back({s.pid, order, &s});
+    if (!s.datname.empty()) datnames_.push_back({s.datid, order, &s.datname});
+    ++order;
   }
   KeepLastOfEachKey(&by_pid_);
   KeepLastOfEachKey(&datnames_);
 }
 
 const Session* PollIndex::Find(int pid) const {
-  const Session* const* s = FindKey(by_pid_, pid);
-  return s == nullptr ? nullptr : *s;
+  const auto* e = FindKey(by_pid_, pid);
+  return e == nullptr ? nullptr : e->value;
 }
 
 std::string PollIndex::Datname(uint32_t datid) const {
-  const std::string* const* name = FindKey(datnames_, datid);
-  return name == nullptr ? std::to_string(datid) : **name;
+  const auto* e = FindKey(datnames_, datid);
+  return e == nullptr ? std::to_string(datid) : *e->value;
 }
 
 Identity IdentityOf(const Session* s, int pid) {

@@ -27,8 +27,14 @@ class PollIndex {
  private:
   // Sorted by key, one entry per key (the last given wins): two allocations an index whatever
   // the number of sessions, and a poll builds several.
-  std::vector<std::pair<int, const Session*>> by_pid_;
-  std::vector<std::pair<uint32_t, const std::string*>> datnames_;
+  template <typename Key, typename Value>
+  struct Entry {
+    Key key;
+    uint32_t order;  // as given
+    Value value;
+  };
+  std::vector<Entry<int, const Session*>> by_pid_;
+  std::vector<Entry<uint32_t, const std::string*>> datnames_;
 };
 
 // The identity of the session `s` (null: only the pid is known) as the view and events show it.
