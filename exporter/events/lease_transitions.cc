@@ -220,11 +220,15 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t,
                                         Counters* counters, std::vector<Event>* events) {
   const bool complete = static_cast<int64_t>(t.rows.size()) >= t.total;
   // Each read updates the last one's entries in place: a lease read again as it was costs no
-  // copy and no allocation. `read` tells the entries this read showed from those it did not.
+  // allocation. `read` tells the entries this read showed from those it did not. A name twice in
+  // one read (a name_sql that gives two rows one name) is judged by its first row alone: judging
+  // each against the last read would count a change of holder at every read that shows both.
   const uint64_t read = ++st->reads;
   if (st->marks.empty()) {  // the first good read: nothing to compare with
     st->leases.clear();
-    for (const LeaseRow& row : t.rows) st->leases[row.name] = {row, LeaseState::kHeld, read};
+    for (const LeaseRow& row : t.rows) {
+      st->leases.try_emplace(row.name.str(), LeaseSeen{row, LeaseState::kHeld, read});
+    }
     st->complete = complete;
     return;
   }
@@ -233,17 +237,14 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t,
   const bool both_complete = complete && st->complete;
   LeaseCounter count(t.table, st->queue, counters, events, t.now, &sessions_now);
   for (const LeaseRow& row : t.rows) {
-    const auto [p, added] = st->leases.try_emplace(row.name);
+    const auto [p, added] = st->leases.try_emplace(row.name.str());
     LeaseSeen& seen = p->second;
     if (added) {
       seen = {row, LeaseState::kHeld, read};
       if (both_complete) count(row.name, LeaseTransition::kAcquired, "", row.holder, 0, row.pid);
       continue;
     }
-    if (seen.read == read) {  // a name twice in one read: its last row stands, judged once
-      seen.row = row;
-      continue;
-    }
+    if (seen.read == read) continue;  // a name twice in one read: its first row stands
     const LeaseRow& old = seen.row;
     LeaseState state = LeaseState::kHeld;
     // Judged by the database's own timestamps, never the exporter's clock.
@@ -266,7 +267,7 @@ void LeaseTransitions::CompareLeaseRows(const LeaseTableData& t,
     } else {
       st->pending.push_back({row.name, base_seq, mark->seq, old.holder, row.holder});
     }
-    seen.row = row;  // strings of the same length are assigned into their own storage
+    seen.row = row;  // its texts are shared: the copy only changes their counts
     seen.state = state;
     seen.read = read;
   }

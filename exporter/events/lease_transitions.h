@@ -81,7 +81,9 @@ class LeaseTransitions {
   struct LeaseSeen {
     LeaseRow row;
     LeaseState state = LeaseState::kHeld;
-    uint64_t read = 0;  // LeaseTableState::reads of the read that showed it last (not saved)
+    // LeaseTableState::reads at the read that showed it last: never more than reads (neither is
+    // in the state file, where both start at 0 again).
+    uint64_t read = 0;
   };
   // The table's write counters at one good read, and the writes that what that read showed
   // accounts for (releases, renewals, and the give-backs claimed by hand-overs).
@@ -105,8 +107,8 @@ class LeaseTransitions {
     std::map<std::string, LeaseSeen> leases;  // by name
     bool complete = false;                    // not capped by max_leases
     uint64_t next_seq = 0;
-    uint64_t reads = 0;                        // good reads compared by this process (not saved)
-    std::deque<LeaseWriteMark> marks;          // oldest first; back() is the last good read
+    uint64_t reads = 0;                // good reads taken by this process (not in the state file)
+    std::deque<LeaseWriteMark> marks;  // oldest first; back() is the last good read
     std::vector<PendingHolderChange> pending;  // oldest first
     bool queue = false;  // a table of work: transitions count per table (LeaseTableData::queue)
     // Queue detection while undecided: names that left, names that appeared new or returned.

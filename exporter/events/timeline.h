@@ -264,9 +264,9 @@ class Timeline {
   // REQUIRES: mu_ held.
   std::shared_ptr<const TimelineRow> Row(TimelineRowKind kind, std::string scope, std::string name)
       REQUIRES(mu_);
-  // Sets probe_ to the key of a text-keyed row (leases, roots, waits) with an empty text for the
-  // caller to write. Its buffer is kept, so a row seen again, as most are at most polls, costs no
-  // allocation.
+  // Sets probe_ to the key of a text-keyed row (leases, row locks, roots, waits) with an empty
+  // text for the caller to write. Its buffer is kept, so a row seen again, as most are at most
+  // polls, costs no allocation.
   OpenKey& Probe(TimelineRowKind kind, int pid, bool wait) REQUIRES(mu_);
   // The key of a lease row's interval (`expired`: its interval past the expiry) in probe_.
   const OpenKey& LeaseKey(const LeaseTableData& t, const LeaseRow& row, bool expired) REQUIRES(mu_);

@@ -79,6 +79,24 @@ TEST(LeaseTransitionsTest, LeaseTransitions) {
   EXPECT_EQ(e.TotalLeaseTransitions(), 5);
 }
 
+// A name twice in one read (a name_sql that gives two rows one name): its first row stands, so a
+// read that goes on showing both counts nothing read after read, and a new name twice is acquired
+// once.
+TEST(LeaseTransitionsTest, ANameTwiceInOneReadIsJudgedByItsFirstRow) {
+  Events e;
+  e.Observe(LeasePoll(1000, Leases({{"a", "h1", 900, 1100}, {"a", "h2", 950, 1100}})));
+  const auto twice = Leases({{"a", "h1", 900, 1100},
+                             {"a", "h2", 950, 1100},
+                             {"b", "h3", 1001, 1300},
+                             {"b", "h4", 1002, 1300}});
+  e.Observe(LeasePoll(1005, twice));
+  EXPECT_EQ(e.Lease("b", "acquired"), 1);
+  EXPECT_EQ(e.TotalLeaseTransitions(), 1);
+  e.Observe(LeasePoll(1010, twice));
+  e.Observe(LeasePoll(1015, twice));
+  EXPECT_EQ(e.TotalLeaseTransitions(), 1) << "the same read again is no transition";
+}
+
 // A restart of the exporter keeps the tables' last reads (SaveLeases, then RestoreLeases in the
 // tracker of the next start): the first read after it is judged against the last one before.
 TEST(LeaseTransitionsTest, LeaseReadsKeptAcrossARestartAreJudgedAcrossTheGap) {
