@@ -167,8 +167,9 @@ HolderMatcher::Parts HolderMatcher::Match(std::string_view holder) const {
   if (!compiled_) return nullptr;
   // PostgreSQL text never holds NUL, but cut at one anyway: regexec reads a C string.
   std::string_view input = holder.substr(0, kMaxInput);
-  if (const auto nul = input.find('\0'); nul != std::string_view::npos)
+  if (const auto nul = input.find('\0'); nul != std::string_view::npos) {
     input = input.substr(0, nul);
+  }
   std::lock_guard lock(mu_);
   if (const auto it = memo_.find(input); it != memo_.end()) return it->second;
   std::string text(input);

@@ -6,6 +6,7 @@
 
 #include "exporter/events/event_log.h"
 #include "exporter/snapshot/poll_index.h"
+#include "exporter/util/utf8.h"
 
 namespace pglock {
 namespace {
@@ -19,9 +20,7 @@ void AppendClipped(std::string* out, std::string_view text) {
     out->append(text);
     return;
   }
-  size_t end = kTimelineTextBytes;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  out->append(text.substr(0, end)).append("\u2026");
+  out->append(text.substr(0, Utf8CutPoint(text, kTimelineTextBytes))).append("\u2026");
 }
 
 std::string Clip(std::string text) {

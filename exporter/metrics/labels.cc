@@ -59,9 +59,7 @@ void AppendSanitizedLabelValue(std::string_view raw, std::string* appended_to) {
   }
   // Too long: cut at a character boundary, leaving room for "#<hash>" and the marker. FNV-1a of
   // the raw value keeps two long values that share a prefix distinct.
-  size_t cut = kMaxLabelValueBytes - kHashSuffixBytes;
-  while (cut > 0 && (static_cast<uint8_t>(out[cut]) & 0xC0) == 0x80) --cut;
-  out.resize(cut);
+  out.resize(Utf8CutPoint(out, kMaxLabelValueBytes - kHashSuffixBytes));
   uint32_t hash = 2166136261u;
   for (unsigned char c : raw) hash = (hash ^ c) * 16777619u;
   char suffix[kHashSuffixBytes + 1];

@@ -4,6 +4,13 @@
 
 namespace pglock {
 
+size_t Utf8CutPoint(std::string_view s, size_t max) {
+  if (s.size() <= max) return s.size();
+  size_t cut = max;
+  while (cut > 0 && (static_cast<uint8_t>(s[cut]) & 0xC0) == 0x80) --cut;
+  return cut;
+}
+
 size_t Utf8SequenceLength(std::string_view s, size_t i) {
   const auto b0 = static_cast<uint8_t>(s[i]);
   if (b0 < 0x80) return 1;
