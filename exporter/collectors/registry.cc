@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 
 #include "exporter/collectors/database_stats.h"  // SessionEndCountersCollector
@@ -52,7 +53,8 @@ TargetView Analyze(const PollData& data, const AnalyzeOptions& options, HoldHist
                    std::map<std::string, int64_t>* dropped, std::vector<double>* build_seconds) {
   TargetView view;
   view.inventory = data.inventory;
-  const PollIndex index(data);
+  std::optional<PollIndex> built;
+  const PollIndex& index = IndexOf(data, &built);
   const ViewContext ctx{&options, &index, static_cast<size_t>(std::max(options.top_n, 1)), history,
                         dropped};
   if (build_seconds != nullptr) build_seconds->clear();

@@ -1,6 +1,7 @@
 #include "exporter/events/advisory_holds.h"
 
 #include <algorithm>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -130,8 +131,8 @@ struct JudgedInterval {
         cur_holds_owner(std::move(ch)),
         prev_holds(*prev_holds_owner),
         cur_holds(*cur_holds_owner),
-        prev_index(p),
-        cur_index(c),
+        prev_index(IndexOf(p, &prev_built)),
+        cur_index(IndexOf(c, &cur_built)),
         restarted(p.postmaster_start != c.postmaster_start),
         // Not before 14 (no session counters), and not at a restart (everything is lost then).
         settle(!restarted && c.database_stats.has_value() && p.database_stats.has_value()) {}
@@ -166,8 +167,9 @@ struct JudgedInterval {
   const std::shared_ptr<const HoldIndex> cur_holds_owner;
   const HoldIndex& prev_holds;
   const HoldIndex& cur_holds;
-  const PollIndex prev_index;
-  const PollIndex cur_index;
+  std::optional<PollIndex> prev_built, cur_built;  // for polls that were not indexed
+  const PollIndex& prev_index;
+  const PollIndex& cur_index;
   const bool restarted;
   // A holder whose session closed with no end counted waits for Settle(): its count may be on
   // its way.
@@ -302,7 +304,8 @@ void AdvisoryHolds::SeedZeroCounters(const PollData& cur, const LockNames* names
   }
   for (uint32_t datid : unnamed) held.emplace(datid, "unnamed");
   if (held.empty() && cur.leases.empty()) return;
-  const PollIndex index(cur);
+  std::optional<PollIndex> built;
+  const PollIndex& index = IndexOf(cur, &built);
   for (const auto& [datid, lock] : held) {
     const std::string db = index.Datname(datid);
     if (counters->takeovers.count({db, lock}) != 0) continue;  // seeded before

@@ -1,5 +1,7 @@
 #include "exporter/events/judge.h"
 
+#include "exporter/snapshot/poll_index.h"
+
 namespace pglock {
 
 void JudgePoll(SteadyClock::time_point started, std::shared_ptr<PollData>* data,
@@ -8,6 +10,7 @@ void JudgePoll(SteadyClock::time_point started, std::shared_ptr<PollData>* data,
                std::vector<Event>* events) {
   const std::shared_ptr<const PollData> previous_inventory = tier->last();
   tier->Complete(started, data);
+  IndexPoll(data->get());  // complete now: every later look-up of this poll shares it
   tracker->Observe(*data, previous_inventory, names, counters, events);
   if (!tracker->settling()) return;
   const CountersReadAgain later = read_again ? read_again() : CountersReadAgain{};

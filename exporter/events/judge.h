@@ -31,8 +31,8 @@ struct CountersReadAgain {
 using ReadCountersAgain = std::function<CountersReadAgain()>;
 
 // Judges the successful poll `*data`, started at `started` (the tier's clock): a tiered poll gets
-// the last inventory's holders; counts into *counters and appends the events to *events (may be
-// null), naming configured keys from `names`.
+// the last inventory's holders, and the poll, complete, its index (IndexPoll); counts into
+// *counters and appends the events to *events (may be null), naming configured keys from `names`.
 void JudgePoll(SteadyClock::time_point started, std::shared_ptr<PollData>* data,
                InventoryTier* tier, EventTracker* tracker, const LockNames* names,
                const ReadCountersAgain& read_again, Counters* counters, std::vector<Event>* events);

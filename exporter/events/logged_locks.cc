@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "exporter/snapshot/poll_index.h"
 
@@ -77,7 +78,8 @@ std::string LoggedLockCounterLabel(const LoggedLockTag& tag, const LockNames* na
 void LoggedLockTracker::Observe(const PollData& poll, const std::vector<LockRecord>& records,
                                 const LockNames* names, int top_n, bool query_text,
                                 Counters* counters, std::vector<Event>* events) {
-  const PollIndex index(poll);
+  std::optional<PollIndex> built;
+  const PollIndex& index = IndexOf(poll, &built);
   // Waits this poll sees: their waits were seen by a poll.
   for (auto& [key, wait] : open_) {
     const Session* s = index.Find(key.first);

@@ -1,5 +1,6 @@
 #include "exporter/events/pooled_locks.h"
 
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -50,7 +51,8 @@ void PooledLockTracker::Observe(const PollData& data, const LockNames* names, Co
 
 void PooledLockTracker::Judge(const PollData& data, const LockNames* names, Counters* counters,
                               std::vector<Event>* events) {
-  const PollIndex index(data);
+  std::optional<PollIndex> built;
+  const PollIndex& index = IndexOf(data, &built);
   std::set<Id> seen;
   std::set<std::string> readable;  // poolers read at this poll
   // Connections that served another client at this poll: one inheritance each, however many

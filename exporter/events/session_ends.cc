@@ -116,7 +116,8 @@ struct EndParties {
   EndParties(const PollData& prev, const PollData& cur, const PendingSessions& pending)
       : deferred(pending.all), awaited(pending.awaited) {
     for (const Session& s : cur.sessions) alive.insert({s.pid, s.backend_start});
-    const PollIndex prev_index(prev);
+    std::optional<PollIndex> built;
+    const PollIndex& prev_index = IndexOf(prev, &built);
     std::optional<int> last_pid;  // a session's locks come in runs: one insert per run
     for (const AdvisoryLock& l : prev.locks) {
       if (!l.granted || last_pid == l.pid) continue;
@@ -162,7 +163,9 @@ std::map<uint32_t, std::shared_ptr<const AbandonedShare>> SharesOf(
     const std::map<uint32_t, SessionEndDeltas>& deltas,
     const std::map<uint32_t, SessionEndDeltas>& counted_while_listed) {
   std::map<uint32_t, AbandonedShare> shares;
-  const PollIndex cur_index(cur), prev_index(prev);
+  std::optional<PollIndex> cur_built, prev_built;
+  const PollIndex& cur_index = IndexOf(cur, &cur_built);
+  const PollIndex& prev_index = IndexOf(prev, &prev_built);
   for (const auto* entry : gone) {
     const uint32_t datid = entry->second.datid;
     auto [it, added] = shares.try_emplace(datid);

@@ -184,7 +184,7 @@ void Timeline::MarkSeen(const OpenKey& key, Open* o) {
 }
 
 const PollIndex& Timeline::Index(const PollData& data) {
-  if (!index_) index_ = std::make_unique<PollIndex>(data);
+  if (index_ == nullptr) index_ = &IndexOf(data, &built_index_);
   return *index_;
 }
 
@@ -433,7 +433,8 @@ void Timeline::Observe(const PollData& data, const TargetView& view, const LockN
   ObserveLeases(data, view);
   CloseUnseen();
   restored_ = false;
-  index_.reset();  // it borrows `data`
+  index_ = nullptr;  // it borrows `data`
+  built_index_.reset();
 }
 
 void Timeline::AddMarker(TimelineMarker m) {

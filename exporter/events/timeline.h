@@ -331,10 +331,12 @@ class Timeline {
   // Lease tables whose last read failed: since when (the poll of the first failed read).
   std::map<std::string, double> unread_since_ GUARDED_BY(mu_);
   uint64_t dropped_markers_ GUARDED_BY(mu_) = 0;
-  uint64_t markers_total_ GUARDED_BY(mu_) = 0;        // markers ever taken: the next one's seq
-  std::unique_ptr<PollIndex> index_ GUARDED_BY(mu_);  // of the poll being observed
-  std::deque<TimelineGap> gaps_ GUARDED_BY(mu_);      // oldest first
-  bool restored_ GUARDED_BY(mu_) = false;             // until the first Observe() after Restore()
+  uint64_t markers_total_ GUARDED_BY(mu_) = 0;  // markers ever taken: the next one's seq
+  // The index of the poll being observed: its own, or one built into built_index_.
+  const PollIndex* index_ GUARDED_BY(mu_) = nullptr;
+  std::optional<PollIndex> built_index_ GUARDED_BY(mu_);
+  std::deque<TimelineGap> gaps_ GUARDED_BY(mu_);  // oldest first
+  bool restored_ GUARDED_BY(mu_) = false;         // until the first Observe() after Restore()
   uint64_t changes_ GUARDED_BY(mu_) = 0;
   uint64_t closed_total_ GUARDED_BY(mu_) = 0;  // intervals ever put in closed_
 };

@@ -3,6 +3,8 @@
 // against that poll.
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 #include "exporter/pg/batch.h"
 #include "exporter/pg/columns.h"
 #include "exporter/poll/poller.h"
@@ -64,7 +66,8 @@ Status Poller::ReadPreflight(const PreflightRequest& request, SteadyClock::time_
 void Poller::AnswerPreflights(const PollData& data, const TargetView& view) {
   const auto tickets = preflight_->Take();
   if (tickets.empty()) return;
-  const PollIndex index(data);
+  std::optional<PollIndex> built;
+  const PollIndex& index = IndexOf(data, &built);
   // One poll.timeout for all of them: a request never makes the next poll late by more.
   const auto deadline = SteadyClock::now() + poll_.timeout;
   const double now =

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -215,6 +216,30 @@ struct PoolerData {
   std::vector<PooledServer> servers;  // only pools in transaction or statement mode
 };
 
+class PollIndex;  // poll_index.h
+
+// Where a complete poll keeps its index (IndexPoll, poll_index.h). The index points into the
+// PollData that holds it: a copy of the PollData starts without one, and a move keeps it (a
+// moved vector keeps its elements where they were).
+class PollIndexSlot {
+ public:
+  PollIndexSlot() = default;
+  PollIndexSlot(const PollIndexSlot&) noexcept {}
+  PollIndexSlot& operator=(const PollIndexSlot&) noexcept {
+    index_.reset();
+    return *this;
+  }
+  PollIndexSlot(PollIndexSlot&&) noexcept = default;
+  PollIndexSlot& operator=(PollIndexSlot&&) noexcept = default;
+  ~PollIndexSlot() = default;
+
+  const PollIndex* get() const { return index_.get(); }
+  void Set(std::shared_ptr<const PollIndex> index) { index_ = std::move(index); }
+
+ private:
+  std::shared_ptr<const PollIndex> index_;
+};
+
 struct PollData {
   std::string server_version;
   int server_version_num = 0;
@@ -254,6 +279,8 @@ struct PollData {
   bool full_visibility = true;
   // What one collector alone parses and reads (collector_parts.h).
   CollectorParts parts;
+  // Its sessions and databases indexed, once the poll is complete (IndexPoll).
+  PollIndexSlot index;
 };
 
 }  // namespace pglock

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <memory>
 
 namespace pglock {
 
@@ -47,6 +48,13 @@ PollIndex::PollIndex(const PollData& data) {
   }
   KeepLastOfEachKey(&by_pid_);
   KeepLastOfEachKey(&datnames_);
+}
+
+void IndexPoll(PollData* data) { data->index.Set(std::make_shared<const PollIndex>(*data)); }
+
+const PollIndex& IndexOf(const PollData& data, std::optional<PollIndex>* built) {
+  if (const PollIndex* index = data.index.get()) return *index;
+  return built->emplace(data);
 }
 
 const Session* PollIndex::Find(int pid) const {

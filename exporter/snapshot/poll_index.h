@@ -1,10 +1,12 @@
-// Look-ups over one poll, built once and shared by the view builders and the event diff: a
-// session by pid, and the one datid -> datname mapping (pg_stat_database first, then the
-// sessions' own datname; a datid nobody names is rendered as its number). Thread-compatible;
-// borrows the PollData, which must outlive it.
+// Look-ups over one poll: a session by pid, and the one datid -> datname mapping
+// (pg_stat_database first, then the sessions' own datname; a datid nobody names is rendered as its
+// number). Built once a poll is complete (IndexPoll) and kept with it, so that the judges, the
+// view, the timeline and the preflights of that poll and the next share it (IndexOf).
+// Thread-compatible; borrows the PollData, which must outlive it.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +38,12 @@ class PollIndex {
   std::vector<Entry<int, const Session*>> by_pid_;
   std::vector<Entry<uint32_t, const std::string*>> datnames_;
 };
+
+// Indexes `data`, which no longer changes its sessions or databases, into data->index.
+void IndexPoll(PollData* data);
+
+// `data`'s own index when IndexPoll made one; else one built into `*built` (a poll a test made).
+const PollIndex& IndexOf(const PollData& data, std::optional<PollIndex>* built);
 
 // The identity of the session `s` (null: only the pid is known) as the view and events show it.
 Identity IdentityOf(const Session* s, int pid);
