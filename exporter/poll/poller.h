@@ -134,8 +134,9 @@ class Poller {
   // progress, the lease tables' last reads, the timeline, and its inventory as the baseline the
   // first poll is judged against. Then saved_ is gone either way.
   void ApplySavedState(const PollData& first);
-  // Writes the state file: at most every kStateWriteInterval after a good poll, and once more at
-  // Stop() (`final`); never before a poll applied (or refused) the saved state.
+  // Writes the state file: at most every kStateWriteInterval after a good poll, when its
+  // fingerprint (looked at no more often) changed or kUnchangedStateWriteInterval passed, and once
+  // more at Stop() (`final`); never before a poll applied (or refused) the saved state.
   void SaveState(bool final);
   // A journal beside the state file (the events', the timeline's closed intervals'): the
   // generation this run wrote (0: none yet, the next write writes it whole), its lines, the
@@ -245,7 +246,8 @@ class Poller {
   std::optional<LogPosition> log_position_;  // the log reader's, at the last good poll's start
   double records_taken_until_ = 0;           // wall clock of the last TakeLockRecords
   SteadyClock::time_point last_state_write_{};
-  uint64_t written_fingerprint_ = 0;  // of what the last write kept (poller_state.cc)
+  SteadyClock::time_point last_state_check_{};  // the last fingerprint taken (poller_state.cc)
+  uint64_t written_fingerprint_ = 0;            // of what the last write kept (poller_state.cc)
   bool state_write_failing_ = false;
   bool final_state_written_ = false;
   StateJournal events_journal_{&EventJournalPath};
