@@ -51,6 +51,12 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICK  # fields 14 and 15 of proc(5)
 
 
+def minor_faults(pid):
+    """Minor page faults of every thread of the process, ended ones included (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rpartition(")")[2].split()[7])  # field 10 of proc(5)
+
+
 def run_seconds(pid):
     """Seconds since the process started (field 22 of /proc/PID/stat against /proc/uptime)."""
     with open(f"/proc/{pid}/stat") as f:

@@ -42,6 +42,7 @@ tests/e2e/lease_cycle.py are two of them):
 Standard library only (Debian python3).
 """
 import argparse
+import glob
 import json
 import os
 import random
@@ -56,7 +57,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from fleet import cpu_seconds, schedstat_seconds, status  # noqa: E402
+from fleet import cpu_seconds, minor_faults, schedstat_seconds, status  # noqa: E402
 from lease_cycle import GIVE_BACK, TAKE  # noqa: E402
 from scale import fetch, samples  # noqa: E402
 
@@ -481,20 +482,45 @@ def wait_up(url, pid, seconds=60):
     sys.exit("the exporter is not up with its server log after %d s" % seconds)
 
 
+def callgrind_dump(a, label):
+    """Instructions the exporter ran since the last dump (valgrind's callgrind, --callgrind):
+    callgrind_control writes them to the next numbered file beside --callgrind-out."""
+    def numbers():
+        return [int(f.rsplit(".", 1)[1]) for f in glob.glob(glob.escape(a.callgrind_out) + ".*")]
+
+    # callgrind_control exits 0 even when it found no callgrind run: the dump is proven by the
+    # next numbered file, triggered by this label.
+    expected = "%s.%d" % (a.callgrind_out, max(numbers(), default=0) + 1)
+    done = subprocess.run(["callgrind_control", "-d", label, str(a.pid)], capture_output=True,
+                          text=True, timeout=120)
+    total, trigger = None, None
+    if os.path.exists(expected):
+        with open(expected) as f:
+            for line in f:
+                if line.startswith("desc: Trigger:"):
+                    trigger = line.split(":", 2)[2].strip()
+                elif line.startswith(("summary:", "totals:")):
+                    total = int(line.split()[1])
+    if total is None or trigger != "dump " + label:
+        raise RuntimeError("no callgrind dump %s for %r (callgrind_control: %s)" % (
+            expected, label, (done.stdout + done.stderr).strip()))
+    return total
+
+
 def run(a):
     inj = Injected(a.events_log)
     admin = Psql(a.psql, "soak-sampler", user="postgres")
     seen_backends = {}
     wait_up(a.url, a.pid)
     time.sleep(a.warmup)
-    rows, phases_at = [], {}
+    rows, phases_at, instructions = [], {}, {}
 
     def reading():
         text, size, scrape_s = scrape_plain(a.url)
         m = parse(text)
         st = status(a.pid)
         return {"t": time.time(), "cpu_s": cpu_seconds(a.pid),
-                "sched_s": schedstat_seconds(a.pid), "backend_s": backend_cpu(admin, seen_backends),
+                "sched_s": schedstat_seconds(a.pid), "faults": minor_faults(a.pid), "backend_s": backend_cpu(admin, seen_backends),
                 "poll_ts": one(m, "pglock_last_poll_success_timestamp_seconds"),
                 "poll_errors": one(m, "pglock_poll_errors_total"),
                 "rss_kib": st["VmRSS"], "hwm_kib": st["VmHWM"], "threads": st["Threads"],
@@ -504,8 +530,11 @@ def run(a):
                 "load": os.getloadavg()[0], "injected": inj.snapshot(), "metrics": m}
 
     def minutes(phase, count):
+        if a.callgrind_out:
+            callgrind_dump(a, "until " + phase)  # not counted: what came before the phase
         prev = reading()
         phases_at[phase] = prev["t"]
+        first_poll_ts = prev["poll_ts"]
         for i in range(count):
             start = time.monotonic()
             for q in (1, 2, 3):  # Prometheus-like scrapes, gzip, every 15 s
@@ -519,16 +548,22 @@ def run(a):
                    "cpu_ms": (cur["cpu_s"] - prev["cpu_s"]) * 1000,
                    "sched_ms": (cur["sched_s"] - prev["sched_s"]) * 1000,
                    "backend_ms": (cur["backend_s"] - prev["backend_s"]) * 1000,
+                   "faults": cur["faults"] - prev["faults"],
                    "done": {k: v - prev["injected"].get(k, 0)
                             for k, v in cur["injected"].items()}}
             for k in ("rss_kib", "hwm_kib", "threads", "series", "bytes", "scrape_ms",
                       "job_series", "lease_series", "load"):
                 row[k] = cur[k]
             rows.append(row)
-            print("%-11s %2d: RSS %.1f MiB, CPU %.2f ms/poll (%d polls), %d series, load %.2f" % (
-                phase, i + 1, row["rss_kib"] / 1024, row["sched_ms"] / max(polls, 1), polls,
-                row["series"], row["load"]), file=sys.stderr, flush=True)
+            print("%-11s %2d: RSS %.1f MiB, CPU %.2f ms/poll (%d polls), %.0f faults/poll, "
+                  "%d series, load %.2f" % (
+                      phase, i + 1, row["rss_kib"] / 1024, row["sched_ms"] / max(polls, 1), polls,
+                      row["faults"] / max(polls, 1), row["series"], row["load"]),
+                  file=sys.stderr, flush=True)
             prev = cur
+        if a.callgrind_out:
+            instructions[phase] = {"ir": callgrind_dump(a, phase),
+                                   "polls": round((prev["poll_ts"] - first_poll_ts) / a.interval)}
         return prev
 
     before = minutes("idle-before", a.idle)
@@ -555,7 +590,8 @@ def run(a):
            "job_loop_exit": job_loop.returncode, "wind_down_s": wind_down_s,
            "metrics_before": encode(before["metrics"]),
            "metrics_traffic_end": encode(at_traffic_end["metrics"]),
-           "metrics_end": encode(after["metrics"]), "events": summarize_events(events)}
+           "metrics_end": encode(after["metrics"]), "events": summarize_events(events),
+           "instructions": instructions}
     with open(a.json, "w") as f:
         json.dump(out, f, indent=1)
 
@@ -611,24 +647,27 @@ def report(a):
     lines = [a.header, "", "## Per minute", "",
              "CPU is the run time of the exporter's threads in the minute "
              "(`/proc/PID/task/*/schedstat`, nanoseconds), divided by the polls made in it; "
-             "utime+stime of `/proc/PID/stat` (10 ms ticks, ended threads included) beside it. The "
+             "utime+stime of `/proc/PID/stat` (10 ms ticks, ended threads included) beside it, and "
+             "its minor page faults per poll (faults). The "
              "minute includes three gzip scrapes and one plain scrape. Backend: the run time of the "
              "exporter's PostgreSQL session(s) per poll. RSS: VmRSS at the "
              "minute's end. Series, bytes: the plain scrape at the minute's end; jobs: series "
              "naming the job-queue table. Work done in the minute: advisory hand-overs, losses, "
              "lease hand-overs, jobs finished. Load: 1-minute load average of the machine "
              "(2 CPUs).", "",
-             "| phase | min | RSS MiB | threads | CPU ms/poll | utime+stime | backend ms/poll | polls "
+             "| phase | min | RSS MiB | threads | CPU ms/poll | utime+stime | faults | backend ms/poll "
+             "| polls "
              "| poll errors | series | bytes | jobs series | hand-overs | losses | lease hand-overs "
              "| jobs done | load |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         done = r["done"]
         losses_n = sum(v for k, v in done.items() if k.startswith("advisory_loss_"))
-        lines.append("| %s | %d | %.1f | %d | %.2f | %.2f | %.2f | %d | %d | %d | %s | %d | %d | %d "
-                     "| %d | %d | %.2f |" % (
+        lines.append("| %s | %d | %.1f | %d | %.2f | %.2f | %s | %.2f | %d | %d | %d | %s | %d | %d "
+                     "| %d | %d | %d | %.2f |" % (
                          r["phase"], r["minute"], r["rss_kib"] / 1024, r["threads"],
                          ratio(r["sched_ms"], r["polls"]), ratio(r["cpu_ms"], r["polls"]),
+                         "%.0f" % ratio(r["faults"], r["polls"]) if "faults" in r else "",
                          ratio(r["backend_ms"], r["polls"]),
                          r["polls"], r["poll_errors"], r["series"], f"{r['bytes']:,}",
                          r["job_series"], sum(v for k, v in done.items()
@@ -665,6 +704,9 @@ def report(a):
                   verdict(max(max_rss["rss_kib"], max_hwm) <= 24 * 1024)),
               "| idle CPU per poll, before vs after the traffic | %.2f → %.2f ms (**%.2fx**; "
               "utime+stime %.2fx) | back to before |" % (ib, ia, ratio(ia, ib), ratio(tia, tib)),
+              "| idle minor page faults per poll, before vs after | %s | |" % (
+                  "%.0f → %.0f" % (per_poll(idle_b, "faults"), per_poll(idle_a, "faults"))
+                  if all("faults" in r for r in idle_b + idle_a) else "not recorded"),
               "| idle RSS, end of before vs end of after | %.1f → %.1f MiB | |" % (
                   idle_b[-1]["rss_kib"] / 1024, idle_a[-1]["rss_kib"] / 1024),
               "| /metrics series: end of idle before, traffic minute 1, last traffic minute, "
@@ -680,6 +722,14 @@ def report(a):
               "| jobs finished | %s over %d minutes | thousands |" % (f"{jobs_done:,}",
                                                                       len(traffic)),
               ]
+    ir = d.get("instructions") or {}
+    if ir:
+        per = {k: ratio(v["ir"], v["polls"]) / 1e3 for k, v in ir.items()}
+        lines += ["| exporter instructions per poll (callgrind, every thread), idle before, "
+                  "traffic, idle after | %s (after ÷ before **%.2fx**) | back to before |" % (
+                      ", ".join("%.0f k" % per.get(k, float("nan"))
+                                for k in ("idle-before", "traffic", "idle-after")),
+                      ratio(per.get("idle-after", 0), per.get("idle-before", 0)))]
     fb, ft, fe = (d[k]["series_by_family"] for k in ("metrics_before", "metrics_traffic_end",
                                                       "metrics_end"))
     changed = sorted(n for n in set(fb) | set(ft) | set(fe)
@@ -823,6 +873,7 @@ def main():
     r.add_argument("--minutes", type=int, default=30)
     r.add_argument("--idle", type=int, default=3)
     r.add_argument("--warmup", type=float, default=30)
+    r.add_argument("--callgrind-out", default="")
     rp = sub.add_parser("report")
     rp.add_argument("--json", required=True)
     rp.add_argument("--header", required=True)

@@ -7,11 +7,14 @@
 # and what the exporter recorded against what the workload did. A benchmark, not a test: not
 # part of the default test run.
 #
-#   tests/bench/soak.sh [--minutes 30] [--idle 3] [--storage] [--full-history]
+#   tests/bench/soak.sh [--minutes 30] [--idle 3] [--storage] [--full-history] [--callgrind]
 #   # about minutes + 2 x idle + 2 minutes; --storage: with a state directory ([storage] path, as
 #   # the Debian package and the Kubernetes base run it); --full-history: the same, its history
 #   # at every bound from the start (the event log and the timeline full, written by
-#   # build/tests/history_at_bounds and restored at the first poll: PGLOCK_HISTORY_TOOL)
+#   # build/tests/history_at_bounds and restored at the first poll: PGLOCK_HISTORY_TOOL);
+#   # --callgrind: the exporter under valgrind's callgrind, for its instructions per poll in each
+#   # phase (the work it does, whatever the host's caches and clock do to its CPU time; its CPU
+#   # figures are then valgrind's, not the exporter's)
 #
 # Writes a Markdown report to stdout and to BENCH_OUT when set (the raw JSON beside it, .json).
 # Environment: PGLOCK_EXPORTER_BINARY (default build/pglock_exporter; copied before the run, so a
@@ -27,17 +30,22 @@ repo=$(cd -- "$here/../.." && pwd)
 source "$repo/scripts/lib/pg.sh"
 py=/usr/bin/python3
 bin=${PGLOCK_EXPORTER_BINARY:-$repo/build/pglock_exporter}
-minutes=30 idle=3 storage=0 full_history=0
+minutes=30 idle=3 storage=0 full_history=0 callgrind=0
 while (($#)); do
   case $1 in
     --minutes) minutes=$2; shift 2 ;;
     --idle) idle=$2; shift 2 ;;
     --storage) storage=1; shift ;;
     --full-history) storage=1 full_history=1; shift ;;
-    *) echo "usage: $0 [--minutes N] [--idle N] [--storage] [--full-history]" >&2; exit 2 ;;
+    --callgrind) callgrind=1; shift ;;
+    *) echo "usage: $0 [--minutes N] [--idle N] [--storage] [--full-history] [--callgrind]" >&2
+      exit 2 ;;
   esac
 done
 [[ -x $bin ]] || { echo "no exporter at $bin (set PGLOCK_EXPORTER_BINARY)" >&2; exit 2; }
+if ((callgrind)) && ! command -v callgrind_control >/dev/null; then
+  echo "--callgrind needs valgrind (apt-get install valgrind)" >&2; exit 2
+fi
 history_tool=${PGLOCK_HISTORY_TOOL:-$repo/build/tests/history_at_bounds}
 if ((full_history)) && [[ ! -x $history_tool ]]; then
   echo "no $history_tool (cmake --build build --target history_at_bounds)" >&2; exit 2
@@ -156,7 +164,12 @@ if ((full_history)); then
     "SELECT system_identifier || '|' || current_setting('port') FROM pg_control_system()")
   history_note=$("$history_tool" "$tmp/state" soak "$server_key" "$(date +%s.%N)")
 fi
-"$bin" --config.file="$tmp/config.toml" --web.listen-address="127.0.0.1:$port" \
+under=() callgrind_flags=()
+if ((callgrind)); then
+  under=(valgrind --tool=callgrind "--callgrind-out-file=$tmp/logs/callgrind.out")
+  callgrind_flags=(--callgrind-out "$tmp/logs/callgrind.out")
+fi
+"${under[@]}" "$bin" --config.file="$tmp/config.toml" --web.listen-address="127.0.0.1:$port" \
   "${storage_flags[@]}" >"$tmp/logs/exporter.log" 2>&1 &
 exporter_pid=$!
 
@@ -168,10 +181,18 @@ json=${json:-$tmp/soak.json}
 PGHOST=127.0.0.1 PGPORT=$PG_PORT PGDATABASE=app "$py" "$here/soak.py" run \
   --url "http://127.0.0.1:$port/metrics" --pid "$exporter_pid" --psql "$PG_BIN/psql" \
   --interval 1 --minutes "$minutes" --idle "$idle" --events-log "$tmp/logs/events.jsonl" \
-  --json "$json"
+  --json "$json" "${callgrind_flags[@]}"
 load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 warnings=$(grep -ciE '\b(warn|warning|error)\b' "$tmp/logs/exporter.log" || true)
 restored=''
+# Built apart from the header: under set -e an assignment whose last $(...) fails ends the script.
+flags='' callgrind_note=''
+if ((full_history)); then flags+=' --full-history'; elif ((storage)); then flags+=' --storage'; fi
+if ((callgrind)); then
+  flags+=' --callgrind'
+  callgrind_note="
+- under valgrind's callgrind: the CPU figures below are the exporter's under valgrind (tens of times its own); its instructions per poll are the figure to read"
+fi
 if ((full_history)); then
   restored=$(grep -o 'saved state applied ([^)]*)' "$tmp/logs/exporter.log" | head -n 1)
   restored="
@@ -186,7 +207,7 @@ header="# Soak: the exporter's cost over ${minutes} minutes of lock traffic
 - traffic: two named advisory locks handed over between two sessions every 2.5–4 s; tests/e2e/job_loop.py on a third (a new session every second: unlock, clean close, transaction lock); a fourth lost every 30 s, in turn terminated (taken over 2 s later) and ended by its role's 3 s idle_in_transaction_session_timeout with a session waiting for it (taken over at once); a deadlock of two transaction-level advisory locks every 90 s; a blocking episode every 60 s (a transaction idle on an accounts row for 5 s, two sessions waiting); tests/e2e/lease_cycle.py on two leases (a new holder every 3 s), one lease renewed every 5 s, one left to expire and taken over every 60 s, 20 stable leases; a job queue (docs/row-locks.md's recipe, \`queue = true\`) fed to about 8 queued jobs, two workers claiming one job at a time for 0.3–1.2 s
 - scrapes: every 15 s with Accept-Encoding: gzip, and the plain one at each minute's end that the table reads
 - the exporter's log: $warnings lines with a warning or an error
-- command: \`tests/bench/soak.sh --minutes $minutes --idle $idle$( ((full_history)) && echo " --full-history" || { ((storage)) && echo " --storage"; })\`$restored"
+- command: \`tests/bench/soak.sh --minutes $minutes --idle $idle$flags\`$restored$callgrind_note"
 
 report=$("$py" "$here/soak.py" report --json "$json" --header "$header")
 if [[ -n ${BENCH_OUT:-} ]]; then printf '%s\n' "$report" >"$BENCH_OUT"; fi
