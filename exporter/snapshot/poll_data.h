@@ -1,6 +1,7 @@
 // What one poll observed on one PostgreSQL server, as plain values: the collectors in
 // exporter/collectors fill it, exporter/snapshot turns two of them into metrics and events.
-// Immutable once built; shared between threads through shared_ptr<const PollData>.
+// Immutable once built, but for its index, set once the poll is complete (IndexPoll); shared
+// between threads through shared_ptr<const PollData>.
 #pragma once
 
 #include <cstdint>
