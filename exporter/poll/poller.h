@@ -246,7 +246,7 @@ class Poller {
   std::optional<LogPosition> log_position_;  // the log reader's, at the last good poll's start
   double records_taken_until_ = 0;           // wall clock of the last TakeLockRecords
   SteadyClock::time_point last_state_write_{};
-  SteadyClock::time_point last_state_check_{};  // the last fingerprint taken (poller_state.cc)
+  SteadyClock::time_point last_state_check_{};  // the last fingerprint taken: at or after the write
   uint64_t written_fingerprint_ = 0;            // of what the last write kept (poller_state.cc)
   bool state_write_failing_ = false;
   bool final_state_written_ = false;

@@ -354,14 +354,11 @@ void Poller::SaveState(bool final) {
   const auto now = SteadyClock::now();
   const auto since = now - last_state_write_;
   const bool first = last_state_write_ == SteadyClock::time_point{};
-  // Within the interval of the last write, or of the last look that found nothing to write,
-  // nothing is hashed: four polls in five at 1 s return here, idle or not. (Only the write's
-  // interval once: an idle exporter hashed every counter, lease and first-seen hold at every poll
-  // from 5 s after a write to the next, 60 s on.)
-  if (!final && !first &&
-      (since < kStateWriteInterval || now - last_state_check_ < kStateWriteInterval)) {
-    return;
-  }
+  // Within the interval of the last look (every write follows one), nothing is hashed: four polls
+  // in five at 1 s return here, idle or not. (Timed from the last write once: an idle exporter
+  // hashed every counter, lease and first-seen hold at every poll from 5 s after a write to the
+  // next, 60 s on.)
+  if (!final && !first && now - last_state_check_ < kStateWriteInterval) return;
   last_state_check_ = now;
   const std::shared_ptr<const EventList> events = event_log_.Contents();
   EpisodeTrackerSaved episodes = episodes_.Save();
